@@ -1,0 +1,46 @@
+"""Every error Sigma raises on purpose derives from :class:`SigmaError`.
+
+The CLI prints a ``SigmaError`` as one line and exits 2; anything else is a bug
+and shows its traceback. So an error a user can fix (a bad config key, an
+unknown layer, a shape mismatch) must be one of these, with a message that
+names the culprit.
+"""
+
+
+class SigmaError(Exception):
+    """Base class: a problem the user can act on, described in one line."""
+
+
+class ConfigError(SigmaError):
+    """A run file or override is malformed; the message names the key."""
+
+
+class ShapeError(SigmaError, ValueError):
+    """Operands do not fit; the message names the op and the shapes."""
+
+
+class UnknownComponentError(SigmaError, KeyError):
+    """A layer, handler, optimiser, ... name nobody registered."""
+
+    def __str__(self):  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class ComponentClashError(SigmaError):
+    """Two distributions register a component under the same name."""
+
+
+class HandlerUnavailableError(SigmaError):
+    """A handler asked for by name is installed but cannot run here."""
+
+
+class PluginError(SigmaError):
+    """A plugin failed to load while strict plugin loading is on."""
+
+
+class ArchitectureError(SigmaError):
+    """A network graph is invalid: cycle, unknown alias, shape mismatch."""
+
+
+class NonFiniteError(SigmaError, FloatingPointError):
+    """Training produced NaN or Inf; the message says where."""
