@@ -44,3 +44,7 @@ class ArchitectureError(SigmaError):
 
 class NonFiniteError(SigmaError, FloatingPointError):
     """Training produced NaN or Inf; the message says where."""
+
+
+class ComponentLoadError(SigmaError, ImportError):
+    """A registered component's lazy target could not be imported; names the component."""

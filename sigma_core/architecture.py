@@ -1,0 +1,168 @@
+"""Constructs and architectures: a network described before it exists.
+
+A :class:`Construct` is a light placeholder for a layer: its type name, its
+meta-parameters and which constructs feed it. Nothing is allocated until a
+:class:`~sigma_core.network.Network` instantiates the layers on a handler.
+
+Linear stacks use ``+`` (``Input(4) + Dense(10, "relu") + Dense(3)``) and
+``n * construct`` repeats deep copies. Any acyclic graph can be linked by hand
+with :meth:`Construct.link` and collected in an :class:`Architecture`.
+Names containing ``#`` are numbered by position when the architecture is
+resolved (``"#-dense"`` becomes ``"2-dense"``), as in Sigma.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from . import plugins
+from .errors import ArchitectureError, UnknownComponentError
+
+
+class Construct:
+    """Placeholder for one layer: ``Construct("dense", size=10, activation="relu")``."""
+
+    def __init__(self, layer_type: str, name: str | None = None, **params):
+        self.layer_type = layer_type
+        self.name = name or f"#-{layer_type}"
+        if self.name.count("#") > 1:
+            raise ArchitectureError(f"construct name {self.name!r} may contain at most one '#'")
+        self.params = params
+        self.inputs: list[Construct] = []
+
+    def link(self, *sources: "Construct") -> "Construct":
+        """Feed this construct from ``sources`` (in order); returns self for chaining."""
+        for source in sources:
+            if any(s is source for s in self.inputs):
+                raise ArchitectureError(f"construct {self.name!r} is already linked from {source.name!r}")
+            self.inputs.append(source)
+        return self
+
+    def __add__(self, other):
+        return Architecture([self]) + other
+
+    def __rmul__(self, count: int):
+        return count * Architecture([self])
+
+    def __repr__(self):
+        params = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        return f"Construct({self.layer_type!r}, name={self.name!r}{', ' if params else ''}{params})"
+
+
+class Architecture:
+    """Constructs in declaration order, with their links; validated as a DAG."""
+
+    def __init__(self, constructs=()):
+        self.constructs: list[Construct] = list(constructs)
+
+    def __add__(self, other):
+        """Stack: ``other``'s first construct is fed by this one's last."""
+        other_constructs = [other] if isinstance(other, Construct) else list(other.constructs)
+        if not other_constructs:
+            return Architecture(self.constructs)
+        if self.constructs and not other_constructs[0].inputs:
+            other_constructs[0].link(self.constructs[-1])
+        return Architecture(self.constructs + other_constructs)
+
+    def __radd__(self, other):
+        return Architecture([other]) + self if isinstance(other, Construct) else NotImplemented
+
+    def __rmul__(self, count: int):
+        """``n * arch``: n deep copies stacked; every construct needs '#' in its name."""
+        if not isinstance(count, int) or count < 1:
+            raise ArchitectureError(f"an architecture can only be repeated a positive whole number of times, not {count!r}")
+        for construct in self.constructs:
+            if "#" not in construct.name:
+                raise ArchitectureError(
+                    f"construct {construct.name!r} is repeated, so its name needs a '#' to be numbered"
+                )
+        result = Architecture()
+        for _ in range(count):
+            result = result + copy.deepcopy(self)
+        return result
+
+    def __len__(self):
+        return len(self.constructs)
+
+    def resolved_names(self) -> dict[int, str]:
+        """Final name per construct (by id): '#' replaced with the 1-based position."""
+        width = len(str(len(self.constructs)))
+        names = {}
+        for position, construct in enumerate(self.constructs, start=1):
+            names[id(construct)] = construct.name.replace("#", str(position).zfill(width))
+        seen = {}
+        for construct in self.constructs:
+            name = names[id(construct)]
+            if name in seen:
+                raise ArchitectureError(f"two layers are named {name!r}; names must be unique")
+            seen[name] = construct
+        return names
+
+    def ordered(self) -> list[Construct]:
+        """Constructs in a topological order; a cycle is an error naming its layers."""
+        names = self.resolved_names()
+        members = {id(c) for c in self.constructs}
+        for construct in self.constructs:
+            for source in construct.inputs:
+                if id(source) not in members:
+                    raise ArchitectureError(
+                        f"layer {names[id(construct)]!r} is fed by {source.name!r}, which is not part of the architecture"
+                    )
+        order, state = [], {}  # state: 1 = visiting, 2 = done
+
+        def visit(construct, path):
+            mark = state.get(id(construct))
+            if mark == 2:
+                return
+            if mark == 1:
+                cycle = path[path.index(construct):] + [construct]
+                raise ArchitectureError("cycle in the network: " + " -> ".join(names[id(c)] for c in cycle))
+            state[id(construct)] = 1
+            for source in construct.inputs:
+                visit(source, path + [construct])
+            state[id(construct)] = 2
+            order.append(construct)
+
+        for construct in self.constructs:
+            visit(construct, [])
+        return order
+
+    def validate_types(self):
+        """Every construct's layer type is registered; the error lists the available ones."""
+        for construct in self.constructs:
+            try:
+                plugins.get("layer", construct.layer_type)
+            except UnknownComponentError as error:
+                raise ArchitectureError(f"layer {construct.name!r}: {error}") from None
+
+
+def from_layer_list(specs: list[dict]) -> Architecture:
+    """An architecture from run-file tables: ``[{type = "dense", size = 10}, ...]``.
+
+    Each entry may name itself (``name``) and its sources (``inputs = [...]``);
+    without ``inputs`` an entry is fed by the entry before it (input layers by
+    nothing).
+    """
+    constructs, by_name = [], {}
+    for position, spec in enumerate(specs):
+        spec = dict(spec)
+        if "type" not in spec:
+            raise ArchitectureError(f"network.layers[{position}]: missing key 'type'")
+        layer_type = spec.pop("type")
+        sources = spec.pop("inputs", None)
+        construct = Construct(layer_type, spec.pop("name", None), **spec)
+        constructs.append((construct, sources))
+        by_name[construct.name] = construct
+    for position, (construct, sources) in enumerate(constructs):
+        if sources is None:
+            if position > 0 and construct.layer_type != "input":
+                construct.link(constructs[position - 1][0])
+            continue
+        for source in [sources] if isinstance(sources, str) else sources:
+            if source not in by_name:
+                raise ArchitectureError(
+                    f"network.layers[{position}] ({construct.name!r}): input {source!r} is not a layer name "
+                    f"(named layers: {', '.join(n for n in by_name if '#' not in n) or 'none'})"
+                )
+            construct.link(by_name[source])
+    return Architecture([c for c, _ in constructs])

@@ -1,0 +1,79 @@
+"""The tape: one record of a forward pass, replayed backwards once.
+
+Arrays on the tape carry a slot number (``NDArray._node``). A watched array
+gets a slot; an op whose inputs have slots gives its output a slot and appends
+a record. ``gradient`` seeds the target's slot with ones, visits the records in
+reverse, and sums gradients that reach the same slot from several uses (a
+value used twice gets both contributions). The tape is released afterwards:
+slots are cleared and the records dropped, so nothing from this pass keeps
+buffers alive into the next.
+"""
+
+from __future__ import annotations
+
+from ..errors import SigmaError
+
+
+class Tape:
+    """Records differentiable ops on one handler; see the module docstring."""
+
+    def __init__(self, handler):
+        self.handler = handler
+        self._records = []  # (out_slot, input_slots, raw_inputs, raw_out, vjp, saved)
+        self._arrays = []  # every array given a slot, so release can clear it
+
+    def watch(self, *arrays):
+        """Trace these arrays (parameters): gradients can be taken with respect to them."""
+        for array in arrays:
+            if array._node is None:
+                array._node = len(self._arrays)
+                self._arrays.append(array)
+
+    def record(self, out, inputs, raw_inputs, raw_out, vjp, saved):
+        """Called by the handler for an op with at least one traced input."""
+        slots = tuple(getattr(x, "_node", None) for x in inputs)
+        out._node = len(self._arrays)
+        self._arrays.append(out)
+        self._records.append((out._node, slots, raw_inputs, raw_out, vjp, saved))
+
+    def gradient(self, target, sources, seed=None):
+        """d target / d source for every source, then release the tape.
+
+        ``seed`` is the incoming gradient of ``target`` (default: ones, i.e. the
+        target is a scalar cost). A source the target does not depend on gets
+        zeros. The returned arrays are new (they never alias a parameter).
+        """
+        handler = self.handler
+        k = handler.kernels
+        if target._node is None:
+            raise SigmaError("gradient: the target was not computed from any watched array on this tape")
+        grads = [None] * len(self._arrays)
+        grads[target._node] = k.full(target.shape, 1.0) if seed is None else seed.data
+        for out_slot, slots, raw_inputs, raw_out, vjp, saved in reversed(self._records):
+            g = grads[out_slot]
+            if g is None:
+                continue
+            needs = tuple(s is not None for s in slots)
+            for slot, grad in zip(slots, vjp(k, g, raw_inputs, raw_out, saved, needs)):
+                if slot is None or grad is None:
+                    continue
+                previous = grads[slot]
+                grads[slot] = grad if previous is None else k.add(previous, grad)
+        results = []
+        for source in sources:
+            slot = source._node
+            grad = grads[slot] if slot is not None else None
+            if grad is None:
+                grad = k.full(source.shape, 0.0)
+            elif grad is source.data or getattr(grad, "base", None) is not None or grad.shape != source.shape:
+                grad = k.broadcast_to(grad, source.shape)  # own, contiguous buffer
+            results.append(handler._wrap(grad))
+        self.release()
+        return results
+
+    def release(self):
+        """Drop the records and clear every slot (called by gradient())."""
+        for array in self._arrays:
+            array._node = None
+        self._arrays = []
+        self._records = []

@@ -1,0 +1,156 @@
+"""Choosing the computation handler: by name, or ``auto`` for the best that runs.
+
+Handlers are registered components of kind ``"handler"`` (see
+:mod:`sigma_core.plugins`). Whether one can run is asked twice, cheaply first:
+the registry ``check`` (no heavy imports), then, once the class is loaded, its
+``availability()`` classmethod, which may look at the hardware.
+
+The handler in effect is the innermost :func:`use_handler` block of the current
+context, else the process default (:func:`set_default_handler`, or ``auto``
+created on first use). Scoping uses :mod:`contextvars`, so threads and asyncio
+tasks do not see each other's ``use_handler`` blocks.
+
+Environment: ``SIGMA_HANDLER`` names the handler when the command line does not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import os
+import threading
+from typing import Any, Iterator
+
+from sigma_core import plugins
+from sigma_core.errors import ComponentLoadError, HandlerUnavailableError
+
+AUTO = "auto"
+
+_log = logging.getLogger("sigma")
+
+
+def resolve_handler_name(*, cli: str | None = None, config: str | None = None) -> tuple[str, str]:
+    """The handler name to use and where it came from.
+
+    Precedence: command line > ``SIGMA_HANDLER`` > run config > ``"auto"``.
+    Empty values count as unset.
+    """
+    for name, source in (
+        (cli, "--handler"),
+        (os.environ.get("SIGMA_HANDLER"), "SIGMA_HANDLER"),
+        (config, "config"),
+    ):
+        if name and name.strip():
+            return name.strip(), source
+    return AUTO, "default"
+
+
+def create_handler(
+    name: str = AUTO, *, dtype: str = "float32", seed: int | None = None, source: str = "code"
+) -> Any:
+    """Construct the handler ``name`` (or the best available for ``"auto"``).
+
+    ``source`` says where the name came from, for the log line.
+    """
+    if name == AUTO:
+        component = _best_available()
+        _log.info("handler auto -> %s (fastest available; from %s)", component.name, source)
+    else:
+        component = plugins.get("handler", name)  # UnknownComponentError lists the names
+        available, reason = _can_run(component)
+        if not available:
+            raise HandlerUnavailableError(
+                f"handler {name!r} cannot run here: {reason} (available: {_available_names()})"
+            )
+        _log.info("handler %s (from %s)", component.name, source)
+    return component.load()(dtype=dtype, seed=seed)
+
+
+def set_default_handler(handler_or_name: Any, **kwargs: Any) -> Any:
+    """Make a handler (or the handler named, built with ``kwargs``) the process default.
+
+    ``None`` forgets the default, so the next :func:`current_handler` picks again.
+    """
+    global _default
+    handler = None if handler_or_name is None else _as_handler(handler_or_name, kwargs)
+    with _default_lock:
+        _default = handler
+    return handler
+
+
+def current_handler() -> Any:
+    """The handler in effect: the innermost :func:`use_handler`, else the default.
+
+    The default is created on first use from ``SIGMA_HANDLER``, else ``auto``.
+    """
+    global _default
+    scoped = _scoped.get()
+    if scoped is not None:
+        return scoped
+    with _default_lock:
+        if _default is None:
+            name, source = resolve_handler_name()
+            _default = create_handler(name, source=source)
+        return _default
+
+
+@contextlib.contextmanager
+def use_handler(handler_or_name: Any, **kwargs: Any) -> Iterator[Any]:
+    """Make a handler (or the handler named, built with ``kwargs``) current inside the block."""
+    handler = _as_handler(handler_or_name, kwargs)
+    token = _scoped.set(handler)
+    try:
+        yield handler
+    finally:
+        _scoped.reset(token)
+
+
+_default: Any = None
+_default_lock = threading.Lock()
+_scoped: contextvars.ContextVar[Any] = contextvars.ContextVar("sigma_handler", default=None)
+
+
+def _as_handler(handler_or_name: Any, kwargs: dict[str, Any]) -> Any:
+    if isinstance(handler_or_name, str):
+        return create_handler(handler_or_name, **kwargs)
+    if kwargs:
+        raise TypeError("keyword arguments only apply when a handler is given by name")
+    return handler_or_name
+
+
+def _best_available() -> plugins.Component:
+    """The highest-ranked handler that can run here; ties go by name."""
+    reasons = []
+    for component in sorted(plugins.components("handler"), key=lambda c: (-c.rank, c.name)):
+        available, reason = _can_run(component)
+        if available:
+            return component
+        reasons.append(f"{component.name}: {reason}")
+    raise HandlerUnavailableError(f"no handler can run here ({'; '.join(reasons) or 'none registered'})")
+
+
+def _can_run(component: plugins.Component) -> tuple[bool, str]:
+    """The registry check first (cheap), then the loaded class's ``availability()``.
+
+    Only the class can look at the hardware; a handler that fails to import
+    counts as unavailable, so one broken plugin cannot stop ``auto``.
+    """
+    available, reason = component.availability()
+    if not available:
+        return False, reason
+    try:
+        cls = component.load()
+    except ComponentLoadError as exc:
+        _log.warning("%s", exc)
+        return False, f"cannot be imported ({type(exc.__cause__).__name__}: {exc.__cause__})"
+    try:
+        available, reason = cls.availability() if hasattr(cls, "availability") else (True, "")
+    except Exception as exc:
+        return False, f"availability check failed: {type(exc).__name__}: {exc}"
+    return bool(available), " ".join(str(reason).split())
+
+
+def _available_names() -> str:
+    names = [c.name for c in plugins.components("handler") if _can_run(c)[0]]
+    return ", ".join(names) or "none"

@@ -1,0 +1,216 @@
+"""The ``sigma`` command.
+
+Each subcommand is an ``add_<name>_parser(subparsers)`` function listed in
+:data:`SUBCOMMANDS`; it builds its parser and sets ``run`` to a function taking
+the parsed arguments and returning an exit status. To add a subcommand, write
+one such function and list it.
+
+A :class:`~sigma_core.errors.SigmaError` is a problem the user can fix, so it
+is printed as one ``error:`` line and the exit status is 2; ``--debug`` shows
+the traceback instead. Any other exception is a bug and always shows its
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import sys
+
+from sigma_core.errors import SigmaError
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``sigma`` with ``argv`` (default: the process arguments); return the exit status."""
+    args = build_parser().parse_args(argv)
+    with _logging_to_stderr(args.debug):
+        try:
+            return args.run(args)
+        except SigmaError as exc:
+            if args.debug:
+                raise
+            print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+            return 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sigma", description="Sigma: a plugin-based machine-learning framework."
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logging")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for add_parser in SUBCOMMANDS:
+        add_parser(subparsers)
+    return parser
+
+
+@contextlib.contextmanager
+def _logging_to_stderr(debug: bool):
+    """Show the ``sigma`` logger on stderr (info, e.g. the handler chosen) while a command runs.
+
+    Undone afterwards, so calling :func:`main` in-process (tests, notebooks)
+    leaves logging as it was.
+    """
+    logger = logging.getLogger("sigma")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("sigma: %(message)s"))
+    previous_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG if debug else logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous_level)
+
+
+# --- sigma plugins ----------------------------------------------------------
+
+
+def add_plugins_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "plugins",
+        help="list registered components and failed plugins",
+        description="List every registered component, whether it can run here, "
+        "and the plugins that failed to load.",
+    )
+    parser.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+    parser.set_defaults(run=run_plugins)
+
+
+def run_plugins(args: argparse.Namespace) -> int:
+    from sigma_core import plugins
+
+    rows = [_component_row(c) for c in plugins.components()]
+    failed = [_failure_row(f) for f in plugins.failures()]
+    if args.json:
+        print(json.dumps(rows + failed, indent=2))
+    else:
+        _print_plugins_table(rows, failed)
+    return 0
+
+
+def _component_row(component) -> dict:
+    available, reason = component.availability()
+    return {
+        "kind": component.kind,
+        "name": component.name,
+        "aliases": list(component.aliases),
+        "distribution": component.distribution,
+        "version": component.version,
+        "rank": component.rank,
+        "description": component.description,
+        "available": available,
+        "reason": reason,
+    }
+
+
+def _failure_row(failure) -> dict:
+    return {
+        "kind": "plugin-failure",
+        "name": failure.name,
+        "aliases": [],
+        "distribution": failure.distribution,
+        "version": failure.version,
+        "available": False,
+        "reason": failure.error,
+    }
+
+
+def _print_plugins_table(rows: list[dict], failed: list[dict]) -> None:
+    """Plain aligned text: it never wraps or truncates, so it greps and pipes well."""
+    header = ("KIND", "NAME", "ALIASES", "DISTRIBUTION", "VERSION", "STATUS")
+    lines = [header] + [
+        (
+            row["kind"],
+            row["name"],
+            ", ".join(row["aliases"]),
+            row["distribution"],
+            row["version"],
+            "available" if row["available"] else f"unavailable — {row['reason']}",
+        )
+        for row in rows
+    ]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
+    for line in lines:
+        print("  ".join([*(cell.ljust(width) for cell, width in zip(line, widths)), line[-1]]))
+    if failed:
+        print(f"\n{len(failed)} plugin(s) failed to load:")
+        for row in failed:
+            print(f"  {row['name']} ({row['distribution']} {row['version']}): {row['reason']}")
+
+
+# --- sigma train ------------------------------------------------------------
+
+
+def add_train_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "train",
+        help="train the run a TOML file describes",
+        description="Train the network a run file describes and report held-out accuracy.",
+    )
+    parser.add_argument("config", help="run file (TOML)")
+    parser.add_argument("--handler", help="computation handler (overrides SIGMA_HANDLER and the run file)")
+    parser.add_argument("--dtype", choices=("float32", "float64"), help="override handler.dtype")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override any run-file key, e.g. --set training.epochs=3 (repeatable)")
+    parser.add_argument("--out", metavar="RESULT.json", help="write the result summary as JSON")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show tracebacks and debug logging")
+    parser.set_defaults(run=run_train)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from sigma_core import config as run_config
+    from sigma_core.run import build_run
+
+    overrides = list(args.overrides)
+    if args.dtype:
+        overrides.append(f"handler.dtype={args.dtype}")
+    cfg = run_config.load(args.config, overrides)
+    run = build_run(cfg, handler_name=args.handler)
+    observers = []
+    if not args.quiet:
+        from sigma_core.progress import EpochProgress
+
+        observers.append(EpochProgress(run.epochs))
+    summary = run.train(observers)
+    accuracy = "n/a" if summary["accuracy"] is None else f"{summary['accuracy']:.2%}"
+    print(
+        f"{summary['name']}: {summary['epochs']} epochs in {summary['seconds']:.1f}s on "
+        f"{summary['handler']} ({summary['dtype']}); final cost {summary['cost']:.4f}, "
+        f"held-out accuracy {accuracy}"
+    )
+    if args.out:
+        _write_json_atomically(Path(args.out), summary)
+    return 0
+
+
+def _write_json_atomically(path, payload) -> None:
+    """Write JSON via a temporary file and rename, so a crash never leaves half a file."""
+    import os
+    import tempfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as stream:
+            json.dump(payload, stream, indent=2)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+SUBCOMMANDS = (add_plugins_parser, add_train_parser)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

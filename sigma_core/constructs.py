@@ -1,0 +1,58 @@
+"""Python shorthands for the built-in layer constructs.
+
+``Input(28, 28) + Dropout(0.2) + Dense(1000, "relu") + Dense(10) + SoftmaxCE()``
+is the Python form of a run file's ``[[network.layers]]`` list. Plugin layers
+use :class:`~sigma_core.architecture.Construct` directly:
+``Construct("maxout", size=64, pieces=2)``.
+"""
+
+from __future__ import annotations
+
+from .architecture import Construct
+
+
+def Input(*shape, name=None, alias="inputs"):
+    return Construct("input", name, shape=shape, alias=alias)
+
+
+def Output(name=None, alias="outputs"):
+    return Construct("output", name, alias=alias)
+
+
+def Dense(size, activation="none", name=None, bias=True, time_distributed=False):
+    return Construct("dense", name, size=size, activation=activation, bias=bias, time_distributed=time_distributed)
+
+
+FullyConnected = Dense
+
+
+def Elementwise(activation="tanh", name=None):
+    return Construct("elementwise", name, activation=activation)
+
+
+def Dropout(p, name=None):
+    return Construct("dropout", name, p=p)
+
+
+def Recurrent(size, activation="tanh", name=None, sequences=True):
+    return Construct("recurrent", name, size=size, activation=activation, sequences=sequences)
+
+
+def LSTM(size, name=None, sequences=True):
+    return Construct("lstm", name, size=size, sequences=sequences)
+
+
+def Concatenate(name=None):
+    return Construct("concatenate", name)
+
+
+def Add(name=None):
+    return Construct("add", name)
+
+
+def SoftmaxCE(importance=1.0, name=None, targets="targets"):
+    return Construct("softmax_ce", name, importance=importance, targets=targets)
+
+
+def SquaredDifference(importance=1.0, name=None, targets="targets"):
+    return Construct("squared_difference", name, importance=importance, targets=targets)

@@ -1,0 +1,114 @@
+"""In-memory datasets: named sections of NumPy arrays aligned record by record.
+
+A dataset is a mapping ``section name -> array`` in which axis 0 of every array
+indexes the same records, so ``inputs[i]`` belongs with ``targets[i]``. Every
+operation that reorders or selects records (indexing, :meth:`Dataset.split`,
+:meth:`Dataset.take`) applies one index to every section, so sections can never
+drift apart (the original shuffled some sections and not others).
+
+Arrays live on the host. Iterators hand out host batches and the trainer copies
+them into the handler, so nothing here knows about devices or dtypes. The later
+block-wise, cached datasets are meant to offer the same section-dict interface.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+import numpy as np
+
+from sigma_core.data.errors import DataError
+from sigma_core.data.preprocessing import one_hot as _one_hot
+
+
+class Dataset:
+    """Named sections of arrays aligned on axis 0, held in host memory.
+
+    The arrays are not copied: a dataset built from arrays, or sliced with
+    :meth:`take`, shares memory with them, like a NumPy view.
+    """
+
+    def __init__(self, sections: Mapping[str, np.ndarray], name: str = ""):
+        if not sections:
+            raise DataError(f"dataset {name!r} needs at least one section")
+        arrays = {section: np.asarray(array) for section, array in sections.items()}
+        for section, array in arrays.items():
+            if array.ndim == 0:
+                raise DataError(f"dataset {name!r}: section {section!r} is a scalar; records run along axis 0")
+        lengths = {section: len(array) for section, array in arrays.items()}
+        if len(set(lengths.values())) > 1:
+            listed = ", ".join(f"{section!r} has {length}" for section, length in lengths.items())
+            raise DataError(f"dataset {name!r}: sections are not aligned on axis 0 ({listed} records)")
+        self.name = name
+        self._sections = arrays
+        self._length = next(iter(lengths.values()))
+
+    @property
+    def section_names(self) -> tuple[str, ...]:
+        return tuple(self._sections)
+
+    @property
+    def sections(self) -> Mapping[str, np.ndarray]:
+        """A read-only view of the section arrays."""
+        return MappingProxyType(self._sections)
+
+    def section(self, name: str) -> np.ndarray:
+        """The whole array of one section."""
+        try:
+            return self._sections[name]
+        except KeyError:
+            raise DataError(f"dataset {self.name!r} has no section {name!r}; it has {list(self._sections)}") from None
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index) -> dict[str, np.ndarray]:
+        """The records at ``index`` (an index array or a slice) from every section."""
+        return {section: array[index] for section, array in self._sections.items()}
+
+    def __repr__(self) -> str:
+        shapes = ", ".join(f"{s}={a.shape} {a.dtype}" for s, a in self._sections.items())
+        return f"Dataset({self.name!r}, {len(self)} records: {shapes})"
+
+    def select(self, index, name: str | None = None) -> Dataset:
+        """A dataset of the records at ``index``, in that order, from every section."""
+        return Dataset(self[index], self.name if name is None else name)
+
+    def take(self, start: int | None = None, stop: int | None = None) -> Dataset:
+        """Records ``[start, stop)`` with Python slice semantics, e.g. ``take(-2000)`` for the last 2000."""
+        shown = ":".join("" if bound is None else str(bound) for bound in (start, stop))
+        return self.select(slice(start, stop), f"{self.name}[{shown}]")
+
+    def split(self, *fractions: float, shuffle: bool = True, seed: int = 0) -> tuple[Dataset, ...]:
+        """Split record-wise into consecutive parts of the given fractions, e.g. ``split(0.8, 0.2)``.
+
+        Fractions must be non-negative and sum to at most 1; part ``i`` holds
+        records ``[floor(n * f_0..i-1), floor(n * f_0..i))`` of the (optionally
+        shuffled) order, so parts never overlap. Shuffling draws one
+        permutation from ``seed`` and applies it to every section.
+        """
+        if not fractions or any(f < 0 for f in fractions) or sum(fractions) > 1 + 1e-9:
+            raise DataError(f"dataset {self.name!r}: split fractions {fractions} must be ≥ 0 and sum to at most 1")
+        n = len(self)
+        order = np.random.default_rng(seed).permutation(n) if shuffle else np.arange(n)
+        # The epsilon keeps e.g. 0.7 + 0.2 + 0.1 = 0.9999999999999999 from losing the last record.
+        bounds = [0] + [min(n, int(np.floor(n * c + 1e-9))) for c in np.cumsum(fractions)]
+        return tuple(
+            self.select(order[start:stop], f"{self.name}[split {i}]")
+            for i, (start, stop) in enumerate(zip(bounds, bounds[1:]))
+        )
+
+    def with_section(self, name: str, array: np.ndarray) -> Dataset:
+        """A dataset with section ``name`` added or replaced (the others are shared)."""
+        return Dataset({**self._sections, name: array}, self.name)
+
+    def one_hot(self, section: str, classes: int) -> Dataset:
+        """A dataset whose integer-label ``section`` is one-hot encoded over ``classes``."""
+        return self.with_section(section, _one_hot(self.section(section), classes, name=f"section {section!r}"))
+
+
+def from_arrays(inputs, targets, one_hot: int | None = None, name: str = "") -> Dataset:
+    """A dataset with sections ``inputs`` and ``targets``; ``one_hot=k`` encodes integer targets over k classes."""
+    dataset = Dataset({"inputs": inputs, "targets": targets}, name)
+    return dataset if one_hot is None else dataset.one_hot("targets", one_hot)

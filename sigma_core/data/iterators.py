@@ -1,0 +1,121 @@
+"""Iterators that walk a dataset one epoch at a time, yielding host batches.
+
+Each ``iter()`` call yields the rest of the current epoch as dicts of section
+arrays and then advances to the next epoch. The iterator remembers where it is
+(epoch, batches already handed out), so :meth:`state` taken mid-epoch and
+passed to :meth:`set_state` on a fresh iterator resumes with exactly the same
+batches: the order of epoch ``e`` depends only on ``(seed, e)``, not on how
+many epochs ran before in this process.
+
+Batches keep the dataset's dtypes; the trainer casts when it copies them into
+the handler.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import numpy as np
+
+from sigma_core.data.dataset import Dataset
+from sigma_core.data.errors import DataError
+
+
+class EpochIterator:
+    """Epoch and position bookkeeping shared by every iterator.
+
+    Subclasses say which records make up each batch of an epoch with
+    :meth:`batch_indices`; this class does the rest.
+    """
+
+    def __init__(self, dataset: Dataset):
+        self.dataset = dataset
+        self.epoch = 0
+        self.position = 0  # batches of ``epoch`` already handed out
+
+    def batch_indices(self, epoch: int) -> list:
+        """The index (array or slice) of each batch of ``epoch``, in order."""
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        """Batches per epoch."""
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
+        self._roll_over()
+        batches = self.batch_indices(self.epoch)
+        while self.position < len(batches):
+            index = batches[self.position]
+            # Counted before the yield: a checkpoint taken while the trainer
+            # works on this batch must resume with the next one.
+            self.position += 1
+            yield self.dataset[index]
+        self._roll_over()
+
+    def _roll_over(self) -> None:
+        """A finished epoch is the same state as the start of the next one."""
+        if self.position >= len(self):
+            self.epoch += 1
+            self.position = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start ``epoch`` from its first batch on the next ``iter()``."""
+        self.set_state({"epoch": epoch, "position": 0})
+
+    def state(self) -> dict[str, int]:
+        """Where the iterator stands, for a checkpoint: ``{"epoch": e, "position": p}``."""
+        self._roll_over()
+        return {"epoch": self.epoch, "position": self.position}
+
+    def set_state(self, state: dict[str, int]) -> None:
+        """Resume from a :meth:`state`: the next batch is batch ``position`` of ``epoch``."""
+        epoch, position = int(state["epoch"]), int(state["position"])
+        if epoch < 0 or not 0 <= position <= len(self):
+            raise DataError(f"iterator state {state} is out of range (epoch ≥ 0, 0 ≤ position ≤ {len(self)})")
+        self.epoch, self.position = epoch, position
+
+
+class MinibatchIterator(EpochIterator):
+    """Minibatches drawn without replacement, in a fresh random order each epoch.
+
+    ``last_batch="keep"`` hands out a final short batch when the batch size
+    does not divide the dataset; ``"drop"`` leaves those records out of that
+    epoch (a different few each epoch when shuffling).
+    """
+
+    def __init__(self, dataset: Dataset, batch_size: int, *, shuffle: bool = True, seed: int = 0,
+                 last_batch: str = "keep"):
+        super().__init__(dataset)
+        if batch_size < 1:
+            raise DataError(f"batch_size must be at least 1, got {batch_size}")
+        if last_batch not in ("keep", "drop"):
+            raise DataError(f"last_batch must be 'keep' or 'drop', got {last_batch!r}")
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.seed = seed
+        self.last_batch = last_batch
+        if len(self) == 0:  # an epoch without batches would never end a training run
+            raise DataError(f"dataset {dataset.name!r} of {len(dataset)} records gives no batch of size "
+                            f"{batch_size} with last_batch={last_batch!r}")
+
+    def __len__(self) -> int:
+        n = len(self.dataset)
+        return n // self.batch_size if self.last_batch == "drop" else math.ceil(n / self.batch_size)
+
+    def batch_indices(self, epoch: int) -> list:
+        size = self.batch_size
+        if not self.shuffle:  # slices give views, no gather copy
+            return [slice(b * size, (b + 1) * size) for b in range(len(self))]
+        order = np.random.default_rng([self.seed, epoch]).permutation(len(self.dataset))
+        return [order[b * size:(b + 1) * size] for b in range(len(self))]
+
+
+class UndividedIterator(EpochIterator):
+    """The whole dataset as one batch per epoch (full-batch training)."""
+
+    def __len__(self) -> int:
+        return 1
+
+    def batch_indices(self, epoch: int) -> list:
+        return [slice(None)]

@@ -1,0 +1,379 @@
+"""The computation handler: the only thing that touches live data.
+
+Layers, optimisers and hooks describe computations by calling a handler's
+ops on :class:`~sigma_core.ndarray.NDArray` handles. The handler runs them
+with its kernels (:class:`~sigma_core.kernels.ArrayKernels` or a backend's
+subclass), records them on the active tape so gradients come for free, and
+manages buffer reuse between iterations (sessions).
+
+A backend distribution subclasses :class:`Handler`, sets ``name`` and
+``kernels_class`` and, if it may not run everywhere, overrides
+:meth:`Handler.availability`. Everything else is inherited.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import numbers
+
+import numpy
+
+from . import autodiff
+from .autodiff import vjps
+from .autodiff.tape import Tape
+from .errors import SigmaError
+from .kernels import ACTIVATIONS, ArrayKernels
+from .ndarray import NDArray, Number
+
+DTYPES = ("float32", "float64")
+
+
+class Handler:
+    """Base computation handler; see the module docstring."""
+
+    name = "base"
+    kernels_class = ArrayKernels
+
+    def __init__(self, dtype="float32", seed=None):
+        dtype = str(numpy.dtype(dtype))
+        if dtype not in DTYPES:
+            raise SigmaError(f"handler {self.name!r}: dtype {dtype!r} is not supported (choose one of {', '.join(DTYPES)})")
+        self.dtype = dtype
+        self.seed = seed
+        self.kernels = self.kernels_class(dtype, seed)
+        self._tape = None
+        self._session_arrays = None  # arrays made in the current session, or None
+
+    @classmethod
+    def availability(cls) -> tuple[bool, str]:
+        """Whether this handler can run on this machine, and if not, why."""
+        return True, ""
+
+    def __repr__(self):
+        return f"<{type(self).__name__} {self.name} {self.dtype}>"
+
+    # -- wrapping ------------------------------------------------------------------
+    def _wrap(self, raw):
+        array = (Number if raw.ndim == 0 else NDArray)(raw, self)
+        if self._session_arrays is not None:
+            self._session_arrays.append(array)
+        return array
+
+    def _raw(self, x):
+        if isinstance(x, NDArray):
+            if x.handler is not self:
+                raise SigmaError(
+                    f"an array of handler {x.handler!r} was passed to handler {self!r}; "
+                    "move it with handler.asarray(array.to_numpy())"
+                )
+            return x.data
+        if isinstance(x, numbers.Number):
+            return x
+        raise TypeError(
+            f"expected an NDArray of this handler or a Python number, got {type(x).__name__}; "
+            "wrap host data with handler.asarray()"
+        )
+
+    def _apply(self, kernel, vjp, inputs, saved=None, **params):
+        """Run ``kernel`` on the raw inputs, wrap the result, record it if traced."""
+        raws = tuple(self._raw(x) for x in inputs)
+        out = self._wrap(kernel(*raws, **params))
+        tape = self._tape
+        if tape is not None:
+            for x in inputs:
+                if getattr(x, "_node", None) is not None:
+                    tape.record(out, inputs, raws, out.data, vjp, saved)
+                    break
+        return out
+
+    # -- creation and copies --------------------------------------------------------------
+    def asarray(self, host_array) -> NDArray:
+        """Copy host data (anything NumPy accepts) into a new handler array."""
+        return self._wrap(self.kernels.asarray(host_array))
+
+    def to_numpy(self, array: NDArray):
+        """A NumPy copy of ``array``'s data (waits for pending work on a device)."""
+        return self.kernels.to_host(self._raw(array))
+
+    def zeros(self, shape) -> NDArray:
+        return self.full(shape, 0.0)
+
+    def ones(self, shape) -> NDArray:
+        return self.full(shape, 1.0)
+
+    def full(self, shape, value) -> NDArray:
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        return self._wrap(self.kernels.full(shape, value))
+
+    def number(self, value) -> Number:
+        return self._wrap(self.kernels.full((), value))
+
+    def copy(self, array) -> NDArray:
+        return self._apply(self.kernels.copy, vjps.identity, (array,))
+
+    # -- elementwise arithmetic (NumPy broadcasting) -------------------------------------------
+    def add(self, a, b):
+        return self._apply(self.kernels.add, vjps.add, (a, b))
+
+    def subtract(self, a, b):
+        return self._apply(self.kernels.subtract, vjps.subtract, (a, b))
+
+    def multiply(self, a, b):
+        return self._apply(self.kernels.multiply, vjps.multiply, (a, b))
+
+    def divide(self, a, b):
+        return self._apply(self.kernels.divide, vjps.divide, (a, b))
+
+    def power(self, a, b):
+        return self._apply(self.kernels.power, vjps.power, (a, b))
+
+    def maximum(self, a, b):
+        return self._apply(self.kernels.maximum, vjps.maximum, (a, b))
+
+    def matmul(self, a, b):
+        return self._apply(self.kernels.matmul, vjps.matmul, (a, b))
+
+    def negative(self, a):
+        return self._apply(self.kernels.negative, vjps.negative, (a,))
+
+    # -- elementwise functions ----------------------------------------------------------------
+    def exp(self, a):
+        return self._apply(self.kernels.exp, vjps.exp, (a,))
+
+    def log(self, a):
+        return self._apply(self.kernels.log, vjps.log, (a,))
+
+    def sqrt(self, a):
+        return self._apply(self.kernels.sqrt, vjps.sqrt, (a,))
+
+    def abs(self, a):
+        return self._apply(self.kernels.abs, vjps.abs, (a,))
+
+    def sign(self, a):
+        return self._apply(self.kernels.sign, vjps.sign, (a,))
+
+    def tanh(self, a):
+        return self._apply(self.kernels.tanh, _ACTIVATION_VJPS["tanh"], (a,))
+
+    def sigmoid(self, a):
+        return self._apply(self.kernels.sigmoid, _ACTIVATION_VJPS["sigmoid"], (a,))
+
+    def relu(self, a):
+        return self._apply(self.kernels.relu, _ACTIVATION_VJPS["relu"], (a,))
+
+    def softplus(self, a):
+        return self._apply(self.kernels.softplus, _ACTIVATION_VJPS["softplus"], (a,))
+
+    def clip(self, a, low, high):
+        return self._apply(self.kernels.clip, vjps.clip, (a,), saved=(low, high), low=low, high=high)
+
+    def softmax(self, a, axis=-1):
+        return self._apply(self.kernels.softmax, vjps.softmax, (a,), saved=axis, axis=axis)
+
+    def log_softmax(self, a, axis=-1):
+        return self._apply(self.kernels.log_softmax, vjps.log_softmax, (a,), saved=axis, axis=axis)
+
+    # -- comparisons and selection (masks are not differentiable) -------------------------------
+    def _compare(self, op, a, b):
+        return self._wrap(self.kernels.compare(op, self._raw(a), self._raw(b)))
+
+    def greater(self, a, b):
+        return self._compare("greater", a, b)
+
+    def greater_equal(self, a, b):
+        return self._compare("greater_equal", a, b)
+
+    def less(self, a, b):
+        return self._compare("less", a, b)
+
+    def less_equal(self, a, b):
+        return self._compare("less_equal", a, b)
+
+    def equal(self, a, b):
+        return self._compare("equal", a, b)
+
+    def not_equal(self, a, b):
+        return self._compare("not_equal", a, b)
+
+    def where(self, condition, a, b):
+        return self._apply(self.kernels.where, vjps.where, (condition, a, b))
+
+    # -- reductions ------------------------------------------------------------------------
+    def sum(self, a, axis=None, keepdims=False):
+        return self._apply(self.kernels.sum, vjps.sum, (a,), saved=(axis, keepdims), axis=axis, keepdims=keepdims)
+
+    def mean(self, a, axis=None, keepdims=False):
+        return self._apply(self.kernels.mean, vjps.mean, (a,), saved=(axis, keepdims), axis=axis, keepdims=keepdims)
+
+    def max(self, a, axis=None, keepdims=False):
+        return self._apply(self.kernels.max, vjps.max, (a,), saved=(axis, keepdims), axis=axis, keepdims=keepdims)
+
+    def min(self, a, axis=None, keepdims=False):
+        return self._apply(self.kernels.min, vjps.min, (a,), saved=(axis, keepdims), axis=axis, keepdims=keepdims)
+
+    def argmax(self, a, axis=None):
+        return self._wrap(self.kernels.argmax(self._raw(a), axis=axis))
+
+    # -- shapes, indexing, joining ------------------------------------------------------------
+    def reshape(self, a, shape):
+        return self._apply(self.kernels.reshape, vjps.reshape, (a,), shape=tuple(shape))
+
+    def transpose(self, a, axes=None):
+        axes = None if axes is None else tuple(axes)
+        return self._apply(self.kernels.transpose, vjps.transpose, (a,), saved=axes, axes=axes)
+
+    def permute(self, a, *axes):
+        return self.transpose(a, axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes)
+
+    def getitem(self, a, index):
+        if isinstance(index, NDArray):
+            index = self._raw(index)
+        return self._apply(self.kernels.getitem, vjps.getitem, (a,), saved=index, index=index)
+
+    def concatenate(self, arrays, axis=0):
+        arrays = tuple(arrays)
+        return self._apply(lambda *xs: self.kernels.concatenate(xs, axis), vjps.concatenate, arrays, saved=axis)
+
+    def stack(self, arrays, axis=0):
+        arrays = tuple(arrays)
+        return self._apply(lambda *xs: self.kernels.stack(xs, axis), vjps.stack, arrays, saved=axis)
+
+    # -- fused ops: one kernel, one VJP; backends override the kernels --------------------------
+    def dense(self, x, weights, bias=None, activation="none"):
+        """activation(x @ weights + bias), fused. ``activation`` is a built-in name."""
+        if activation not in ACTIVATIONS:
+            raise SigmaError(f"dense: {activation!r} is not a built-in activation ({', '.join(ACTIVATIONS)})")
+        raws = (self._raw(x), self._raw(weights), None if bias is None else self._raw(bias))
+        out = self._wrap(self.kernels.dense(*raws, activation))
+        self._record((x, weights, bias), raws, out, vjps.dense, activation)
+        return out
+
+    def softmax_cross_entropy(self, logits, targets) -> Number:
+        """Mean cross-entropy of row-wise softmax(logits) against targets, numerically stable.
+
+        ``targets`` are class probabilities (e.g. one-hot) of the logits' shape,
+        or integer class indices, one per row.
+        """
+        raws = (self._raw(logits), self._raw(targets))
+        if raws[1].dtype.kind not in "iu" and raws[1].shape != raws[0].shape:
+            raise SigmaError(
+                f"softmax_cross_entropy: logits shape {raws[0].shape} and targets shape {raws[1].shape} differ"
+            )
+        cost, probabilities = self.kernels.softmax_cross_entropy(*raws)
+        out = self._wrap(cost)
+        self._record((logits, targets), raws, out, vjps.softmax_cross_entropy, probabilities)
+        return out
+
+    def dropout(self, x, p):
+        """Inverted dropout (training only): zero with probability p, rescale by 1/(1-p)."""
+        if not 0.0 <= p < 1.0:
+            raise SigmaError(f"dropout: probability must be in [0, 1), got {p}")
+        raw = self._raw(x)
+        y, mask = self.kernels.dropout(raw, p)
+        out = self._wrap(y)
+        self._record((x,), (raw,), out, vjps.dropout, mask)
+        return out
+
+    def _record(self, inputs, raws, out, vjp, saved):
+        tape = self._tape
+        if tape is not None and any(getattr(x, "_node", None) is not None for x in inputs):
+            tape.record(out, inputs, raws, out.data, vjp, saved)
+
+    # -- random ------------------------------------------------------------------------------
+    def uniform(self, shape, low=0.0, high=1.0) -> NDArray:
+        return self._wrap(self.kernels.uniform(tuple(shape), low, high))
+
+    def normal(self, shape, mean=0.0, std=1.0) -> NDArray:
+        return self._wrap(self.kernels.normal(tuple(shape), mean, std))
+
+    def bernoulli(self, shape, p) -> NDArray:
+        """A 0/1 mask with P(1) = p."""
+        return self._wrap(self.kernels.bernoulli(tuple(shape), p))
+
+    def rng_state(self) -> dict:
+        """The random generator's state (JSON-serialisable), for checkpoints."""
+        return self.kernels.rng_state()
+
+    def set_rng_state(self, state: dict):
+        self.kernels.set_rng_state(state)
+
+    # -- in place: the only way live data changes ------------------------------------------------
+    def fill(self, array, value):
+        """Set every element of ``array`` to ``value`` (a number or a same-shaped array)."""
+        if isinstance(value, NDArray):
+            self.kernels.copy_(self._raw(array), self._raw(value))
+        else:
+            self.kernels.fill_(self._raw(array), value)
+
+    def add_(self, array, other, scale=1.0):
+        """array += scale * other, in place (untraced)."""
+        self.kernels.add_(self._raw(array), self._raw(other), scale)
+
+    def all_finite(self, array) -> bool:
+        return self.kernels.all_finite(self._raw(array))
+
+    # -- autodiff --------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def tape(self):
+        """Record a forward pass: ``with h.tape() as tape: tape.watch(w); ...; tape.gradient(cost, [w])``."""
+        if self._tape is not None:
+            raise SigmaError("a tape is already recording on this handler; nested tapes are not supported")
+        tape = Tape(self)
+        self._tape = tape
+        try:
+            yield tape
+        finally:
+            self._tape = None
+            tape.release()
+
+    @contextlib.contextmanager
+    def no_grad(self):
+        """Inference mode: nothing inside is recorded, even if a tape is active."""
+        tape, self._tape = self._tape, None
+        try:
+            yield
+        finally:
+            self._tape = tape
+
+    # -- sessions: buffer reuse between iterations ---------------------------------------------------
+    def begin_session(self):
+        """Start an iteration: buffers from the previous one are recycled.
+
+        Arrays created during the previous session expire (using one raises a
+        clear error) unless they were passed to :meth:`keep`.
+        """
+        if self._session_arrays is not None:
+            for array in self._session_arrays:
+                if not array._kept:
+                    array._data = None
+        self._session_arrays = []
+        self.kernels.pool.begin()
+
+    def end_session(self):
+        """End an iteration; its arrays stay readable until the next begin_session."""
+        self.kernels.pool.end()
+
+    @contextlib.contextmanager
+    def session(self):
+        self.begin_session()
+        try:
+            yield
+        finally:
+            self.end_session()
+
+    def keep(self, array) -> NDArray:
+        """Move an array made in a session out of buffer reuse (Sigma's limbo)."""
+        if not array._kept:
+            array._data = self.kernels.xp.array(array.data, copy=True)
+            array._kept = True
+        return array
+
+    @property
+    def allocations(self) -> int:
+        """Fresh buffers allocated inside sessions so far (0 per step after warm-up)."""
+        return self.kernels.pool.allocations
+
+
+_ACTIVATION_VJPS = {name: vjps.activation(name) for name in ACTIVATIONS}
+
+__all__ = ["Handler", "DTYPES", "autodiff"]

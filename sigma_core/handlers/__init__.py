@@ -1,0 +1,1 @@
+"""Handlers that ship with the core (only the NumPy reference handler)."""

@@ -1,0 +1,449 @@
+"""Array kernels: the raw-array operations a handler is built from.
+
+:class:`ArrayKernels` is written once over an array module ``xp`` (NumPy here,
+CuPy for the CUDA handler), in the spirit of Thinc's ``Ops``. Every kernel
+takes raw arrays (or Python scalars) and returns a raw array taken from the
+handler's :class:`~sigma_core.buffers.BufferPool`, so a training step reuses
+its buffers. A backend subclasses this and overrides only its hot kernels
+(fused dense + activation, softmax cross-entropy, optimiser updates, ...).
+
+Kernels know nothing of NDArrays or autodiff; the handler wraps them, and the
+vector-Jacobian products in :mod:`sigma_core.autodiff.vjps` are written in
+terms of these same kernels, so every backend gets gradients for free.
+"""
+
+from __future__ import annotations
+
+import numpy
+
+from .buffers import BufferPool
+from .errors import ShapeError
+from .optimisers.kernels import OptimiserKernels
+
+ACTIVATIONS = ("none", "relu", "sigmoid", "tanh", "softplus")
+
+
+def shape_of(x) -> tuple:
+    """Shape of a raw array, or () for a Python scalar."""
+    return getattr(x, "shape", ())
+
+
+def broadcast_shape(op: str, a: tuple, b: tuple) -> tuple:
+    """NumPy broadcasting of two shapes; the error names the op and both shapes."""
+    if a == b:
+        return a
+    try:
+        return numpy.broadcast_shapes(a, b)
+    except ValueError:
+        raise ShapeError(f"{op}: shapes {a} and {b} cannot be broadcast together") from None
+
+
+def normalise_axes(axis, ndim: int) -> tuple:
+    """``axis`` as a sorted tuple of non-negative ints (None means all axes)."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    return tuple(sorted(a % ndim if ndim else 0 for a in axes))
+
+
+class ArrayKernels(OptimiserKernels):
+    """Every kernel a handler needs, written once over ``self.xp``.
+
+    The one-pass optimiser updates come from :class:`OptimiserKernels`.
+    """
+
+    xp = numpy
+
+    def __init__(self, dtype, seed=None):
+        self.dtype = numpy.dtype(dtype)
+        self.pool = BufferPool(self.xp)
+        self.rng = numpy.random.Generator(numpy.random.PCG64(seed))
+
+    # -- creation -------------------------------------------------------------------
+    def empty(self, shape, dtype=None):
+        return self.pool.empty(tuple(shape), self.dtype if dtype is None else dtype)
+
+    def full(self, shape, value, dtype=None):
+        out = self.empty(shape, dtype)
+        out.fill(value)
+        return out
+
+    def asarray(self, host_array):
+        """Copy host (NumPy) data in; floats become the handler's dtype."""
+        host = numpy.asarray(host_array)
+        dtype = self.dtype if host.dtype.kind in "fc" or host.dtype == object else host.dtype
+        out = self.empty(host.shape, dtype)
+        out[...] = host
+        return out
+
+    def to_host(self, x):
+        """A NumPy copy of ``x``."""
+        return numpy.array(x, copy=True)
+
+    def copy(self, x):
+        out = self.empty(x.shape, x.dtype)
+        out[...] = x
+        return out
+
+    # -- elementwise binary, with broadcasting -------------------------------------------
+    def _binary(self, ufunc, op, x, y):
+        shape = broadcast_shape(op, shape_of(x), shape_of(y))
+        out = self.empty(shape)
+        ufunc(x, y, out=out)
+        return out
+
+    def add(self, x, y):
+        return self._binary(self.xp.add, "add", x, y)
+
+    def subtract(self, x, y):
+        return self._binary(self.xp.subtract, "subtract", x, y)
+
+    def multiply(self, x, y):
+        return self._binary(self.xp.multiply, "multiply", x, y)
+
+    def divide(self, x, y):
+        return self._binary(self.xp.divide, "divide", x, y)
+
+    def power(self, x, y):
+        return self._binary(self.xp.power, "power", x, y)
+
+    def maximum(self, x, y):
+        return self._binary(self.xp.maximum, "maximum", x, y)
+
+    def compare(self, op, x, y):
+        """Boolean mask of ``x <op> y`` for op in greater, less, equal, ..."""
+        shape = broadcast_shape(op, shape_of(x), shape_of(y))
+        out = self.empty(shape, bool)
+        getattr(self.xp, op)(x, y, out=out)
+        return out
+
+    def where(self, condition, x, y):
+        shape = broadcast_shape("where", shape_of(condition), shape_of(x))
+        shape = broadcast_shape("where", shape, shape_of(y))
+        out = self.empty(shape)
+        out[...] = self.xp.where(condition, x, y)
+        return out
+
+    # -- matrix product --------------------------------------------------------------------
+    def matmul(self, x, y):
+        sx, sy = x.shape, y.shape
+        if x.ndim == 0 or y.ndim == 0:
+            raise ShapeError(f"matmul: shapes {sx} and {sy}: operands must have at least one dimension")
+        inner_x = sx[-1]
+        inner_y = sy[-2] if y.ndim > 1 else sy[0]
+        if inner_x != inner_y:
+            raise ShapeError(f"matmul: shapes {sx} and {sy} do not align ({inner_x} != {inner_y})")
+        batch = broadcast_shape("matmul", sx[:-2], sy[:-2])
+        shape = batch + sx[-2:-1] + sy[-1:] if y.ndim > 1 else batch + sx[-2:-1]
+        out = self.empty(shape)
+        self.xp.matmul(x, y, out=out)
+        return out
+
+    # -- elementwise unary ---------------------------------------------------------------
+    def _unary(self, ufunc, x):
+        out = self.empty(x.shape)
+        ufunc(x, out=out)
+        return out
+
+    def negative(self, x):
+        return self._unary(self.xp.negative, x)
+
+    def exp(self, x):
+        return self._unary(self.xp.exp, x)
+
+    def log(self, x):
+        return self._unary(self.xp.log, x)
+
+    def sqrt(self, x):
+        return self._unary(self.xp.sqrt, x)
+
+    def abs(self, x):
+        return self._unary(self.xp.abs, x)
+
+    def sign(self, x):
+        return self._unary(self.xp.sign, x)
+
+    def tanh(self, x):
+        return self._unary(self.xp.tanh, x)
+
+    def relu(self, x):
+        out = self.empty(x.shape)
+        self.xp.maximum(x, 0, out=out)
+        return out
+
+    def sigmoid(self, x):
+        # 1 / (1 + exp(-x)) overflows exp for very negative x; tanh form does not.
+        out = self.empty(x.shape)
+        self.xp.multiply(x, 0.5, out=out)
+        self.xp.tanh(out, out=out)
+        self.xp.multiply(out, 0.5, out=out)
+        self.xp.add(out, 0.5, out=out)
+        return out
+
+    def softplus(self, x):
+        out = self.empty(x.shape)
+        self.xp.logaddexp(x, 0, out=out)
+        return out
+
+    def clip(self, x, low, high):
+        out = self.empty(x.shape)
+        self.xp.clip(x, low, high, out=out)
+        return out
+
+    def activation(self, name, x):
+        """Apply a built-in activation by name (see ACTIVATIONS)."""
+        if name == "none":
+            return x
+        return getattr(self, name)(x)
+
+    def activation_backward(self, name, g, y):
+        """Gradient through a built-in activation, from its *output* ``y``.
+
+        Every built-in activation's derivative is a function of its output, so
+        a fused forward pass need not keep the pre-activation around.
+        """
+        xp = self.xp
+        if name == "none":
+            return g
+        out = self.empty(y.shape)
+        if name == "relu":
+            xp.greater(y, 0, out=out)
+            xp.multiply(out, g, out=out)
+        elif name == "sigmoid":  # y (1 - y)
+            xp.subtract(1, y, out=out)
+            xp.multiply(out, y, out=out)
+            xp.multiply(out, g, out=out)
+        elif name == "tanh":  # 1 - y^2
+            xp.multiply(y, y, out=out)
+            xp.subtract(1, out, out=out)
+            xp.multiply(out, g, out=out)
+        elif name == "softplus":  # sigmoid(x) = 1 - exp(-y)
+            xp.negative(y, out=out)
+            xp.exp(out, out=out)
+            xp.subtract(1, out, out=out)
+            xp.multiply(out, g, out=out)
+        else:
+            raise ValueError(f"unknown built-in activation {name!r}")
+        return out
+
+    # -- reductions ----------------------------------------------------------------------
+    def _reduce_shape(self, x, axis, keepdims):
+        axes = normalise_axes(axis, x.ndim)
+        for a in axes:
+            if a >= x.ndim and x.ndim:
+                raise ShapeError(f"reduce: axis {axis} out of range for shape {x.shape}")
+        if keepdims:
+            return tuple(1 if i in axes else n for i, n in enumerate(x.shape)), axes
+        return tuple(n for i, n in enumerate(x.shape) if i not in axes), axes
+
+    def _reduce(self, ufunc, x, axis, keepdims):
+        shape, axes = self._reduce_shape(x, axis, keepdims)
+        out = self.empty(shape, x.dtype)
+        ufunc(x, axis=axes, keepdims=keepdims, out=out)
+        return out
+
+    def sum(self, x, axis=None, keepdims=False):
+        return self._reduce(self.xp.sum, x, axis, keepdims)
+
+    def mean(self, x, axis=None, keepdims=False):
+        return self._reduce(self.xp.mean, x, axis, keepdims)
+
+    def max(self, x, axis=None, keepdims=False):
+        return self._reduce(self.xp.max, x, axis, keepdims)
+
+    def min(self, x, axis=None, keepdims=False):
+        return self._reduce(self.xp.min, x, axis, keepdims)
+
+    def argmax(self, x, axis=None):
+        shape = () if axis is None else self._reduce_shape(x, axis, False)[0]
+        out = self.empty(shape, numpy.int64)
+        self.xp.argmax(x, axis=axis, out=out)
+        return out
+
+    def sum_to_shape(self, g, shape):
+        """Undo broadcasting: sum ``g`` down to ``shape`` (the VJP of a broadcast)."""
+        shape = tuple(shape)
+        if g.shape == shape:
+            return g
+        lead = g.ndim - len(shape)
+        axes = tuple(range(lead)) + tuple(
+            lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1
+        )
+        out = self.sum(g, axis=axes, keepdims=True) if axes else g
+        return out.reshape(shape)
+
+    def broadcast_to(self, x, shape):
+        """A materialised (writable, contiguous) broadcast of ``x`` to ``shape``."""
+        out = self.empty(shape, getattr(x, "dtype", self.dtype))
+        out[...] = x
+        return out
+
+    # -- softmax family ----------------------------------------------------------------
+    def log_softmax(self, x, axis=-1):
+        xp = self.xp
+        shift = self.max(x, axis=axis, keepdims=True)
+        out = self.subtract(x, shift)
+        tmp = self.exp(out)
+        lse = self.sum(tmp, axis=axis, keepdims=True)
+        xp.log(lse, out=lse)
+        xp.subtract(out, lse, out=out)
+        return out
+
+    def softmax(self, x, axis=-1):
+        out = self.log_softmax(x, axis)
+        self.xp.exp(out, out=out)
+        return out
+
+    def softmax_cross_entropy(self, logits, targets):
+        """Mean cross-entropy of row-wise softmax(logits) against ``targets``.
+
+        ``targets`` holds class probabilities (same shape, e.g. one-hot) or
+        integer class indices (one per row). Returns ``(cost, probabilities)``;
+        the probabilities are what the fused backward pass needs.
+        """
+        logp = self.log_softmax(logits, axis=-1)
+        rows = logits.shape[0]
+        if targets.dtype.kind in "iu":
+            picked = logp[self.xp.arange(rows), targets]
+            cost = -float(picked.sum()) / rows
+        else:
+            tmp = self.multiply(targets, logp)
+            cost = -float(tmp.sum()) / rows
+        self.xp.exp(logp, out=logp)
+        return self.xp.asarray(cost, dtype=self.dtype), logp
+
+    def softmax_cross_entropy_backward(self, g, probabilities, targets):
+        """(softmax - targets) * g / rows, into a fresh buffer."""
+        rows = probabilities.shape[0]
+        out = self.copy(probabilities)
+        if targets.dtype.kind in "iu":
+            out[self.xp.arange(rows), targets] -= 1
+        else:
+            self.xp.subtract(out, targets, out=out)
+        self.xp.multiply(out, g / rows, out=out)
+        return out
+
+    # -- fused dense layer -------------------------------------------------------------
+    def dense(self, x, weights, bias, activation):
+        """activation(x @ weights + bias) in one pass over the output buffer."""
+        out = self.matmul(x, weights)
+        if bias is not None:
+            if bias.shape != out.shape[-1:]:
+                raise ShapeError(f"dense: bias shape {bias.shape} does not match output shape {out.shape}")
+            self.xp.add(out, bias, out=out)
+        if activation == "relu":
+            self.xp.maximum(out, 0, out=out)
+        elif activation == "tanh":
+            self.xp.tanh(out, out=out)
+        elif activation == "sigmoid":
+            self.xp.multiply(out, 0.5, out=out)
+            self.xp.tanh(out, out=out)
+            self.xp.multiply(out, 0.5, out=out)
+            self.xp.add(out, 0.5, out=out)
+        elif activation == "softplus":
+            self.xp.logaddexp(out, 0, out=out)
+        return out
+
+    # -- shape and indexing (views where the array module allows) ---------------------------
+    def reshape(self, x, shape):
+        try:
+            return x.reshape(shape)
+        except ValueError:
+            raise ShapeError(f"reshape: cannot reshape shape {x.shape} into shape {tuple(shape)}") from None
+
+    def transpose(self, x, axes=None):
+        if axes is not None and sorted(a % x.ndim for a in axes) != list(range(x.ndim)):
+            raise ShapeError(f"transpose: axes {tuple(axes)} are not a permutation for shape {x.shape}")
+        return x.transpose(axes)
+
+    def getitem(self, x, index):
+        try:
+            return x[index]
+        except IndexError as error:
+            raise ShapeError(f"getitem: index {index!r} does not fit shape {x.shape}: {error}") from None
+
+    def scatter_add(self, shape, index, g):
+        """Zeros of ``shape`` with ``g`` added at ``index`` (VJP of indexing)."""
+        out = self.full(shape, 0)
+        self.xp.add.at(out, index, g)
+        return out
+
+    def concatenate(self, xs, axis=0):
+        first = xs[0].shape
+        ndim = len(first)
+        axis = axis % ndim
+        for x in xs[1:]:
+            if x.ndim != ndim or any(a != b for i, (a, b) in enumerate(zip(first, x.shape)) if i != axis):
+                raise ShapeError(f"concatenate: shapes {first} and {x.shape} differ outside axis {axis}")
+        shape = first[:axis] + (sum(x.shape[axis] for x in xs),) + first[axis + 1 :]
+        out = self.empty(shape)
+        self.xp.concatenate(xs, axis=axis, out=out)
+        return out
+
+    def stack(self, xs, axis=0):
+        first = xs[0].shape
+        for x in xs[1:]:
+            if x.shape != first:
+                raise ShapeError(f"stack: shapes {first} and {x.shape} differ")
+        axis = axis % (len(first) + 1)
+        out = self.empty(first[:axis] + (len(xs),) + first[axis:])
+        self.xp.stack(xs, axis=axis, out=out)
+        return out
+
+    # -- random, from one seedable generator ----------------------------------------------------
+    def uniform(self, shape, low=0.0, high=1.0):
+        out = self.empty(shape)
+        self.rng.random(out=out, dtype=self.dtype)
+        if low != 0.0 or high != 1.0:
+            self.xp.multiply(out, high - low, out=out)
+            self.xp.add(out, low, out=out)
+        return out
+
+    def normal(self, shape, mean=0.0, std=1.0):
+        out = self.empty(shape)
+        self.rng.standard_normal(out=out, dtype=self.dtype)
+        if std != 1.0 or mean != 0.0:
+            self.xp.multiply(out, std, out=out)
+            self.xp.add(out, mean, out=out)
+        return out
+
+    def bernoulli(self, shape, p):
+        """A 0/1 mask in the handler's dtype with P(1) = p."""
+        out = self.uniform(shape)
+        self.xp.less(out, p, out=out)
+        return out
+
+    def dropout(self, x, p):
+        """Inverted dropout: zero with probability p, scale the rest by 1/(1-p).
+
+        Returns ``(y, mask)`` where mask already carries the 1/(1-p) scale.
+        """
+        mask = self.bernoulli(x.shape, 1.0 - p)
+        self.xp.multiply(mask, 1.0 / (1.0 - p), out=mask)
+        return self.multiply(x, mask), mask
+
+    def rng_state(self) -> dict:
+        return self.rng.bit_generator.state
+
+    def set_rng_state(self, state: dict):
+        self.rng.bit_generator.state = state
+
+    # -- in place (the only way live data changes) ------------------------------------------------
+    def fill_(self, x, value):
+        x[...] = value
+
+    def copy_(self, dst, src):
+        if dst.shape != src.shape:
+            raise ShapeError(f"copy: destination shape {dst.shape} and source shape {src.shape} differ")
+        dst[...] = src
+
+    def add_(self, dst, src, scale=1.0):
+        """dst += scale * src."""
+        if scale == 1.0:
+            self.xp.add(dst, src, out=dst)
+        else:
+            tmp = self.multiply(src, scale)
+            self.xp.add(dst, tmp, out=dst)
+
+    def all_finite(self, x) -> bool:
+        return bool(self.xp.isfinite(x).all())

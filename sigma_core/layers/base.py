@@ -1,0 +1,57 @@
+"""The Layer interface every built-in and plugin layer implements.
+
+A layer is built once per network from its construct's meta-parameters and
+the per-sample shapes of its inputs (the batch axis is never part of a shape
+here). It declares its output shape and the shapes of its trainable
+parameters; the network creates and initialises the parameters on a handler
+and passes them to :meth:`Layer.forward` every step. ``forward`` only
+describes computation through handler ops, so it is differentiable and runs
+on any backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import ArchitectureError
+
+
+@dataclass
+class ForwardContext:
+    """What a layer may need besides its inputs during one forward pass."""
+
+    training: bool
+    externals: dict = field(default_factory=dict)  # alias -> NDArray fed from outside
+
+
+class Layer:
+    """Base class: subclasses set ``output_shape`` and ``parameter_shapes`` in __init__."""
+
+    #: number of inputs the layer takes (None: one or more)
+    arity: int | None = 1
+    #: True for cost layers: forward returns a scalar cost, weighted by ``importance``
+    is_cost = False
+
+    def __init__(self, name: str, input_shapes: list[tuple]):
+        self.name = name
+        self.input_shapes = [tuple(s) for s in input_shapes]
+        if self.arity is not None and len(self.input_shapes) != self.arity:
+            raise ArchitectureError(
+                f"layer {name!r} ({type(self).__name__}) takes {self.arity} input(s), got {len(self.input_shapes)}"
+            )
+        self.output_shape: tuple = self.input_shapes[0] if self.input_shapes else ()
+        self.parameter_shapes: dict[str, tuple] = {}
+
+    @property
+    def input_shape(self) -> tuple:
+        return self.input_shapes[0]
+
+    def default_initialisers(self) -> dict:
+        """Initialiser per parameter name, used where no trainer binding matches."""
+        return {}
+
+    def forward(self, handler, inputs: list, params: dict, context: ForwardContext):
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        return f"{self.name}: {type(self).__name__} -> {self.output_shape}"

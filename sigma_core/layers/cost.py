@@ -1,0 +1,69 @@
+"""Cost layers. Each returns a scalar; a network's cost is Σ importance × cost."""
+
+from __future__ import annotations
+
+from ..errors import ArchitectureError, ShapeError
+from .base import Layer
+
+
+class CostLayer(Layer):
+    """Compares its input (predictions) with the external ``targets`` array."""
+
+    is_cost = True
+
+    def __init__(self, name, input_shapes, *, importance=1.0, targets="targets"):
+        super().__init__(name, input_shapes)
+        self.importance = float(importance)
+        self.targets_alias = targets
+        self.output_shape = ()
+
+    def targets(self, context):
+        try:
+            return context.externals[self.targets_alias]
+        except KeyError:
+            raise ArchitectureError(
+                f"cost layer {self.name!r}: no external targets {self.targets_alias!r} were provided"
+            ) from None
+
+    @staticmethod
+    def rows(h, x):
+        """Flatten all axes but the last: (batch, [time,] classes) -> (rows, classes)."""
+        return x if x.ndim == 2 else h.reshape(x, (-1, x.shape[-1]))
+
+
+class SoftmaxCrossEntropy(CostLayer):
+    """Mean cross-entropy of softmax(predictions), fused and numerically stable.
+
+    Targets are one-hot/probability rows or integer class labels.
+    """
+
+    def forward(self, h, inputs, params, context):
+        logits = self.rows(h, inputs[0])
+        targets = self.targets(context)
+        if targets.dtype.startswith(("int", "uint")):
+            targets = h.reshape(targets, (-1,)) if targets.ndim != 1 else targets
+            if targets.shape[0] != logits.shape[0]:
+                raise ShapeError(
+                    f"cost layer {self.name!r}: {targets.shape[0]} labels for {logits.shape[0]} prediction rows"
+                )
+        else:
+            targets = self.rows(h, targets)
+        return h.softmax_cross_entropy(logits, targets)
+
+
+class SquaredDifference(CostLayer):
+    """Σ (predictions − targets)² over features, averaged over rows.
+
+    Sigma summed over the batch too; averaging keeps the learning rate
+    independent of the batch size.
+    """
+
+    def forward(self, h, inputs, params, context):
+        predictions = self.rows(h, inputs[0])
+        targets = self.rows(h, self.targets(context))
+        if targets.shape != predictions.shape:
+            raise ShapeError(
+                f"cost layer {self.name!r}: predictions shape {predictions.shape} and targets shape {targets.shape} differ"
+            )
+        diff = predictions - targets
+        return (diff * diff).sum() * (1.0 / predictions.shape[0])

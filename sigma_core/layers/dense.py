@@ -1,0 +1,84 @@
+"""Dense (fully connected) and Elementwise layers."""
+
+from __future__ import annotations
+
+from ..errors import ArchitectureError
+from .activations import BuiltinActivation, resolve_activation
+from .base import Layer
+
+
+def flat_size(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def default_weight_initialisers():
+    from ..initialisers import Constant, Xavier
+
+    return {"weights": Xavier(), "biases": Constant(0.0)}
+
+
+class Dense(Layer):
+    """activation(x · weights + biases) over the flattened per-sample features.
+
+    Parameters: ``weights`` (in_features, size) and ``biases`` (size,). Input of
+    shape (batch, *features) is flattened to (batch, prod(features)); with
+    ``time_distributed`` a (batch, time, features) input keeps its time axis
+    and every step shares the weights.
+    """
+
+    def __init__(self, name, input_shapes, *, size, activation="none", bias=True, time_distributed=False):
+        super().__init__(name, input_shapes)
+        if int(size) <= 0:
+            raise ArchitectureError(f"layer {name!r}: size must be positive, got {size}")
+        self.size = int(size)
+        self.activation = resolve_activation(activation, name)
+        self.keep_time = bool(time_distributed)
+        if self.keep_time and len(self.input_shape) != 2:
+            raise ArchitectureError(
+                f"layer {name!r}: time_distributed needs (batch, time, features) input, got per-sample shape {self.input_shape}"
+            )
+        in_features = self.input_shape[-1] if self.keep_time else flat_size(self.input_shape)
+        self.output_shape = (self.input_shape[0], self.size) if self.keep_time else (self.size,)
+        self.parameter_shapes = {"weights": (in_features, self.size)}
+        if bias:
+            self.parameter_shapes["biases"] = (self.size,)
+
+    def default_initialisers(self):
+        return default_weight_initialisers()
+
+    def forward(self, h, inputs, params, context):
+        x = inputs[0]
+        batch = x.shape[0]
+        if x.ndim != 2:
+            x = h.reshape(x, (-1, self.parameter_shapes["weights"][0]))
+        activation = self.activation
+        fused = isinstance(activation, BuiltinActivation)
+        y = h.dense(x, params["weights"], params.get("biases"), activation.kernel_name if fused else "none")
+        if not fused:
+            y = activation(h, y)
+        if self.keep_time:
+            y = h.reshape(y, (batch,) + self.output_shape)
+        return y
+
+
+class Elementwise(Layer):
+    """activation(x * weights + bias): one weight per feature and a scalar bias.
+
+    Sigma's Elementwise layer never applied its activation; this one does.
+    """
+
+    def __init__(self, name, input_shapes, *, activation="tanh"):
+        super().__init__(name, input_shapes)
+        self.activation = resolve_activation(activation, name)
+        self.parameter_shapes = {"weights": self.input_shape, "bias": ()}
+
+    def default_initialisers(self):
+        from ..initialisers import Constant
+
+        return {"weights": Constant(1.0), "bias": Constant(0.0)}
+
+    def forward(self, h, inputs, params, context):
+        return self.activation(h, inputs[0] * params["weights"] + params["bias"])

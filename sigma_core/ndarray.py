@@ -1,0 +1,189 @@
+"""Handler-owned arrays: :class:`NDArray` and the scalar :class:`Number`.
+
+As in Sigma, user code never holds live data. An NDArray is a handle to a
+buffer that belongs to a computation handler (host memory for the NumPy and
+numba handlers, device memory for CUDA); reading it gives a *copy*
+(:meth:`NDArray.to_numpy`), and changing it goes through the handler. That is
+what lets a GPU handler keep data on the device and run asynchronously, and
+what lets a handler recycle buffers between training iterations.
+
+Operators (``a + b``, ``a @ w``, ``a[1:3]``, ...) forward to the owning
+handler, so layer code reads like NumPy while every step is differentiable.
+"""
+
+from __future__ import annotations
+
+from .errors import SigmaError
+
+
+class ExpiredArrayError(SigmaError):
+    """An array from an earlier session was used after its buffer was recycled."""
+
+
+class NDArray:
+    """An n-dimensional array owned by a handler. See the module docstring."""
+
+    __slots__ = ("_data", "handler", "_node", "_kept")
+
+    def __init__(self, data, handler):
+        self._data = data
+        self.handler = handler
+        self._node = None  # slot on the active tape, when traced
+        self._kept = False  # True: never recycled by the handler's sessions
+
+    # -- the raw buffer, for handlers and kernels only ---------------------------
+    @property
+    def data(self):
+        """The live buffer. For handler and kernel code; user code calls to_numpy()."""
+        data = self._data
+        if data is None:
+            raise ExpiredArrayError(
+                "this array was created in an earlier training session and its buffer "
+                "has been recycled; call handler.keep(array) to keep it across iterations"
+            )
+        return data
+
+    # -- metadata -------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        return tuple(self.data.shape)
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def size(self) -> int:
+        return int(self.data.size)
+
+    @property
+    def dtype(self) -> str:
+        return str(self.data.dtype)
+
+    def __len__(self):
+        return self.shape[0]
+
+    # -- copies out -------------------------------------------------------------------
+    def to_numpy(self):
+        """A NumPy copy of the data; changing it does not change this array."""
+        return self.handler.to_numpy(self)
+
+    def item(self) -> float:
+        return self.handler.to_numpy(self).item()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __array__(self, dtype=None, copy=None):
+        array = self.to_numpy()
+        return array if dtype is None else array.astype(dtype)
+
+    def __bool__(self):
+        if self.size != 1:
+            raise ValueError("the truth value of an array with more than one element is ambiguous")
+        return bool(self.item())
+
+    def __repr__(self):
+        name = type(self).__name__
+        if self._data is None:
+            return f"<{name} (expired)>"
+        return f"{name}({self.to_numpy()!r}, handler={self.handler.name}, dtype={self.dtype})"
+
+    # -- differentiable operators, forwarded to the handler ---------------------------
+    def __add__(self, other):
+        return self.handler.add(self, other)
+
+    def __radd__(self, other):
+        return self.handler.add(other, self)
+
+    def __sub__(self, other):
+        return self.handler.subtract(self, other)
+
+    def __rsub__(self, other):
+        return self.handler.subtract(other, self)
+
+    def __mul__(self, other):
+        return self.handler.multiply(self, other)
+
+    def __rmul__(self, other):
+        return self.handler.multiply(other, self)
+
+    def __truediv__(self, other):
+        return self.handler.divide(self, other)
+
+    def __rtruediv__(self, other):
+        return self.handler.divide(other, self)
+
+    def __pow__(self, other):
+        return self.handler.power(self, other)
+
+    def __rpow__(self, other):
+        return self.handler.power(other, self)
+
+    def __matmul__(self, other):
+        return self.handler.matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return self.handler.matmul(other, self)
+
+    def __neg__(self):
+        return self.handler.negative(self)
+
+    def __abs__(self):
+        return self.handler.abs(self)
+
+    def __getitem__(self, index):
+        return self.handler.getitem(self, index)
+
+    # comparisons give boolean masks; they are not differentiable
+    def __gt__(self, other):
+        return self.handler.greater(self, other)
+
+    def __ge__(self, other):
+        return self.handler.greater_equal(self, other)
+
+    def __lt__(self, other):
+        return self.handler.less(self, other)
+
+    def __le__(self, other):
+        return self.handler.less_equal(self, other)
+
+    __hash__ = object.__hash__  # arrays are identities; == is not overloaded
+
+    # -- shape and reductions --------------------------------------------------------
+    @property
+    def T(self):
+        return self.handler.transpose(self)
+
+    def reshape(self, *shape):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return self.handler.reshape(self, shape)
+
+    def transpose(self, *axes):
+        return self.handler.transpose(self, axes or None)
+
+    def sum(self, axis=None, keepdims=False):
+        return self.handler.sum(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis=None, keepdims=False):
+        return self.handler.mean(self, axis=axis, keepdims=keepdims)
+
+    def max(self, axis=None, keepdims=False):
+        return self.handler.max(self, axis=axis, keepdims=keepdims)
+
+    def min(self, axis=None, keepdims=False):
+        return self.handler.min(self, axis=axis, keepdims=keepdims)
+
+    def argmax(self, axis=None):
+        return self.handler.argmax(self, axis=axis)
+
+
+class Number(NDArray):
+    """A scalar (Sigma's INumber): a 0-d array whose value reads out as a float."""
+
+    __slots__ = ()
+
+    @property
+    def value(self) -> float:
+        return float(self.item())

@@ -1,0 +1,196 @@
+"""Network: an architecture instantiated on a handler, with its parameters.
+
+Parameters are published under ids ``"<layer>.<param>"`` (the registry shows
+them as ``network.layers.<layer>.<param>``); optimiser filters and
+initialiser bindings match those ids with glob patterns.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+
+from . import plugins
+from .architecture import Architecture, Construct
+from .errors import ArchitectureError, ConfigError, SigmaError
+from .layers.base import ForwardContext
+
+
+@dataclass
+class ForwardResult:
+    """One forward pass: external outputs, the total cost and each cost layer's part."""
+
+    outputs: dict = field(default_factory=dict)
+    cost: object = None  # Number, or None when no cost layer ran
+    partial_costs: dict = field(default_factory=dict)
+
+
+class Network:
+    """A graph of layers with parameters on one handler."""
+
+    def __init__(self, architecture, name: str = "network"):
+        if isinstance(architecture, Construct):
+            architecture = Architecture([architecture])
+        self.architecture = architecture
+        self.name = name
+        self.handler = None
+        self.layers: dict = {}  # name -> Layer, in execution order
+        self.parameters: dict = {}  # "<layer>.<param>" -> NDArray
+        self._sources: dict = {}  # layer name -> names of the layers feeding it
+        self._build()
+
+    # -- building ------------------------------------------------------------------------
+    def _build(self):
+        """Instantiate every layer (shape inference only; no arrays yet)."""
+        self.architecture.validate_types()
+        order = self.architecture.ordered()
+        names = self.architecture.resolved_names()
+        for construct in order:
+            name = names[id(construct)]
+            sources = [names[id(s)] for s in construct.inputs]
+            input_shapes = [self.layers[s].output_shape for s in sources]
+            cls = plugins.load("layer", construct.layer_type)
+            self._check_params(cls, construct, name)
+            self.layers[name] = cls(name, input_shapes, **construct.params)
+            self._sources[name] = sources
+        if not any(getattr(layer, "alias", None) is not None and not layer.input_shapes for layer in self.layers.values()):
+            raise ArchitectureError("the network has no input layer")
+
+    @staticmethod
+    def _check_params(cls, construct, name):
+        """Unknown or missing construct parameters, named, instead of a TypeError."""
+        signature = inspect.signature(cls.__init__)
+        accepted = list(signature.parameters)[3:]  # after self, name, input_shapes
+        unknown = [key for key in construct.params if key not in accepted]
+        if unknown:
+            raise ConfigError(
+                f"layer {name!r} ({construct.layer_type}): unknown parameter {unknown[0]!r} "
+                f"(accepted: {', '.join(accepted) or 'none'})"
+            )
+        for param in accepted:
+            if signature.parameters[param].default is inspect.Parameter.empty and param not in construct.params:
+                raise ConfigError(f"layer {name!r} ({construct.layer_type}): missing parameter {param!r}")
+
+    def initialise(self, handler, initialisers: dict | None = None) -> dict:
+        """Create every parameter on ``handler`` and initialise it.
+
+        ``initialisers`` maps glob patterns on parameter ids to initialisers and
+        wins over each layer's defaults. Returns which pattern set which id.
+        """
+        from .initialisers import apply_initialisers
+
+        self.handler = handler
+        self.parameters = {}
+        defaults = {}
+        for name, layer in self.layers.items():
+            for param, shape in layer.parameter_shapes.items():
+                self.parameters[f"{name}.{param}"] = handler.zeros(shape)
+            for param, initialiser in layer.default_initialisers().items():
+                if param in layer.parameter_shapes:
+                    defaults[f"{name}.{param}"] = initialiser
+        applied = apply_initialisers(handler, self.parameters, defaults)
+        if initialisers:
+            applied.update(apply_initialisers(handler, self.parameters, initialisers))
+        return applied
+
+    @property
+    def initialised(self) -> bool:
+        return self.handler is not None
+
+    def _require_handler(self):
+        if self.handler is None:
+            raise SigmaError(f"network {self.name!r} is not initialised; call network.initialise(handler)")
+        return self.handler
+
+    # -- running --------------------------------------------------------------------------
+    def layer_parameters(self, layer_name: str) -> dict:
+        prefix = layer_name + "."
+        return {pid[len(prefix):]: array for pid, array in self.parameters.items() if pid.startswith(prefix)}
+
+    def forward(self, externals: dict, training: bool = False) -> ForwardResult:
+        """Run every layer in order. Cost layers run when their targets are given."""
+        handler = self._require_handler()
+        context = ForwardContext(training=training, externals=externals)
+        values, result = {}, ForwardResult()
+        params = self._params_by_layer()
+        total = None
+        for name, layer in self.layers.items():
+            inputs = [values[s] for s in self._sources[name]]
+            if layer.is_cost:
+                if layer.targets_alias not in externals:
+                    continue
+                cost = layer.forward(handler, inputs, params[name], context)
+                result.partial_costs[name] = cost
+                weighted = cost if layer.importance == 1.0 else cost * layer.importance
+                total = weighted if total is None else total + weighted
+                result.outputs.setdefault("predictions", inputs[0])
+                continue
+            values[name] = layer.forward(handler, inputs, params[name], context)
+            alias = getattr(layer, "alias", None)
+            if alias is not None and layer.input_shapes:  # an Output layer
+                result.outputs[alias] = values[name]
+        if "predictions" not in result.outputs:
+            last = next(reversed([n for n, layer in self.layers.items() if not layer.is_cost]))
+            result.outputs["predictions"] = values[last]
+        result.cost = total
+        return result
+
+    def _params_by_layer(self) -> dict:
+        cache = getattr(self, "_param_cache", None)
+        if cache is None or cache[0] is not self.parameters:
+            by_layer = {name: self.layer_parameters(name) for name in self.layers}
+            self._param_cache = cache = (self.parameters, by_layer)
+        return cache[1]
+
+    # -- inspection and copies ----------------------------------------------------------------
+    @property
+    def parameter_count(self) -> int:
+        count = 0
+        for layer in self.layers.values():
+            for shape in layer.parameter_shapes.values():
+                n = 1
+                for d in shape:
+                    n *= d
+                count += n
+        return count
+
+    def state_dict(self) -> dict:
+        """Every parameter as a NumPy copy, by id."""
+        return {pid: array.to_numpy() for pid, array in self.parameters.items()}
+
+    def load_state_dict(self, state: dict):
+        """Overwrite parameters from NumPy arrays (any handler, any dtype)."""
+        handler = self._require_handler()
+        missing = sorted(set(self.parameters) - set(state))
+        extra = sorted(set(state) - set(self.parameters))
+        if missing or extra:
+            raise ArchitectureError(
+                f"parameters do not match: missing {missing or 'none'}, unexpected {extra or 'none'}"
+            )
+        for pid, array in self.parameters.items():
+            value = state[pid]
+            if tuple(value.shape) != array.shape:
+                raise ArchitectureError(f"parameter {pid!r}: shape {tuple(value.shape)} does not match {array.shape}")
+            handler.fill(array, handler.asarray(value))
+
+    def transfer_parameters_to(self, other: "Network"):
+        """Copy this network's parameters into ``other`` (same layout, any handler)."""
+        other.load_state_dict(self.state_dict())
+
+    def copy(self, handler=None) -> "Network":
+        """A deep copy with its own parameters, on ``handler`` (default: the same one)."""
+        import copy as copy_module
+
+        source = self._require_handler()
+        twin = Network(copy_module.deepcopy(self.architecture), name=self.name)
+        twin.handler = handler or source
+        twin.parameters = {pid: twin.handler.asarray(a.to_numpy()) for pid, a in self.parameters.items()}
+        return twin
+
+    def summary(self) -> str:
+        lines = [f"network {self.name!r}: {len(self.layers)} layers, {self.parameter_count:,} parameters"]
+        for name, layer in self.layers.items():
+            params = ", ".join(f"{p}{list(s)}" for p, s in layer.parameter_shapes.items())
+            sources = ", ".join(self._sources[name]) or "external"
+            lines.append(f"  {name:<20} {type(layer).__name__:<20} <- {sources:<20} {layer.output_shape} {params}")
+        return "\n".join(lines)

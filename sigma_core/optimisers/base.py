@@ -1,0 +1,186 @@
+"""The optimiser contract: freeze filters, lazy memory, checkpointable state.
+
+An optimiser turns gradients into in-place parameter updates. Parameters are
+named ``"<layer>.<param>"`` (``"2-dense.weights"``); *freeze* filters are
+fnmatch globs on those names (``"*.bias*"``, ``"1-dense.*"``) and a frozen
+parameter is never touched. (Sigma had such filters, but they were written to
+one registry key and read from another, so they never applied; here they do.)
+
+Per-parameter memory (momentum velocity, squared-gradient sums, ...) is made
+lazily on a parameter's first step, through the handler, and moved out of
+session buffer reuse with :meth:`Handler.keep`, so :meth:`Optimiser.step` may
+run inside a training session. The update arithmetic lives in raw-array
+kernels (:mod:`sigma_core.optimisers.kernels`) that a backend can override;
+a subclass only names its memory buffers and picks its kernel in
+:meth:`Optimiser._update`.
+
+Hyperparameters are plain attributes named after the constructor's
+arguments, read on every step, so a schedule may change ``learning_rate``
+between steps.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import inspect
+
+from ..errors import ShapeError, SigmaError
+
+
+class Optimiser:
+    """Base class; subclasses set :attr:`memory_names` and implement :meth:`_update`.
+
+    ``weight_decay`` adds ``weight_decay·param`` to every gradient (L2
+    regularisation, coupled as in PyTorch's ``weight_decay``).
+    """
+
+    #: Names of the per-parameter memory buffers, in the order ``_update`` receives them.
+    memory_names: tuple[str, ...] = ()
+
+    def __init__(self, learning_rate, *, weight_decay=0.0, freeze=()):
+        self.learning_rate = learning_rate
+        self.weight_decay = weight_decay
+        self._filters = list(dict.fromkeys([freeze] if isinstance(freeze, str) else freeze))
+        self._memory = {}  # parameter id -> tuple of NDArrays, one per memory name
+        self.steps = 0
+        #: When True, each step publishes a copy of every update as ``published["updates"]``.
+        self.publish_updates = False
+        #: Values hooks read after a step: learning_rate, step, frozen ids, updates.
+        self.published = {}
+
+    def __repr__(self):
+        arguments = ", ".join(f"{k}={v!r}" for k, v in self.hyperparameters().items())
+        return f"{type(self).__name__}({arguments})"
+
+    # -- freeze filters ------------------------------------------------------------
+    @property
+    def filters(self) -> tuple[str, ...]:
+        """The freeze patterns, in the order they were added."""
+        return tuple(self._filters)
+
+    def freeze(self, pattern: str) -> None:
+        """Stop updating every parameter whose id matches the glob ``pattern``."""
+        if pattern not in self._filters:
+            self._filters.append(pattern)
+
+    def unfreeze(self, pattern: str) -> None:
+        """Remove a freeze pattern added before."""
+        if pattern not in self._filters:
+            current = ", ".join(repr(p) for p in self._filters) or "none"
+            raise SigmaError(f"{type(self).__name__}: no freeze pattern {pattern!r} (patterns: {current})")
+        self._filters.remove(pattern)
+
+    def clear_filters(self) -> None:
+        self._filters.clear()
+
+    def is_frozen(self, param_id: str) -> bool:
+        return any(fnmatch.fnmatchcase(param_id, pattern) for pattern in self._filters)
+
+    def trainable(self, ids) -> list[str]:
+        """The ids (in their order) that no freeze pattern matches."""
+        return [i for i in ids if not self.is_frozen(i)]
+
+    # -- the update ------------------------------------------------------------------
+    def step(self, handler, params: dict, grads: dict) -> None:
+        """Update every non-frozen parameter in place from its gradient.
+
+        ``grads`` needs an entry for each trainable parameter; frozen ones may
+        be missing. Published updates (see :attr:`publish_updates`) made inside
+        a session expire with it, like every other session array.
+        """
+        ids = self.trainable(params)
+        missing = [i for i in ids if i not in grads]
+        if missing:
+            raise SigmaError(
+                f"{type(self).__name__}: no gradient for parameter(s) {', '.join(missing)}; "
+                "compute their gradients or freeze them"
+            )
+        self.steps += 1
+        kernels = handler.kernels
+        updates = {} if self.publish_updates else None
+        with handler.no_grad():
+            for param_id in ids:
+                param, grad = params[param_id], grads[param_id]
+                _check_pair(handler, param_id, param, grad)
+                memory = self._memory_of(handler, param_id, param)
+                before = handler.copy(param) if updates is not None else None
+                raw_grad = grad.data
+                if self.weight_decay:
+                    raw_grad = kernels.l2_gradient(raw_grad, param.data, self.weight_decay)
+                self._update(kernels, param.data, raw_grad, [m.data for m in memory], self.steps)
+                if updates is not None:
+                    updates[param_id] = handler.subtract(param, before)
+        trained = set(ids)
+        self.published = {
+            "learning_rate": self.learning_rate,
+            "step": self.steps,
+            "frozen": [i for i in params if i not in trained],
+        }
+        if updates is not None:
+            self.published["updates"] = updates
+
+    def _update(self, kernels, param, grad, memory, step) -> None:
+        """Apply one update to raw arrays via ``kernels``; ``memory`` follows memory_names."""
+        raise NotImplementedError
+
+    def _memory_of(self, handler, param_id, param):
+        memory = self._memory.get(param_id)
+        if memory is None:
+            memory = tuple(handler.keep(handler.zeros(param.shape)) for _ in self.memory_names)
+            self._memory[param_id] = memory
+        elif memory and memory[0].shape != param.shape:
+            raise ShapeError(
+                f"{type(self).__name__}: parameter {param_id!r} has shape {param.shape} "
+                f"but its optimiser memory has shape {memory[0].shape}"
+            )
+        return memory
+
+    # -- checkpoints -------------------------------------------------------------------
+    def hyperparameters(self) -> dict:
+        """Constructor arguments (except ``freeze``) and their current values."""
+        names = inspect.signature(type(self)).parameters
+        return {name: getattr(self, name) for name in names if name != "freeze"}
+
+    def state_dict(self) -> dict:
+        """Everything needed to continue identically: plain Python and NumPy values."""
+        return {
+            "optimiser": type(self).__name__,
+            "hyperparameters": self.hyperparameters(),
+            "freeze": list(self._filters),
+            "steps": self.steps,
+            "memory": {
+                param_id: {name: array.to_numpy() for name, array in zip(self.memory_names, memory)}
+                for param_id, memory in self._memory.items()
+            },
+        }
+
+    def load_state_dict(self, state: dict, handler) -> None:
+        """Restore :meth:`state_dict` output; memory is copied into ``handler``."""
+        name = type(self).__name__
+        if state.get("optimiser") != name:
+            raise SigmaError(f"{name}: cannot load the state of optimiser {state.get('optimiser')!r}")
+        known = self.hyperparameters()
+        unknown = sorted(set(state["hyperparameters"]) - set(known))
+        if unknown:
+            raise SigmaError(f"{name}: unknown hyperparameter(s) in state: {', '.join(unknown)}")
+        memory = {}
+        for param_id, buffers in state["memory"].items():
+            if set(buffers) != set(self.memory_names):
+                raise SigmaError(
+                    f"{name}: memory of {param_id!r} has buffers {sorted(buffers)}, "
+                    f"expected {list(self.memory_names)}"
+                )
+            memory[param_id] = tuple(handler.keep(handler.asarray(buffers[n])) for n in self.memory_names)
+        for key, value in state["hyperparameters"].items():
+            setattr(self, key, value)
+        self._filters = list(state["freeze"])
+        self.steps = int(state["steps"])
+        self._memory = memory
+
+
+def _check_pair(handler, param_id, param, grad):
+    for role, array in (("parameter", param), ("gradient", grad)):
+        if array.handler is not handler:
+            raise SigmaError(f"{role} {param_id!r} belongs to handler {array.handler!r}, not {handler!r}")
+    if grad.shape != param.shape:
+        raise ShapeError(f"gradient of {param_id!r} has shape {grad.shape}, the parameter {param.shape}")

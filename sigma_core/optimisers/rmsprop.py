@@ -1,0 +1,23 @@
+"""RMSProp (Hinton's lecture 6e); not in Sigma."""
+
+from __future__ import annotations
+
+from .base import Optimiser
+
+
+class RMSProp(Optimiser):
+    """S = ρ·S + (1−ρ)·g²; param −= lr·g / (√S + eps). Memory ``squared_gradient``.
+
+    ``eps`` is added after the square root, as in PyTorch.
+    """
+
+    memory_names = ("squared_gradient",)
+
+    def __init__(self, learning_rate=0.001, rho=0.9, eps=1e-8, *, weight_decay=0.0, freeze=()):
+        super().__init__(learning_rate, weight_decay=weight_decay, freeze=freeze)
+        self.rho = rho
+        self.eps = eps
+
+    def _update(self, kernels, param, grad, memory, step):
+        (squared,) = memory
+        kernels.rmsprop_update_(param, grad, squared, self.learning_rate, self.rho, self.eps)

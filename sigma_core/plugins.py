@@ -1,0 +1,329 @@
+"""The process-wide component registry: which handlers, layers, ... exist.
+
+Sigma's core (:mod:`sigma_core.builtins`) and every installed plugin register
+components through the hooks in :mod:`sigma_core.hookspecs`. Discovery runs
+once per process, on first use, and is cached; :func:`reset` forgets it.
+
+Every ``sigma`` command pays for discovery, so it must stay cheap: plugins
+register lazy ``"module:attr"`` targets and ``check`` callables that only look
+for heavy dependencies; nothing heavy is imported until a component is used.
+
+One broken plugin must not take the others down: each loads on its own and a
+failure is recorded (see :func:`failures`) unless strict loading is on.
+
+Environment variables:
+
+``SIGMA_PLUGINS``
+    Unset: load every entry point in the group ``"sigma"``. Set: a
+    comma-separated allowlist of entry-point or distribution names. Set but
+    empty: built-ins only.
+``SIGMA_STRICT_PLUGINS=1``
+    A plugin that fails to load raises :class:`~sigma_core.errors.PluginError`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import re
+import threading
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any, Callable
+
+import pluggy
+
+from sigma_core import builtins, hookspecs
+from sigma_core.errors import (
+    ComponentClashError,
+    ComponentLoadError,
+    PluginError,
+    UnknownComponentError,
+)
+
+#: Each component kind and the hook through which it is registered.
+HOOKS = {
+    "handler": "register_handlers",
+    "layer": "register_layers",
+    "activation": "register_activations",
+    "optimiser": "register_optimisers",
+    "initialiser": "register_initialisers",
+    "hook": "register_hooks",
+    "extractor": "register_extractors",
+    "monitor": "register_monitors",
+    "operator": "register_operators",
+}
+KINDS = tuple(HOOKS)
+
+ENTRY_POINT_GROUP = "sigma"
+CORE_DISTRIBUTION = "sigmann"
+
+_log = logging.getLogger("sigma")
+
+
+@dataclass(frozen=True)
+class Component:
+    """One registered component and where it came from.
+
+    ``target`` is the object itself or a lazy ``"module:attr"`` string; use
+    :meth:`load` rather than reading it.
+    """
+
+    kind: str
+    name: str
+    target: Any
+    distribution: str
+    version: str
+    aliases: tuple[str, ...] = ()
+    rank: int = 0
+    description: str = ""
+    check: Callable[[], tuple[bool, str]] | None = None
+
+    def __post_init__(self):
+        # Validated here so a malformed registration fails inside the plugin
+        # that made it, and is reported against that plugin.
+        for name in (self.name, *self.aliases):
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"{self.kind} names must be non-empty strings, got {name!r}")
+        if isinstance(self.target, str):
+            module, _, attr = self.target.partition(":")
+            if not module or not attr:
+                raise ValueError(
+                    f"{self.kind} {self.name!r}: a lazy target must look like "
+                    f"'package.module:attr', got {self.target!r}"
+                )
+        if not isinstance(self.rank, int):
+            raise TypeError(f"{self.kind} {self.name!r}: rank must be an int, got {self.rank!r}")
+        if self.check is not None and not callable(self.check):
+            raise TypeError(f"{self.kind} {self.name!r}: check must be callable or None")
+
+    def load(self) -> Any:
+        """Return the component, importing a lazy target now."""
+        if not isinstance(self.target, str):
+            return self.target
+        module_name, _, attr_path = self.target.partition(":")
+        try:
+            obj = importlib.import_module(module_name)
+            for attr in attr_path.split("."):
+                obj = getattr(obj, attr)
+        except Exception as exc:
+            raise ComponentLoadError(
+                f"{self.kind} {self.name!r} from {self.distribution} {self.version} "
+                f"cannot be loaded from {self.target!r}: {_describe(exc)}"
+            ) from exc
+        return obj
+
+    def availability(self) -> tuple[bool, str]:
+        """Whether the component can run here, and if not, why (one line)."""
+        if self.check is None:
+            return True, ""
+        try:
+            available, reason = self.check()
+        except Exception as exc:
+            return False, f"check failed: {_describe(exc)}"
+        return bool(available), _one_line(str(reason))
+
+
+@dataclass(frozen=True)
+class PluginFailure:
+    """A plugin that could not be loaded; ``error`` is ``"Type: message"``."""
+
+    name: str
+    distribution: str
+    version: str
+    error: str
+
+
+def components(kind: str | None = None) -> list[Component]:
+    """Every registered component (of one kind), ordered by kind then name."""
+    kinds = KINDS if kind is None else (_checked_kind(kind),)
+    registry = _registry()
+    return [c for k in kinds for c in sorted(registry.primary(k), key=lambda c: c.name)]
+
+
+def get(kind: str, name: str) -> Component:
+    """The component registered as ``name`` (or with that alias) for ``kind``."""
+    table = _registry().tables[_checked_kind(kind)]
+    try:
+        return table[name]
+    except KeyError:
+        raise UnknownComponentError(_unknown_message(kind, name, table)) from None
+
+
+def load(kind: str, name: str) -> Any:
+    """Shorthand for ``get(kind, name).load()``."""
+    return get(kind, name).load()
+
+
+def failures() -> list[PluginFailure]:
+    """Plugins that failed to load in this process, in load order."""
+    return list(_registry().failures)
+
+
+def reset() -> None:
+    """Forget discovery, so the next call re-reads the environment and plugins."""
+    global _cached
+    with _lock:
+        _cached = None
+        importlib.invalidate_caches()
+
+
+# --- discovery ------------------------------------------------------------
+
+_cached: _Registry | None = None
+_lock = threading.RLock()  # re-entrant, so a plugin that queries the registry while loading cannot deadlock
+
+
+class _Registry:
+    """Components by kind, keyed by name and alias, plus the plugins that failed."""
+
+    def __init__(self):
+        self.tables: dict[str, dict[str, Component]] = {kind: {} for kind in KINDS}
+        self.failures: list[PluginFailure] = []
+
+    def primary(self, kind: str) -> list[Component]:
+        return [c for key, c in self.tables[kind].items() if key == c.name]
+
+    def add(self, component: Component) -> None:
+        table = self.tables[component.kind]
+        keys = dict.fromkeys((component.name, *component.aliases))
+        for key in keys:
+            if key in table:
+                other = table[key]
+                raise ComponentClashError(
+                    f"{component.kind} {key!r} is registered by both {other.distribution} "
+                    f"and {component.distribution}; uninstall one, or leave one out "
+                    f"with SIGMA_PLUGINS"
+                )
+        for key in keys:
+            table[key] = component
+
+
+def _registry() -> _Registry:
+    global _cached
+    with _lock:
+        if _cached is None:
+            _cached = _discover()
+        return _cached
+
+
+def _discover() -> _Registry:
+    registry = _Registry()
+    # The built-ins are part of the core: if they fail, that is a bug and
+    # should show its traceback rather than be recorded as a plugin failure.
+    for component in _collect(builtins, CORE_DISTRIBUTION, _core_version()):
+        registry.add(component)
+    for entry_point in _selected_entry_points():
+        distribution, version = _distribution_of(entry_point)
+        try:
+            found = _collect(entry_point.load(), distribution, version)
+        except Exception as exc:
+            failure = PluginFailure(entry_point.name, distribution, version, _describe(exc))
+            _record_failure(registry, failure, exc)
+            continue
+        # A clash is not this plugin's failure alone, so it is not swallowed.
+        for component in found:
+            registry.add(component)
+    return registry
+
+
+def _collect(plugin: object, distribution: str, version: str) -> list[Component]:
+    """Run one plugin's hooks and return what it registered, committing nothing.
+
+    Each plugin gets its own plugin manager so that every component can be
+    attributed to the distribution that registered it.
+    """
+    manager = pluggy.PluginManager(hookspecs.PROJECT)
+    manager.add_hookspecs(hookspecs)
+    manager.register(plugin)
+    manager.check_pending()  # a misspelt hook name is an error, not a no-op
+    found: list[Component] = []
+    for kind, hook in HOOKS.items():
+        getattr(manager.hook, hook)(register=_registrar(kind, distribution, version, found))
+    return found
+
+
+def _registrar(kind: str, distribution: str, version: str, found: list[Component]) -> hookspecs.Register:
+    def register(name, target, *, aliases=(), check=None, rank=0, description=""):
+        aliases = (aliases,) if isinstance(aliases, str) else tuple(aliases)
+        found.append(Component(kind, name, target, distribution, version, aliases, rank, description, check))
+
+    return register
+
+
+def _selected_entry_points() -> list[metadata.EntryPoint]:
+    entry_points = sorted(
+        metadata.entry_points(group=ENTRY_POINT_GROUP),
+        key=lambda ep: (_distribution_of(ep)[0], ep.name),
+    )
+    allowlist = os.environ.get("SIGMA_PLUGINS")
+    if allowlist is None:
+        return entry_points
+    wanted = {_normalise(name) for name in allowlist.split(",") if name.strip()}
+    chosen = [ep for ep in entry_points if _allowlist_names(ep) & wanted]
+    unmatched = wanted - set().union(*map(_allowlist_names, chosen)) - {CORE_DISTRIBUTION}
+    if unmatched:
+        _log.warning("SIGMA_PLUGINS names %s, but no installed plugin matches", ", ".join(sorted(unmatched)))
+    return chosen
+
+
+def _allowlist_names(entry_point: metadata.EntryPoint) -> set[str]:
+    return {_normalise(entry_point.name), _normalise(_distribution_of(entry_point)[0])}
+
+
+def _record_failure(registry: _Registry, failure: PluginFailure, exc: Exception) -> None:
+    message = (
+        f"plugin {failure.name!r} ({failure.distribution} {failure.version}) "
+        f"failed to load: {failure.error}"
+    )
+    if os.environ.get("SIGMA_STRICT_PLUGINS", "").strip().lower() in {"1", "true", "yes", "on"}:
+        raise PluginError(message) from exc
+    _log.warning("%s", message)
+    registry.failures.append(failure)
+
+
+def _distribution_of(entry_point: metadata.EntryPoint) -> tuple[str, str]:
+    dist = entry_point.dist
+    if dist is None:
+        return "unknown", "0+unknown"
+    return dist.name, dist.version
+
+
+def _core_version() -> str:
+    try:
+        return metadata.version(CORE_DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+# --- small helpers ------------------------------------------------------
+
+
+def _checked_kind(kind: str) -> str:
+    if kind not in HOOKS:
+        raise ValueError(f"unknown component kind {kind!r}; kinds are {', '.join(KINDS)}")
+    return kind
+
+
+def _unknown_message(kind: str, name: str, table: dict[str, Component]) -> str:
+    import difflib  # only on the error path
+
+    names = sorted({c.name for c in table.values()})
+    available = ", ".join(names) or "none"
+    close = difflib.get_close_matches(name, table, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown {kind} {name!r} ({hint}available: {available})"
+
+
+def _normalise(name: str) -> str:
+    """PEP 503 normalisation, so ``Sigmann_CPU`` matches ``sigmann-cpu``."""
+    return re.sub(r"[-_.]+", "-", name.strip()).lower()
+
+
+def _describe(exc: BaseException) -> str:
+    return _one_line(f"{type(exc).__name__}: {exc}")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

@@ -1,0 +1,404 @@
+"""The handler conformance kit: one test suite every handler distribution runs.
+
+A backend proves itself by subclassing :class:`HandlerConformance` in a test
+module of its own; pytest then collects every check below for that handler,
+in float32 and float64::
+
+    from sigma_core.testing import HandlerConformance
+    from sigma_cpu import CpuHandler
+
+    class TestCpuHandler(HandlerConformance):
+        handler_factory = CpuHandler  # any callable (dtype, seed) -> Handler
+
+What is checked, and why:
+
+* every op in :data:`CASES` gives what the NumPy reference handler gives on
+  the same inputs (within :data:`TOLERANCES`), in the handler's dtype, and so
+  do the gradients the tape computes;
+* every op's vector-Jacobian product matches central finite differences in
+  float64, including broadcasting, reductions, indexing with repeats, a value
+  used twice and an unused source; :meth:`HandlerConformance.test_every_differentiable_op_has_a_gradient_case`
+  fails when an op that records on the tape has no case, so a new op cannot
+  ship without a gradient check;
+* dtypes, shape errors, seeded random numbers, in-place updates, sessions
+  (no new buffers after a warm-up step, expired and kept arrays) and
+  ``to_numpy`` copying.
+
+A distribution that adds differentiable ops lists cases for them in
+``extra_cases`` (a tuple of :class:`OpCase`). This module imports pytest, so
+only test code imports it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy
+import pytest
+
+from ..errors import ShapeError
+from ..handlers.numpy_handler import NumpyHandler
+from ..ndarray import ExpiredArrayError
+
+DTYPES = ("float32", "float64")
+
+# Forward (and gradient) agreement with the reference handler, per dtype.
+# float32 (eps 1.2e-7): a backend may reorder reductions, fuse multiply-adds and
+# use approximate transcendentals (fastmath), so bit-equality is no contract;
+# rtol 1e-5 (~80 ulp) absorbs that on the small O(1) inputs used here, and
+# atol 1e-6 covers results that cancel to near zero, where a relative bound is
+# meaningless. float64 (eps 2.2e-16): 1e-12 (~4500 ulp) allows the same
+# reorderings yet catches a wrong formula or a silent float32 round trip,
+# which are off by 1e-8 or more.
+TOLERANCES = {
+    "float32": {"rtol": 1e-5, "atol": 1e-6},
+    "float64": {"rtol": 1e-12, "atol": 1e-12},
+}
+
+# Central finite differences in float64: the truncation error is ~FD_EPS**2 * f'''
+# (~1e-12) and the round-off ~ulp(f) / FD_EPS (~1e-10 for the O(10) sums seen
+# here), so agreement to 1e-6 relative / 1e-8 absolute leaves two orders of
+# margin while any wrong VJP (a missing factor, a dropped broadcast sum) is off
+# by O(1).
+FD_EPS = 1e-6
+FD_RTOL = 1e-6
+FD_ATOL = 1e-8
+
+SEED = 0
+
+
+@dataclass(frozen=True)
+class OpCase:
+    """One op on fixed inputs, compared with the reference and checked by finite differences.
+
+    ``make(rng)`` returns float64 host arrays; each becomes a handler array,
+    is watched, and is differentiated. ``fn(handler, *arrays)`` runs the op;
+    constants that are not differentiated (targets, indices, conditions) live
+    inside ``fn``. ``op`` names the :class:`~sigma_core.handler.Handler` method
+    the case covers. A ``random`` case draws from the handler's generator, so
+    its values cannot be compared across handlers: it is only checked against
+    finite differences, with the generator reset before every evaluation so
+    each one draws the same.
+    """
+
+    id: str
+    op: str
+    fn: Callable
+    make: Callable
+    random: bool = False
+
+    def inputs(self) -> list:
+        """The case's host inputs, the same on every call and for every handler."""
+        return [numpy.array(v, dtype=numpy.float64) for v in self.make(numpy.random.default_rng(SEED))]
+
+
+# -- input makers: each keeps the op away from kinks, ties and its domain's edge ---------
+def _normal(*shape):
+    return lambda rng: rng.standard_normal(shape)
+
+
+def _positive(*shape):
+    """In [0.5, 2]: inside the domain of log, sqrt and a real power."""
+    return lambda rng: rng.uniform(0.5, 2.0, shape)
+
+
+def _away(*shape):
+    """|x| in [0.2, 1.5]: a finite step never crosses the kink of abs, relu or sign."""
+    return lambda rng: rng.choice([-1.0, 1.0], shape) * rng.uniform(0.2, 1.5, shape)
+
+
+def _grid(*shape, offset=0.0):
+    """Distinct values 0.25 apart (shuffled): no ties for max/min, by construction.
+
+    Two grids with offsets differing by 0.125 never meet, so maximum(x, y) has
+    no ties either.
+    """
+
+    def make(rng):
+        n = int(numpy.prod(shape))
+        return ((rng.permutation(n) - n // 2) * 0.25 + offset).reshape(shape)
+
+    return make
+
+
+def _case(id, op, fn, *makers, random=False):
+    return OpCase(id, op, fn, lambda rng: tuple(m(rng) for m in makers), random)
+
+
+_ONE_HOT = numpy.eye(4)[[0, 3, 1]]
+_SOFT_TARGETS = numpy.array([[0.1, 0.2, 0.3, 0.4], [0.25, 0.25, 0.25, 0.25], [0.7, 0.1, 0.1, 0.1]])
+_CLASS_INDICES = numpy.array([0, 3, 1])
+_CONDITION = numpy.array([[True, False, True, True], [False, False, True, False], [True, True, False, True]])
+_REPEATED_ROWS = numpy.array([0, 2, 0, 0])
+
+
+def _dense_cases():
+    cases = []
+    for activation in ("none", "relu", "sigmoid", "tanh", "softplus"):
+        cases.append(
+            _case(f"dense-{activation}-bias", "dense", lambda h, x, w, b, a=activation: h.dense(x, w, b, a),
+                  _normal(3, 4), _normal(4, 5), _normal(5))
+        )
+        cases.append(
+            _case(f"dense-{activation}-nobias", "dense", lambda h, x, w, a=activation: h.dense(x, w, None, a),
+                  _normal(3, 4), _normal(4, 5))
+        )
+    return cases
+
+
+def _reduction_cases():
+    cases = []
+    for op in ("sum", "mean"):
+        for axis in (None, 0, -1, (0, 2)):
+            for keepdims in (False, True):
+                cases.append(_case(f"{op}-axis{axis}-keepdims{keepdims}", op,
+                                   lambda h, x, op=op, axis=axis, k=keepdims: getattr(h, op)(x, axis=axis, keepdims=k),
+                                   _normal(2, 3, 4)))
+    for op in ("max", "min"):
+        for axis in (None, 1, (0, 2)):
+            for keepdims in (False, True):
+                cases.append(_case(f"{op}-axis{axis}-keepdims{keepdims}", op,
+                                   lambda h, x, op=op, axis=axis, k=keepdims: getattr(h, op)(x, axis=axis, keepdims=k),
+                                   _grid(2, 3, 4)))
+    return cases
+
+
+#: Every differentiable op, with the broadcasting, axis and indexing variants that
+#: have their own code paths in the VJPs.
+CASES: tuple[OpCase, ...] = (
+    _case("copy", "copy", lambda h, x: h.copy(x), _normal(3, 4)),
+    # arithmetic with broadcasting, scalar arrays and Python numbers on either side
+    _case("add-same", "add", lambda h, x, y: h.add(x, y), _normal(3, 4), _normal(3, 4)),
+    _case("add-row", "add", lambda h, x, y: h.add(x, y), _normal(3, 4), _normal(4)),
+    _case("add-outer", "add", lambda h, x, y: h.add(x, y), _normal(3, 1), _normal(1, 4)),
+    _case("add-scalar-array", "add", lambda h, x, y: h.add(x, y), _normal(3, 4), _normal()),
+    _case("add-number-left", "add", lambda h, x: h.add(2.5, x), _normal(3, 4)),
+    _case("add-number-right", "add", lambda h, x: h.add(x, 2.5), _normal(3, 4)),
+    _case("subtract-row", "subtract", lambda h, x, y: h.subtract(x, y), _normal(3, 4), _normal(4)),
+    _case("subtract-outer", "subtract", lambda h, x, y: h.subtract(x, y), _normal(3, 1), _normal(1, 4)),
+    _case("subtract-scalar-array-left", "subtract", lambda h, x, y: h.subtract(x, y), _normal(), _normal(2, 3)),
+    _case("subtract-number-left", "subtract", lambda h, x: h.subtract(1.5, x), _normal(3, 4)),
+    _case("subtract-number-right", "subtract", lambda h, x: h.subtract(x, 1.5), _normal(3, 4)),
+    _case("multiply-same", "multiply", lambda h, x, y: h.multiply(x, y), _normal(3, 4), _normal(3, 4)),
+    _case("multiply-outer", "multiply", lambda h, x, y: h.multiply(x, y), _normal(3, 1), _normal(1, 4)),
+    _case("multiply-row", "multiply", lambda h, x, y: h.multiply(x, y), _normal(3, 4), _normal(4)),
+    _case("multiply-scalar-array", "multiply", lambda h, x, y: h.multiply(x, y), _normal(2, 3), _normal()),
+    _case("multiply-number-left", "multiply", lambda h, x: h.multiply(2.0, x), _normal(3, 4)),
+    _case("multiply-number-right", "multiply", lambda h, x: h.multiply(x, -3.0), _normal(3, 4)),
+    _case("divide-same", "divide", lambda h, x, y: h.divide(x, y), _normal(3, 4), _away(3, 4)),
+    _case("divide-row", "divide", lambda h, x, y: h.divide(x, y), _normal(3, 4), _away(4)),
+    _case("divide-number-left", "divide", lambda h, x: h.divide(2.0, x), _away(3, 4)),
+    _case("divide-number-right", "divide", lambda h, x: h.divide(x, 4.0), _normal(3, 4)),
+    _case("power-array-exponent", "power", lambda h, x, y: h.power(x, y), _positive(3, 4), _normal(3, 4)),
+    _case("power-row-exponent", "power", lambda h, x, y: h.power(x, y), _positive(3, 4), _normal(4)),
+    _case("power-number-exponent", "power", lambda h, x: h.power(x, 3.0), _normal(3, 4)),
+    _case("power-number-base", "power", lambda h, x: h.power(2.0, x), _normal(3, 4)),
+    _case("maximum-same", "maximum", lambda h, x, y: h.maximum(x, y), _grid(3, 4), _grid(3, 4, offset=0.125)),
+    _case("maximum-number", "maximum", lambda h, x: h.maximum(x, 0.3), _grid(3, 4)),
+    # matrix products: 2-D, batched, broadcast batch and every vector promotion
+    _case("matmul-2d", "matmul", lambda h, x, y: h.matmul(x, y), _normal(3, 4), _normal(4, 5)),
+    _case("matmul-batched", "matmul", lambda h, x, y: h.matmul(x, y), _normal(2, 3, 4), _normal(2, 4, 5)),
+    _case("matmul-broadcast-batch", "matmul", lambda h, x, y: h.matmul(x, y), _normal(2, 3, 4), _normal(4, 5)),
+    _case("matmul-vector-matrix", "matmul", lambda h, x, y: h.matmul(x, y), _normal(4), _normal(4, 5)),
+    _case("matmul-matrix-vector", "matmul", lambda h, x, y: h.matmul(x, y), _normal(3, 4), _normal(4)),
+    _case("matmul-vector-vector", "matmul", lambda h, x, y: h.matmul(x, y), _normal(4), _normal(4)),
+    _case("matmul-batch-vector", "matmul", lambda h, x, y: h.matmul(x, y), _normal(2, 3, 4), _normal(4)),
+    _case("matmul-vector-batch", "matmul", lambda h, x, y: h.matmul(x, y), _normal(4), _normal(2, 4, 5)),
+    # elementwise functions
+    _case("negative", "negative", lambda h, x: h.negative(x), _normal(3, 4)),
+    _case("exp", "exp", lambda h, x: h.exp(x), _normal(3, 4)),
+    _case("log", "log", lambda h, x: h.log(x), _positive(3, 4)),
+    _case("sqrt", "sqrt", lambda h, x: h.sqrt(x), _positive(3, 4)),
+    _case("abs", "abs", lambda h, x: h.abs(x), _away(3, 4)),
+    _case("sign", "sign", lambda h, x: h.sign(x), _away(3, 4)),
+    _case("tanh", "tanh", lambda h, x: h.tanh(x), _normal(3, 4)),
+    _case("sigmoid", "sigmoid", lambda h, x: h.sigmoid(x), _normal(3, 4)),
+    _case("relu", "relu", lambda h, x: h.relu(x), _away(3, 4)),
+    _case("softplus", "softplus", lambda h, x: h.softplus(x), _normal(3, 4)),
+    _case("clip", "clip", lambda h, x: h.clip(x, -0.5, 0.5), _grid(3, 4, offset=0.1)),
+    _case("softmax-last", "softmax", lambda h, x: h.softmax(x, axis=-1), _normal(3, 4)),
+    _case("softmax-first", "softmax", lambda h, x: h.softmax(x, axis=0), _normal(3, 4)),
+    _case("log_softmax-last", "log_softmax", lambda h, x: h.log_softmax(x, axis=-1), _normal(3, 4)),
+    _case("log_softmax-first", "log_softmax", lambda h, x: h.log_softmax(x, axis=0), _normal(3, 4)),
+    _case("where", "where", lambda h, x, y: h.where(h.asarray(_CONDITION), x, y), _normal(3, 4), _normal(3, 4)),
+    _case("where-broadcast-number", "where", lambda h, x: h.where(h.asarray(_CONDITION), x, 0.5), _normal(4)),
+    # reductions
+    *_reduction_cases(),
+    # shapes, indexing and joining
+    _case("reshape", "reshape", lambda h, x: h.reshape(x, (2, 6)), _normal(3, 4)),
+    _case("reshape-infer", "reshape", lambda h, x: h.reshape(x, (-1,)), _normal(2, 3, 2)),
+    _case("transpose-default", "transpose", lambda h, x: h.transpose(x), _normal(2, 3, 4)),
+    _case("transpose-axes", "transpose", lambda h, x: h.transpose(x, (1, 0, 2)), _normal(2, 3, 4)),
+    _case("transpose-negative-axes", "transpose", lambda h, x: h.transpose(x, (-1, 0, 1)), _normal(2, 3, 4)),
+    _case("permute", "permute", lambda h, x: h.permute(x, 2, 0, 1), _normal(2, 3, 4)),
+    _case("getitem-slice", "getitem", lambda h, x: h.getitem(x, slice(1, 3)), _normal(4, 3)),
+    _case("getitem-strided", "getitem", lambda h, x: h.getitem(x, (slice(None), slice(None, None, 2))), _normal(3, 4)),
+    _case("getitem-int", "getitem", lambda h, x: h.getitem(x, -1), _normal(3, 4)),
+    _case("getitem-repeated-list", "getitem", lambda h, x: h.getitem(x, [0, 2, 0]), _normal(3, 4)),
+    _case("getitem-repeated-ndarray", "getitem", lambda h, x: h.getitem(x, h.asarray(_REPEATED_ROWS)), _normal(3, 4)),
+    _case("getitem-mask", "getitem", lambda h, x: h.getitem(x, h.asarray(_CONDITION)), _normal(3, 4)),
+    _case("concatenate-axis0", "concatenate", lambda h, x, y: h.concatenate([x, y], axis=0), _normal(2, 4), _normal(3, 4)),
+    _case("concatenate-axis-last", "concatenate", lambda h, x, y, z: h.concatenate([x, y, z], axis=-1),
+          _normal(3, 1), _normal(3, 2), _normal(3, 3)),
+    _case("stack-axis0", "stack", lambda h, x, y: h.stack([x, y], axis=0), _normal(3, 4), _normal(3, 4)),
+    _case("stack-axis-last", "stack", lambda h, x, y, z: h.stack([x, y, z], axis=-1), _normal(3, 4), _normal(3, 4), _normal(3, 4)),
+    # fused ops
+    *_dense_cases(),
+    _case("softmax_cross_entropy-one-hot", "softmax_cross_entropy",
+          lambda h, x: h.softmax_cross_entropy(x, h.asarray(_ONE_HOT)), _normal(3, 4)),
+    _case("softmax_cross_entropy-soft", "softmax_cross_entropy",
+          lambda h, x: h.softmax_cross_entropy(x, h.asarray(_SOFT_TARGETS)), _normal(3, 4)),
+    _case("softmax_cross_entropy-indices", "softmax_cross_entropy",
+          lambda h, x: h.softmax_cross_entropy(x, h.asarray(_CLASS_INDICES)), _normal(3, 4)),
+    _case("dropout", "dropout", lambda h, x: h.dropout(x, 0.3), _normal(4, 5), random=True),
+    # tape bookkeeping: contributions from several uses add up; an unused source gets zeros
+    _case("value-used-twice", "multiply", lambda h, x: h.multiply(x, h.exp(x)), _normal(3, 4)),
+    _case("value-used-in-two-branches", "add", lambda h, x, w: h.add(h.matmul(x, w), h.sum(x, axis=1, keepdims=True)),
+          _normal(3, 4), _normal(4, 2)),
+    _case("unused-source", "exp", lambda h, x, unused: h.exp(x), _normal(3, 4), _normal(2, 2)),
+)
+
+
+# -- helpers -----------------------------------------------------------------------------
+def differentiable_ops(handler_class) -> set[str]:
+    """Public methods of ``handler_class`` that record on the tape (they call ``_apply`` or ``_record``).
+
+    Read from the compiled code, so a backend's own ops and overrides are found too.
+    """
+    names = set()
+    for klass in handler_class.__mro__:
+        for name, member in vars(klass).items():
+            code = getattr(member, "__code__", None)
+            if not name.startswith("_") and code is not None and {"_apply", "_record"} & set(code.co_names):
+                names.add(name)
+    return names
+
+
+def missing_gradient_cases(handler_class, cases) -> set[str]:
+    """Differentiable ops of ``handler_class`` that no case in ``cases`` exercises."""
+    return differentiable_ops(handler_class) - {case.op for case in cases}
+
+
+def _taped_gradients(handler, case, values, weights):
+    """The tape's gradients of sum(output * weights) with respect to every input."""
+    with handler.tape() as tape:
+        arrays = [handler.asarray(v) for v in values]
+        tape.watch(*arrays)
+        out = case.fn(handler, *arrays)
+        return tape.gradient(out, arrays, seed=handler.asarray(weights))
+
+
+def _output_weights(shape):
+    """Random weights for the output: the VJP is checked with a non-uniform incoming gradient."""
+    return numpy.asarray(numpy.random.default_rng(SEED + 1).standard_normal(shape))
+
+
+def _assert_matches_reference(actual, expected, dtype, what):
+    assert actual.dtype == dtype, f"{what}: dtype {actual.dtype}, expected the handler's {dtype}"
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape}, reference {expected.shape}"
+    numpy.testing.assert_allclose(actual.to_numpy(), expected.to_numpy(), **TOLERANCES[dtype], err_msg=what)
+
+
+SHAPE_ERRORS = (
+    ("add", lambda h: h.add(h.zeros((3, 4)), h.zeros((5,))), (3, 4), (5,)),
+    ("matmul", lambda h: h.matmul(h.zeros((3, 4)), h.zeros((5, 6))), (3, 4), (5, 6)),
+    ("concatenate", lambda h: h.concatenate([h.zeros((3, 4)), h.zeros((3, 5))], axis=0), (3, 4), (3, 5)),
+    ("reshape", lambda h: h.reshape(h.zeros((3, 4)), (5,)), (3, 4), (5,)),
+)
+
+
+class HandlerConformance:
+    """Base test class: subclass it with ``handler_factory`` set; see the module docstring.
+
+    ``handler_factory`` is called as ``handler_factory(dtype, seed)``; a class
+    or a plain function both work. ``extra_cases`` adds :class:`OpCase` s for
+    a distribution's own differentiable ops.
+    """
+
+    handler_factory: Callable | None = None
+    extra_cases: tuple[OpCase, ...] = ()
+
+    # -- plumbing ------------------------------------------------------------------------
+    @classmethod
+    def make_handler(cls, dtype, seed=SEED):
+        if cls.handler_factory is None:
+            raise TypeError(f"{cls.__name__}: set handler_factory to a callable (dtype, seed) -> Handler")
+        return cls.handler_factory(dtype, seed)
+
+    def pytest_generate_tests(self, metafunc):
+        """``case``: every op case; ``reference_case``: those whose values any handler must reproduce."""
+        cases = CASES + tuple(self.extra_cases)
+        if "case" in metafunc.fixturenames:
+            metafunc.parametrize("case", cases, ids=[c.id for c in cases])
+        if "reference_case" in metafunc.fixturenames:
+            deterministic = [c for c in cases if not c.random]
+            metafunc.parametrize("reference_case", deterministic, ids=[c.id for c in deterministic])
+
+    @pytest.fixture(params=DTYPES)
+    def dtype(self, request):
+        return request.param
+
+    @pytest.fixture
+    def handler(self, dtype):
+        return self.make_handler(dtype)
+
+    @pytest.fixture
+    def reference(self, dtype):
+        return NumpyHandler(dtype, SEED)
+
+    # -- every op against the reference, and every gradient against finite differences -----
+    def test_forward_matches_reference(self, handler, reference, reference_case):
+        values = reference_case.inputs()
+        out = reference_case.fn(handler, *[handler.asarray(v) for v in values])
+        expected = reference_case.fn(reference, *[reference.asarray(v) for v in values])
+        _assert_matches_reference(out, expected, handler.dtype, reference_case.id)
+
+    def test_gradient_matches_reference(self, handler, reference, reference_case):
+        values = reference_case.inputs()
+        with reference.no_grad():
+            shape = reference_case.fn(reference, *[reference.asarray(v) for v in values]).shape
+        weights = _output_weights(shape)
+        grads = _taped_gradients(handler, reference_case, values, weights)
+        expected = _taped_gradients(reference, reference_case, values, weights)
+        for i, (grad, want) in enumerate(zip(grads, expected)):
+            _assert_matches_reference(grad, want, handler.dtype, f"{reference_case.id}: gradient of input {i}")
+
+    def test_gradient_matches_finite_differences(self, case):
+        handler = self.make_handler("float64")
+        state = handler.rng_state()  # reset before every evaluation: random ops draw the same
+
+        def weighted_output(values):
+            handler.set_rng_state(state)
+            out = case.fn(handler, *[handler.asarray(v) for v in values])
+            return float(numpy.sum(out.to_numpy() * weights))
+
+        values = case.inputs()
+        handler.set_rng_state(state)
+        with handler.tape() as tape:
+            arrays = [handler.asarray(v) for v in values]
+            tape.watch(*arrays)
+            out = case.fn(handler, *arrays)
+            weights = _output_weights(out.shape)
+            grads = tape.gradient(out, arrays, seed=handler.asarray(weights))
+
+        for i, (value, grad) in enumerate(zip(values, grads)):
+            assert grad.shape == value.shape, f"{case.id}: gradient of input {i} has shape {grad.shape}"
+            numeric = numpy.zeros_like(value)
+            for j in numpy.ndindex(value.shape):
+                original = value[j]
+                value[j] = original + FD_EPS
+                up = weighted_output(values)
+                value[j] = original - FD_EPS
+                down = weighted_output(values)
+                value[j] = original
+                numeric[j] = (up - down) / (2 * FD_EPS)
+            numpy.testing.assert_allclose(
+                grad.to_numpy(), numeric, rtol=FD_RTOL, atol=FD_ATOL, err_msg=f"{case.id}: gradient of input {i}"
+            )
+
+    def test_every_differentiable_op_has_a_gradient_case(self):
+        handler_class = type(self.make_handler("float64"))
+        missing = missing_gradient_cases(handler_class, CASES + tuple(self.extra_cases))
+        assert not missing, f"differentiable ops without a finite-difference case (add OpCases to extra_cases): {sorted(missing)}"

@@ -1,0 +1,98 @@
+"""``sigma plugins``: the table, ``--json``, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from sigma_core import cli
+from sigma_core.errors import PluginError
+
+REQUIRED_KEYS = {"kind", "name", "aliases", "distribution", "version", "available", "reason"}
+
+
+def run_sigma(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run the CLI in a fresh interpreter, as a user would."""
+    return subprocess.run(
+        [sys.executable, "-m", "sigma_core.cli", *args], capture_output=True, text=True, env=env, timeout=60
+    )
+
+
+def test_json_lists_numpy_as_available_with_the_required_keys():
+    result = run_sigma("plugins", "--json")
+    assert result.returncode == 0, result.stderr
+    entries = json.loads(result.stdout)
+    assert all(REQUIRED_KEYS <= entry.keys() for entry in entries)
+    [numpy_entry] = [e for e in entries if (e["kind"], e["name"]) == ("handler", "numpy")]
+    assert numpy_entry["available"] is True
+    assert numpy_entry["distribution"] == "sigmann"
+
+
+def test_json_shows_the_broken_plugin_and_the_good_one(good_and_broken):
+    result = run_sigma("plugins", "--json", env=good_and_broken.subprocess_env())
+    assert result.returncode == 0, result.stderr
+    entries = json.loads(result.stdout)
+    assert {
+        "kind": "plugin-failure",
+        "name": "broken",
+        "aliases": [],
+        "distribution": "broken-plugin",
+        "version": "0.1",
+        "available": False,
+        "reason": "RuntimeError: broken on purpose",
+    } in entries
+    swish = next(e for e in entries if e["name"] == "fake_swish")
+    assert (swish["kind"], swish["aliases"], swish["distribution"]) == ("activation", ["fake_silu"], "good-plugin")
+
+
+def test_table_shows_components_availability_and_failures(good_and_broken):
+    result = run_sigma("plugins", env=good_and_broken.subprocess_env())
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["KIND", "NAME", "ALIASES", "DISTRIBUTION", "VERSION", "STATUS"]
+    assert any(line.split() == ["handler", "numpy", "sigmann", line.split()[3], "available"] for line in lines)
+    assert any(line.split() == ["activation", "fake_swish", "fake_silu", "good-plugin", "0.1", "available"] for line in lines)
+    assert "  broken (broken-plugin 0.1): RuntimeError: broken on purpose" in lines
+
+
+def test_table_gives_the_reason_a_component_is_unavailable(fake_site):
+    fake_site.add(
+        "fake-cuda",
+        entry_points={"cuda": "fake_cuda_mod"},
+        modules={
+            "fake_cuda_mod": """
+                from sigma_core.hookspecs import hookimpl
+
+                @hookimpl
+                def register_handlers(register):
+                    register("cuda", "fake_cuda_mod:Nothing", rank=100, check=lambda: (False, "no CUDA device"))
+            """
+        },
+    )
+    result = run_sigma("plugins", env=fake_site.subprocess_env())
+    [cuda_line] = [line for line in result.stdout.splitlines() if line.split()[:2] == ["handler", "cuda"]]
+    assert cuda_line.split()[2:] == ["fake-cuda", "0.1", "unavailable", "—", "no", "CUDA", "device"]
+
+
+def test_strict_plugin_failure_is_one_error_line_and_exit_status_2(good_and_broken):
+    result = run_sigma("plugins", env=good_and_broken.subprocess_env(SIGMA_STRICT_PLUGINS="1"))
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr == "error: plugin 'broken' (broken-plugin 0.1) failed to load: RuntimeError: broken on purpose\n"
+
+
+def test_debug_reraises_sigma_errors(good_and_broken, monkeypatch):
+    monkeypatch.setenv("SIGMA_STRICT_PLUGINS", "1")
+    assert cli.main(["plugins"]) == 2
+    with pytest.raises(PluginError):
+        cli.main(["--debug", "plugins"])
+
+
+def test_a_subcommand_is_required(capsys):
+    with pytest.raises(SystemExit) as caught:
+        cli.main([])
+    assert caught.value.code == 2
+    assert "plugins" in capsys.readouterr().err

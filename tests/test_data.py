@@ -1,0 +1,259 @@
+"""The minimal data path: datasets, iterators, loaders and run-file configs."""
+
+from __future__ import annotations
+
+import gzip
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sigma_core.data import (
+    DataError,
+    Dataset,
+    MinibatchIterator,
+    UndividedIterator,
+    and_,
+    dataset_from_config,
+    from_arrays,
+    load_mnist,
+    load_sklearn,
+    read_idx,
+    synthetic_classification,
+    xor,
+)
+from sigma_core.errors import ConfigError, SigmaError
+
+MNIST_DIR = Path("/work/shared/data/mnist")
+
+
+def numbered(n: int) -> Dataset:
+    """Records whose target is their input, so misalignment is visible."""
+    inputs = np.arange(n, dtype=np.float64).reshape(n, 1) * np.ones((1, 3))
+    return Dataset({"inputs": inputs, "targets": np.arange(n)}, "numbered")
+
+
+def assert_aligned(batch):
+    np.testing.assert_array_equal(batch["inputs"][:, 0], batch["targets"])
+
+
+# --- Dataset --------------------------------------------------------------
+
+
+def test_misaligned_sections_name_the_sections_and_lengths():
+    with pytest.raises(SigmaError, match=r"'inputs' has 5, 'targets' has 4"):
+        Dataset({"inputs": np.zeros((5, 2)), "targets": np.zeros(4)})
+
+
+def test_indexing_returns_every_section():
+    dataset = numbered(10)
+    assert len(dataset) == 10 and dataset.section_names == ("inputs", "targets")
+    batch = dataset[np.array([7, 2])]
+    assert set(batch) == {"inputs", "targets"}
+    np.testing.assert_array_equal(batch["targets"], [7, 2])
+    assert_aligned(batch)
+
+
+def test_split_sizes_and_shuffled_records_stay_aligned():
+    train, test = numbered(1797).split(0.8, 0.2, seed=3)
+    assert (len(train), len(test)) == (1437, 360)
+    assert_aligned(train[:])
+    assert_aligned(test[:])
+    assert not np.array_equal(train.section("targets")[:10], np.arange(10))  # actually shuffled
+    together = np.concatenate([train.section("targets"), test.section("targets")])
+    np.testing.assert_array_equal(np.sort(together), np.arange(1797))  # disjoint and complete
+
+
+def test_split_fractions_are_validated_and_may_leave_records_out():
+    a, b, c = numbered(10).split(0.7, 0.2, 0.1, shuffle=False)
+    assert [len(a), len(b), len(c)] == [7, 2, 1]
+    (half,) = numbered(10).split(0.5)
+    assert len(half) == 5
+    with pytest.raises(DataError, match="sum to at most 1"):
+        numbered(10).split(0.8, 0.3)
+
+
+def test_take_slices_first_and_last_records():
+    dataset = numbered(10_000)
+    first, last = dataset.take(0, 8000), dataset.take(-2000)
+    assert (len(first), len(last)) == (8000, 2000)
+    assert last.section("targets")[0] == 8000
+
+
+def test_one_hot_and_from_arrays():
+    dataset = from_arrays(np.zeros((3, 2)), np.array([0, 2, 1]), one_hot=3)
+    np.testing.assert_array_equal(dataset.section("targets"), [[1, 0, 0], [0, 0, 1], [0, 1, 0]])
+    with pytest.raises(DataError, match=r"section 'targets': label 3 is outside 0..2"):
+        from_arrays(np.zeros((2, 2)), np.array([0, 3]), one_hot=3)
+
+
+# --- Iterators ------------------------------------------------------------
+
+
+def epoch_targets(iterator):
+    return [batch["targets"].copy() for batch in iterator]
+
+
+def test_minibatches_cover_every_record_once_per_epoch():
+    iterator = MinibatchIterator(numbered(103), 10, seed=1)
+    assert len(iterator) == 11
+    batches = [batch for batch in iterator]
+    assert [len(b["targets"]) for b in batches] == [10] * 10 + [3]
+    for batch in batches:
+        assert_aligned(batch)
+    np.testing.assert_array_equal(np.sort(np.concatenate([b["targets"] for b in batches])), np.arange(103))
+
+
+def test_minibatches_are_reproducible_per_seed_and_differ_across_epochs():
+    first, second = MinibatchIterator(numbered(50), 8, seed=7), MinibatchIterator(numbered(50), 8, seed=7)
+    epoch0, epoch1 = epoch_targets(first), epoch_targets(first)
+    assert all(np.array_equal(a, b) for a, b in zip(epoch0, epoch_targets(second)))
+    assert not np.array_equal(np.concatenate(epoch0), np.concatenate(epoch1))
+    other_seed = epoch_targets(MinibatchIterator(numbered(50), 8, seed=8))
+    assert not np.array_equal(np.concatenate(epoch0), np.concatenate(other_seed))
+    fresh = MinibatchIterator(numbered(50), 8, seed=7)
+    fresh.set_epoch(1)
+    assert all(np.array_equal(a, b) for a, b in zip(epoch1, epoch_targets(fresh)))
+
+
+def test_state_resumes_mid_epoch():
+    iterator = MinibatchIterator(numbered(40), 8, seed=2)
+    expected = epoch_targets(MinibatchIterator(numbered(40), 8, seed=2))
+    for position, _ in enumerate(iterator, start=1):
+        if position == 3:
+            break
+    assert iterator.state() == {"epoch": 0, "position": 3}
+    resumed = MinibatchIterator(numbered(40), 8, seed=2)
+    resumed.set_state(iterator.state())
+    rest = epoch_targets(resumed)
+    assert len(rest) == 2 and all(np.array_equal(a, b) for a, b in zip(expected[3:], rest))
+    assert resumed.state() == {"epoch": 1, "position": 0}
+
+
+def test_last_batch_drop_and_unshuffled_order():
+    iterator = MinibatchIterator(numbered(103), 10, shuffle=False, last_batch="drop")
+    batches = epoch_targets(iterator)
+    assert len(iterator) == len(batches) == 10
+    np.testing.assert_array_equal(np.concatenate(batches), np.arange(100))
+    with pytest.raises(DataError, match="no batch of size 200"):
+        MinibatchIterator(numbered(103), 200, last_batch="drop")
+
+
+def test_undivided_yields_whole_dataset_once_per_epoch():
+    iterator = UndividedIterator(numbered(17))
+    assert len(iterator) == 1
+    for _ in range(2):
+        (batch,) = list(iterator)
+        np.testing.assert_array_equal(batch["targets"], np.arange(17))
+    assert iterator.state() == {"epoch": 2, "position": 0}
+
+
+# --- Loaders --------------------------------------------------------------
+
+
+def test_sklearn_digits():
+    digits = load_sklearn("digits")
+    assert digits.section("inputs").shape == (1797, 64)
+    assert np.issubdtype(digits.section("inputs").dtype, np.floating)
+    assert set(np.unique(digits.section("targets"))) == set(range(10))
+    assert len(load_sklearn("wdbc")) == 569
+    with pytest.raises(DataError, match="available: digits, iris"):
+        load_sklearn("mnist")
+
+
+def test_synthetic_datasets():
+    np.testing.assert_array_equal(xor().section("targets")[:, 0], [0, 1, 1, 0])
+    np.testing.assert_array_equal(and_().section("targets")[:, 0], [0, 0, 0, 1])
+    assert xor().section("inputs").shape == (4, 2)
+    data = synthetic_classification(32, (3, 4), classes=5, seed=1)
+    assert data.section("inputs").shape == (32, 3, 4) and data.section("targets").max() < 5
+    np.testing.assert_array_equal(data.section("inputs"), synthetic_classification(32, (3, 4), 5, 1).section("inputs"))
+
+
+@pytest.mark.skipif(not MNIST_DIR.is_dir(), reason=f"MNIST test set not present at {MNIST_DIR}")
+def test_real_mnist_test_set():
+    images = read_idx(MNIST_DIR / "t10k-images-idx3-ubyte.gz")
+    assert images.shape == (10_000, 28, 28) and images.dtype == np.uint8
+    mnist = load_mnist(MNIST_DIR, train=False)
+    assert mnist.section("inputs").shape == (10_000, 28, 28)
+    assert 0 <= mnist.section("inputs").min() and mnist.section("inputs").max() <= 1
+    counts = np.bincount(mnist.section("targets"), minlength=10)
+    assert counts.tolist() == [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]
+
+
+def idx_bytes(code: int, shape: tuple[int, ...], payload: bytes) -> bytes:
+    return bytes([0, 0, code, len(shape)]) + struct.pack(f">{len(shape)}I", *shape) + payload
+
+
+def test_idx_reads_big_endian_types_and_gzip(tmp_path):
+    values = np.array([[1.5, -2.0], [3.25, 4.0]])
+    (tmp_path / "f.idx").write_bytes(idx_bytes(0x0E, (2, 2), values.astype(">f8").tobytes()))
+    np.testing.assert_array_equal(read_idx(tmp_path / "f.idx"), values)
+    shorts = np.array([-3, 300, 7], dtype=">i2")
+    (tmp_path / "s.idx.gz").write_bytes(gzip.compress(idx_bytes(0x0B, (3,), shorts.tobytes())))
+    np.testing.assert_array_equal(read_idx(tmp_path / "s.idx.gz"), [-3, 300, 7])
+
+
+def test_truncated_idx_names_file_and_byte_counts(tmp_path):
+    path = tmp_path / "short-images-idx3-ubyte"
+    path.write_bytes(idx_bytes(0x08, (10, 28, 28), bytes(7000)))
+    with pytest.raises(DataError, match=r"short-images-idx3-ubyte is truncated.*needs 7840 data bytes.*found 7000"):
+        read_idx(path)
+
+
+def test_bad_idx_magic_names_file_and_bytes(tmp_path):
+    path = tmp_path / "not-idx.bin"
+    path.write_bytes(b"PK\x03\x04 rest of a zip file")
+    with pytest.raises(DataError, match=r"not-idx.bin is not an IDX file: bad magic number 50 4b 03 04"):
+        read_idx(path)
+
+
+def test_missing_mnist_names_directory_and_files(tmp_path):
+    with pytest.raises(DataError, match=r"t10k-images-idx3-ubyte\[\.gz\], t10k-labels-idx1-ubyte\[\.gz\]") as error:
+        load_mnist(tmp_path, train=False)
+    assert str(tmp_path) in str(error.value)
+
+
+# --- Run-file configs -----------------------------------------------------
+
+
+def test_config_sources_and_preprocessing(tmp_path):
+    assert len(dataset_from_config({"source": "xor"})) == 4
+    digits = dataset_from_config({"source": "sklearn", "name": "digits", "preprocess": [{"normalise": [0, 1]}],
+                                  "one_hot": 10})
+    assert digits.section("inputs").min() == 0 and digits.section("inputs").max() == 1
+    assert digits.section("targets").shape == (1797, 10)
+    iris = dataset_from_config({"source": "sklearn", "name": "iris", "preprocess": {"standardise": True}})
+    np.testing.assert_allclose(iris.section("inputs").mean(axis=0), 0, atol=1e-9)
+    np.savez(tmp_path / "d.npz", x=np.ones((5, 2)), y=np.arange(5))
+    npz = dataset_from_config({"source": "npz", "path": str(tmp_path / "d.npz"), "inputs": "x", "targets": "y"})
+    np.testing.assert_array_equal(npz.section("targets"), np.arange(5))
+
+
+@pytest.mark.skipif(not MNIST_DIR.is_dir(), reason=f"MNIST test set not present at {MNIST_DIR}")
+def test_config_mnist():
+    assert len(dataset_from_config({"source": "mnist", "directory": str(MNIST_DIR), "train": False})) == 10_000
+
+
+@pytest.mark.parametrize(
+    "cfg, message",
+    [
+        ({"source": "csv"}, r"unknown data.source 'csv'; allowed: sklearn, mnist, npz"),
+        ({"name": "digits"}, r"data.source is missing"),
+        ({"source": "sklearn", "name": "digits", "nmae": 1}, r"unknown key data.nmae .*allowed: .*name"),
+        ({"source": "sklearn"}, r"data.name is required"),
+        ({"source": "xor", "preprocess": [{"whiten": True}]},
+         r"data.preprocess.whiten; allowed: normalise, standardise"),
+        ({"source": "xor", "preprocess": [{"normalise": 1}]}, r"data.preprocess.normalise must be \[min, max\]"),
+    ],
+)
+def test_config_errors_name_the_key(cfg, message):
+    with pytest.raises(ConfigError, match=message):
+        dataset_from_config(cfg)
+
+
+def test_config_npz_missing_array_names_the_key(tmp_path):
+    np.savez(tmp_path / "d.npz", x=np.ones((5, 2)), y=np.arange(5))
+    with pytest.raises(ConfigError, match=r"data.targets: .*no array 'labels'"):
+        dataset_from_config({"source": "npz", "path": str(tmp_path / "d.npz"), "inputs": "x", "targets": "labels"})
