@@ -228,10 +228,11 @@ class ArrayKernels(OptimiserKernels):
 
     # -- reductions ----------------------------------------------------------------------
     def _reduce_shape(self, x, axis, keepdims):
-        axes = normalise_axes(axis, x.ndim)
-        for a in axes:
-            if a >= x.ndim and x.ndim:
+        # Check before normalise_axes, whose modulo would wrap a bad axis onto a real one.
+        for a in () if axis is None else (axis,) if isinstance(axis, int) else axis:
+            if not -x.ndim <= a < x.ndim:
                 raise ShapeError(f"reduce: axis {axis} out of range for shape {x.shape}")
+        axes = normalise_axes(axis, x.ndim)
         if keepdims:
             return tuple(1 if i in axes else n for i, n in enumerate(x.shape)), axes
         return tuple(n for i, n in enumerate(x.shape) if i not in axes), axes

@@ -124,6 +124,9 @@ class Trainer:
             labels = labels.argmax(-1).reshape(-1) if labels.ndim > 1 and labels.shape[-1] > 1 else labels.reshape(-1)
             if result.cost is not None:
                 cost_sum += float(result.cost) * n
+            if predictions.shape[1] == 1:  # one output: binary, thresholded at 0.5
+                predictions = numpy.concatenate([0.5 - predictions, predictions - 0.5], axis=1)
+                labels = (labels > 0.5).astype(numpy.int64)
             order = numpy.argsort(-predictions, axis=1)
             for k in top:
                 hits[k] += int((order[:, :k] == labels[:, None]).any(axis=1).sum())

@@ -10,6 +10,8 @@ are, on its own device.
 
 from __future__ import annotations
 
+import math
+
 from ..kernels import normalise_axes, shape_of
 
 
@@ -56,8 +58,9 @@ def power(k, g, inputs, out, saved, needs):
     gx = gy = None
     if needs[0]:  # y x^(y-1)
         gx = _unbroadcast(k, k.multiply(g, k.multiply(y, k.power(x, k.subtract(y, 1.0)))), x)
-    if needs[1]:  # x^y log x
-        gy = _unbroadcast(k, k.multiply(g, k.multiply(out, k.log(x))), y)
+    if needs[1]:  # x^y log x; the base may be a Python number (2.0 ** y), which kernels don't take
+        log_x = k.log(x) if hasattr(x, "shape") else math.log(x)
+        gy = _unbroadcast(k, k.multiply(g, k.multiply(out, log_x)), y)
     return gx, gy
 
 

@@ -59,9 +59,9 @@ TOLERANCES = {
 
 # Central finite differences in float64: the truncation error is ~FD_EPS**2 * f'''
 # (~1e-12) and the round-off ~ulp(f) / FD_EPS (~1e-10 for the O(10) sums seen
-# here), so agreement to 1e-6 relative / 1e-8 absolute leaves two orders of
-# margin while any wrong VJP (a missing factor, a dropped broadcast sum) is off
-# by O(1).
+# here). Against rtol 1e-6 / atol 1e-8 the NumPy handler's worst case uses 7%
+# of the bound (batched matmul), while a wrong VJP (a missing factor, a dropped
+# broadcast sum) is off by O(1).
 FD_EPS = 1e-6
 FD_RTOL = 1e-6
 FD_ATOL = 1e-8
@@ -314,7 +314,8 @@ class HandlerConformance:
 
     ``handler_factory`` is called as ``handler_factory(dtype, seed)``; a class
     or a plain function both work. ``extra_cases`` adds :class:`OpCase` s for
-    a distribution's own differentiable ops.
+    a distribution's own differentiable ops (gradient-checked only: the
+    reference handler does not have them).
     """
 
     handler_factory: Callable | None = None
@@ -328,12 +329,16 @@ class HandlerConformance:
         return cls.handler_factory(dtype, seed)
 
     def pytest_generate_tests(self, metafunc):
-        """``case``: every op case; ``reference_case``: those whose values any handler must reproduce."""
+        """``case``: every op case; ``reference_case``: the core cases the NumPy handler can reproduce.
+
+        ``extra_cases`` exercise ops the reference handler does not have, so
+        they are only checked against finite differences.
+        """
         cases = CASES + tuple(self.extra_cases)
         if "case" in metafunc.fixturenames:
             metafunc.parametrize("case", cases, ids=[c.id for c in cases])
         if "reference_case" in metafunc.fixturenames:
-            deterministic = [c for c in cases if not c.random]
+            deterministic = [c for c in CASES if not c.random]
             metafunc.parametrize("reference_case", deterministic, ids=[c.id for c in deterministic])
 
     @pytest.fixture(params=DTYPES)
@@ -357,9 +362,7 @@ class HandlerConformance:
 
     def test_gradient_matches_reference(self, handler, reference, reference_case):
         values = reference_case.inputs()
-        with reference.no_grad():
-            shape = reference_case.fn(reference, *[reference.asarray(v) for v in values]).shape
-        weights = _output_weights(shape)
+        weights = _output_weights(reference_case.fn(reference, *[reference.asarray(v) for v in values]).shape)
         grads = _taped_gradients(handler, reference_case, values, weights)
         expected = _taped_gradients(reference, reference_case, values, weights)
         for i, (grad, want) in enumerate(zip(grads, expected)):
@@ -369,29 +372,24 @@ class HandlerConformance:
         handler = self.make_handler("float64")
         state = handler.rng_state()  # reset before every evaluation: random ops draw the same
 
-        def weighted_output(values):
+        def forward(values):
             handler.set_rng_state(state)
-            out = case.fn(handler, *[handler.asarray(v) for v in values])
-            return float(numpy.sum(out.to_numpy() * weights))
+            return case.fn(handler, *[handler.asarray(v) for v in values])
 
         values = case.inputs()
+        weights = _output_weights(forward(values).shape)
         handler.set_rng_state(state)
-        with handler.tape() as tape:
-            arrays = [handler.asarray(v) for v in values]
-            tape.watch(*arrays)
-            out = case.fn(handler, *arrays)
-            weights = _output_weights(out.shape)
-            grads = tape.gradient(out, arrays, seed=handler.asarray(weights))
+        grads = _taped_gradients(handler, case, values, weights)
 
         for i, (value, grad) in enumerate(zip(values, grads)):
-            assert grad.shape == value.shape, f"{case.id}: gradient of input {i} has shape {grad.shape}"
+            assert (grad.shape, grad.dtype) == (value.shape, "float64"), f"{case.id}: gradient of input {i} is {grad!r}"
             numeric = numpy.zeros_like(value)
             for j in numpy.ndindex(value.shape):
                 original = value[j]
                 value[j] = original + FD_EPS
-                up = weighted_output(values)
+                up = numpy.sum(forward(values).to_numpy() * weights)
                 value[j] = original - FD_EPS
-                down = weighted_output(values)
+                down = numpy.sum(forward(values).to_numpy() * weights)
                 value[j] = original
                 numeric[j] = (up - down) / (2 * FD_EPS)
             numpy.testing.assert_allclose(
@@ -402,3 +400,201 @@ class HandlerConformance:
         handler_class = type(self.make_handler("float64"))
         missing = missing_gradient_cases(handler_class, CASES + tuple(self.extra_cases))
         assert not missing, f"differentiable ops without a finite-difference case (add OpCases to extra_cases): {sorted(missing)}"
+
+    # -- dtypes -------------------------------------------------------------------------------
+    def test_asarray_casts_float_data_to_the_handler_dtype(self, handler):
+        assert handler.asarray(numpy.ones((2, 3), dtype=numpy.float64)).dtype == handler.dtype
+        assert handler.asarray(numpy.ones((2, 3), dtype=numpy.float32)).dtype == handler.dtype
+        assert handler.asarray([[0.5, 1.5]]).dtype == handler.dtype
+
+    def test_asarray_keeps_integer_and_boolean_data(self, handler):
+        assert numpy.dtype(handler.asarray(numpy.array([1, 2, 3])).dtype).kind in "iu"
+        assert handler.asarray(numpy.array([True, False])).dtype == "bool"
+
+    def test_creation_matches_reference(self, handler, reference):
+        for make in (
+            lambda h: h.zeros((2, 3)),
+            lambda h: h.ones(4),
+            lambda h: h.full((3, 1), -2.5),
+            lambda h: h.number(0.25),
+        ):
+            _assert_matches_reference(make(handler), make(reference), handler.dtype, "creation")
+        assert handler.number(0.25).value == 0.25
+
+    def test_argmax_gives_integers_matching_reference(self, handler, reference):
+        values = _grid(3, 4)(numpy.random.default_rng(SEED))
+        for axis in (None, 0, 1, -1):
+            out = handler.argmax(handler.asarray(values), axis=axis)
+            assert numpy.dtype(out.dtype).kind in "iu", f"argmax(axis={axis}) has dtype {out.dtype}"
+            numpy.testing.assert_array_equal(out.to_numpy(), numpy.argmax(values, axis=axis))
+
+    def test_comparisons_give_masks_matching_reference(self, handler):
+        x = numpy.array([[0.0, 1.0, 2.0], [3.0, -1.0, 0.5]])
+        y = numpy.array([0.0, 2.0, 0.5])  # equal in some places, broadcast over rows
+        for op in ("greater", "greater_equal", "less", "less_equal", "equal", "not_equal"):
+            for a, b in ((x, y), (x, 0.5)):
+                second = b if isinstance(b, float) else handler.asarray(b)
+                mask = getattr(handler, op)(handler.asarray(a), second)
+                assert mask.dtype == "bool", f"{op} gives dtype {mask.dtype}"
+                numpy.testing.assert_array_equal(mask.to_numpy(), getattr(numpy, op)(a, b), err_msg=op)
+
+    # -- shape errors --------------------------------------------------------------------------
+    @pytest.mark.parametrize("op, run, first, second", SHAPE_ERRORS, ids=[e[0] for e in SHAPE_ERRORS])
+    def test_shape_error_names_the_op_and_both_shapes(self, handler, op, run, first, second):
+        with pytest.raises(ShapeError) as error:
+            run(handler)
+        message = str(error.value)
+        for part in (op, str(first), str(second)):
+            assert part in message, f"{op}: {part!r} missing from the error message {message!r}"
+
+    def test_reduction_over_a_missing_axis_raises(self, handler):
+        with pytest.raises(ShapeError):
+            handler.sum(handler.zeros((3, 4)), axis=2)
+
+    # -- random numbers --------------------------------------------------------------------------
+    @staticmethod
+    def _draws(handler):
+        return [
+            handler.uniform((50,), -1.0, 2.0).to_numpy(),
+            handler.normal((50,), 1.0, 0.5).to_numpy(),
+            handler.bernoulli((50,), 0.4).to_numpy(),
+        ]
+
+    def test_same_seed_gives_same_values(self, dtype):
+        for a, b in zip(self._draws(self.make_handler(dtype, 7)), self._draws(self.make_handler(dtype, 7))):
+            numpy.testing.assert_array_equal(a, b)
+
+    def test_different_seeds_give_different_values(self, dtype):
+        for a, b in zip(self._draws(self.make_handler(dtype, 7)), self._draws(self.make_handler(dtype, 8))):
+            assert not numpy.array_equal(a, b)
+
+    def test_random_values_have_the_right_dtype_and_distribution(self, handler):
+        uniform = handler.uniform((20000,), -1.0, 2.0)
+        normal = handler.normal((20000,), 1.0, 0.5)
+        mask = handler.bernoulli((20000,), 0.3)
+        for array in (uniform, normal, mask):
+            assert array.dtype == handler.dtype
+        u, n, m = uniform.to_numpy(), normal.to_numpy(), mask.to_numpy()
+        # 20000 draws: standard errors ~0.006 (uniform mean), ~0.004 (normal mean, std),
+        # ~0.003 (bernoulli mean); the bounds below are > 5 of them.
+        assert u.min() >= -1.0 and u.max() < 2.0 and abs(u.mean() - 0.5) < 0.04
+        assert abs(n.mean() - 1.0) < 0.03 and abs(n.std() - 0.5) < 0.03
+        assert set(numpy.unique(m)) <= {0.0, 1.0} and abs(m.mean() - 0.3) < 0.02
+
+    def test_rng_state_round_trip_reproduces_values(self, handler):
+        handler.normal((5,))
+        state = handler.rng_state()
+        first = self._draws(handler)
+        handler.set_rng_state(state)
+        again = self._draws(handler)
+        handler.set_rng_state(json.loads(json.dumps(state)))  # checkpoints store it as JSON
+        from_json = self._draws(handler)
+        for a, b, c in zip(first, again, from_json):
+            numpy.testing.assert_array_equal(a, b)
+            numpy.testing.assert_array_equal(a, c)
+
+    def test_dropout_gradient_follows_the_mask_implied_by_its_output(self, handler):
+        p = 0.25
+        x = _away(40, 50)(numpy.random.default_rng(SEED))  # nonzero, so y / x recovers the mask
+        with handler.tape() as tape:
+            array = handler.asarray(x)
+            tape.watch(array)
+            out = handler.dropout(array, p)
+            (grad,) = tape.gradient(out, [array])
+        mask = out.to_numpy() / x.astype(handler.dtype)
+        kept = mask != 0
+        numpy.testing.assert_allclose(mask[kept], 1.0 / (1.0 - p), **TOLERANCES[handler.dtype])
+        assert abs(kept.mean() - (1.0 - p)) < 0.05  # 2000 draws: standard error ~0.01
+        numpy.testing.assert_allclose(grad.to_numpy(), mask, **TOLERANCES[handler.dtype])
+
+    # -- in place --------------------------------------------------------------------------------
+    def test_fill_and_add_update_in_place(self, handler):
+        array = handler.zeros((2, 3))
+        handler.fill(array, 1.5)
+        numpy.testing.assert_array_equal(array.to_numpy(), numpy.full((2, 3), 1.5))
+        handler.fill(array, handler.asarray(numpy.arange(6.0).reshape(2, 3)))
+        handler.add_(array, handler.ones((2, 3)), scale=-0.5)
+        numpy.testing.assert_allclose(array.to_numpy(), numpy.arange(6.0).reshape(2, 3) - 0.5)
+        handler.add_(array, handler.ones((2, 3)))
+        numpy.testing.assert_allclose(array.to_numpy(), numpy.arange(6.0).reshape(2, 3) + 0.5)
+        assert array.dtype == handler.dtype
+
+    def test_all_finite(self, handler):
+        assert handler.all_finite(handler.ones((3,)))
+        assert not handler.all_finite(handler.asarray([1.0, numpy.nan]))
+        assert not handler.all_finite(handler.asarray([numpy.inf, 1.0]))
+
+    # -- sessions --------------------------------------------------------------------------------
+    @staticmethod
+    def _training_setup(handler):
+        """Parameters and a batch made outside any session, as a trainer makes them."""
+        rng = numpy.random.default_rng(SEED)
+        weights = handler.asarray(rng.standard_normal((4, 3)) * 0.5)
+        bias = handler.zeros((3,))
+        x = handler.asarray(rng.standard_normal((8, 4)))
+        targets = handler.asarray(rng.integers(0, 3, size=8))
+        return weights, bias, x, targets
+
+    @staticmethod
+    def _training_step(handler, weights, bias, x, targets):
+        """dense -> softmax cross-entropy under a tape, then an in-place SGD update."""
+        with handler.tape() as tape:
+            tape.watch(weights, bias)
+            cost = handler.softmax_cross_entropy(handler.dense(x, weights, bias, "tanh"), targets)
+            grad_w, grad_b = tape.gradient(cost, [weights, bias])
+        handler.add_(weights, grad_w, scale=-0.1)
+        handler.add_(bias, grad_b, scale=-0.1)
+        return cost.value
+
+    def test_steps_after_warm_up_allocate_no_buffers(self, handler):
+        params = self._training_setup(handler)
+        handler.begin_session()
+        self._training_step(handler, *params)
+        handler.end_session()
+        warm = handler.allocations
+        for _ in range(3):
+            handler.begin_session()
+            self._training_step(handler, *params)
+            handler.end_session()
+        assert handler.allocations == warm, f"{handler.allocations - warm} new buffers after the warm-up step"
+
+    def test_sessions_do_not_change_results(self, dtype):
+        """Recycled buffers must never alias live data: the same steps give the same costs."""
+        plain, pooled = self.make_handler(dtype), self.make_handler(dtype)
+        plain_params, pooled_params = self._training_setup(plain), self._training_setup(pooled)
+        for _ in range(3):
+            expected = self._training_step(plain, *plain_params)
+            with pooled.session():
+                assert self._training_step(pooled, *pooled_params) == expected
+        for a, b in zip(plain_params[:2], pooled_params[:2]):
+            numpy.testing.assert_array_equal(a.to_numpy(), b.to_numpy())
+
+    def test_arrays_expire_with_their_session_unless_kept(self, handler):
+        x = handler.asarray(numpy.arange(6.0))
+        handler.begin_session()
+        temporary = handler.add(x, 1.0)
+        kept = handler.keep(handler.multiply(x, 2.0))
+        handler.end_session()
+        numpy.testing.assert_array_equal(temporary.to_numpy(), numpy.arange(6.0) + 1.0)  # readable until the next session
+        handler.begin_session()
+        handler.multiply(x, -7.0)  # likely reuses the recycled buffers
+        with pytest.raises(ExpiredArrayError):
+            temporary.to_numpy()
+        with pytest.raises(ExpiredArrayError):
+            handler.add(temporary, 1.0)
+        numpy.testing.assert_array_equal(handler.add(kept, 0.0).to_numpy(), numpy.arange(6.0) * 2.0)
+        handler.end_session()
+        numpy.testing.assert_array_equal(x.to_numpy(), numpy.arange(6.0))  # made outside sessions: never recycled
+
+    # -- copies in and out -----------------------------------------------------------------------
+    def test_to_numpy_returns_a_copy(self, handler):
+        array = handler.asarray([1.0, 2.0, 3.0])
+        host = array.to_numpy()
+        host[0] = 99.0
+        numpy.testing.assert_array_equal(array.to_numpy(), [1.0, 2.0, 3.0])
+
+    def test_asarray_copies_host_data(self, handler):
+        host = numpy.array([1.0, 2.0, 3.0], dtype=handler.dtype)
+        array = handler.asarray(host)
+        host[0] = 99.0
+        numpy.testing.assert_array_equal(array.to_numpy(), [1.0, 2.0, 3.0])

@@ -1,0 +1,342 @@
+"""Framework overhead: one Sigma training iteration against a hand-written NumPy loop.
+
+Two workloads run through the real framework path (constructs -> Network ->
+Trainer.run_iteration on the NumPy handler, Gaussian initialisers, a real
+optimiser) and, in the same process, as plain NumPy code of the kind a
+competent NumPy programmer writes (preallocated buffers, ``out=`` everywhere,
+inverted dropout masks from a NumPy Generator, numerically stable softmax
+cross-entropy):
+
+* ``mnist-mlp``: 784 (Input(28, 28)) -> Dropout 0.2 -> Dense 1000 relu ->
+  Dropout 0.4 -> Dense 800 relu -> Dropout 0.4 -> Dense 10 -> SoftmaxCE,
+  Adagrad lr 0.02 eps 1e-6, batch 100, float32 (Sigma's MNIST example).
+* ``small-mlp``: 784 -> Dense 128 relu -> Dense 10 -> SoftmaxCE, SGD lr 0.1,
+  batch 100, float32, no dropout; here per-op overhead weighs the most.
+
+Data is synthetic and MNIST-shaped (floats in [0, 1), labels 0-9), a few
+distinct batches cycled. Before timing, both implementations are checked to
+compute the same thing: from Sigma's initial parameters (``state_dict``) and
+the same dropout random stream, the first iterations' losses must agree
+within 1e-4 and the parameters after them closely.
+
+Rounds alternate (sigma, numpy, sigma, numpy, ...) so that drift in machine
+load hits both systems alike; every iteration is timed on its own and the
+median over all timed iterations is reported, with the spread of per-round
+medians. Thread settings (BLAS threads) are left as the environment has them.
+
+Usage: ``python benchmarks/overhead.py [--quick] [--json]``; exits 1 when a
+sigma/hand-written ratio is over the 1.3x target (never with ``--quick``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+TARGET_RATIO = 1.3
+BATCH = 100
+N_BATCHES = 20
+DTYPE = np.float32
+
+WORKLOADS = {
+    # hidden layers as (size, dropout before it); the output layer (10, linear) follows
+    "mnist-mlp": dict(
+        dropouts=(0.2, 0.4, 0.4),
+        hidden=(1000, 800),
+        optimiser="adagrad",
+        lr=0.02,
+        rounds=5,
+        iterations=50,
+    ),
+    "small-mlp": dict(dropouts=(0.0, 0.0), hidden=(128,), optimiser="sgd", lr=0.1, rounds=10, iterations=100),
+}
+ADAGRAD_EPS = 1e-6
+
+
+# -- data -----------------------------------------------------------------------------------
+def make_batches(seed=1234, n=N_BATCHES):
+    rng = np.random.default_rng(seed)
+    return [
+        {
+            "inputs": rng.random((BATCH, 28, 28), dtype=DTYPE),
+            "targets": rng.integers(0, 10, size=BATCH, dtype=np.int64),
+        }
+        for _ in range(n)
+    ]
+
+
+# -- Sigma ----------------------------------------------------------------------------------
+def build_sigma(spec, seed=0):
+    """A Trainer for ``spec`` on a fresh float32 NumPy handler, initialised."""
+    from sigma_core.constructs import Dense, Dropout, Input, SoftmaxCE
+    from sigma_core.handlers.numpy_handler import NumpyHandler
+    from sigma_core.initialisers import Gaussian
+    from sigma_core.network import Network
+    from sigma_core.optimisers import Adagrad, GradientDescent
+    from sigma_core.trainer import Trainer
+
+    layers = Input(28, 28)
+    sizes = spec["hidden"] + (10,)
+    for i, (p, size) in enumerate(zip(spec["dropouts"], sizes)):
+        if p:
+            layers = layers + Dropout(p)
+        layers = layers + Dense(size, "relu" if i < len(sizes) - 1 else "none")
+    network = Network(layers + SoftmaxCE(), name=spec.get("name", "network"))
+    if spec["optimiser"] == "adagrad":
+        optimiser = Adagrad(spec["lr"], eps=ADAGRAD_EPS)
+    else:
+        optimiser = GradientDescent(spec["lr"])
+    trainer = Trainer(
+        network,
+        optimiser,
+        training_iterator=[],
+        initialisers={"*.weights": Gaussian(std=0.05), "*.biases": Gaussian(std=0.01)},
+    )
+    trainer.initialise(NumpyHandler(str(np.dtype(DTYPE)), seed=seed))
+    return trainer
+
+
+def dense_ids(network):
+    """Parameter ids (weights, biases) of the dense layers, in network order."""
+    ids = []
+    for name in network.layers:
+        if f"{name}.weights" in network.parameters:
+            ids.append((f"{name}.weights", f"{name}.biases"))
+    return ids
+
+
+# -- the hand-written NumPy loop ---------------------------------------------------------------
+class HandMLP:
+    """The same network, forward + backward + update written directly in NumPy.
+
+    ``params`` is a list of (weights, biases) arrays (copied). ``dropouts`` are
+    the probabilities before each dense layer (0 for none). Every buffer is
+    allocated once; an iteration allocates only NumPy's small temporaries.
+    """
+
+    def __init__(self, params, dropouts, optimiser, lr, rng, batch=BATCH):
+        self.W = [np.array(w, dtype=DTYPE) for w, _ in params]
+        self.b = [np.array(b, dtype=DTYPE) for _, b in params]
+        self.p = list(dropouts)
+        self.optimiser, self.lr = optimiser, lr
+        self.rng = rng
+        n = len(self.W)
+        sizes = [w.shape[0] for w in self.W] + [self.W[-1].shape[1]]
+        self.rows = np.arange(batch)
+        self.masks = [np.empty((batch, sizes[i]), DTYPE) if self.p[i] else None for i in range(n)]
+        self.dropped = [np.empty((batch, sizes[i]), DTYPE) if self.p[i] else None for i in range(n)]
+        self.h = [np.empty((batch, sizes[i + 1]), DTYPE) for i in range(n)]  # layer outputs
+        self.dx = [np.empty((batch, sizes[i]), DTYPE) for i in range(n)]  # grads of layer inputs
+        self.relu_mask = [np.empty((batch, sizes[i + 1]), bool) for i in range(n)]
+        self.gW = [np.empty_like(w) for w in self.W]
+        self.gb = [np.empty_like(b) for b in self.b]
+        self.tmpW = [np.empty_like(w) for w in self.W]
+        self.tmpb = [np.empty_like(b) for b in self.b]
+        self.sqW = [np.zeros_like(w) for w in self.W]
+        self.sqb = [np.zeros_like(b) for b in self.b]
+        self.row_max = np.empty((batch, 1), DTYPE)
+        self.row_sum = np.empty((batch, 1), DTYPE)
+        self.inputs = [None] * n
+
+    def step(self, x, labels) -> float:
+        n = len(self.W)
+        x = x.reshape(x.shape[0], -1)
+        # forward
+        for i in range(n):
+            p = self.p[i]
+            if p:
+                mask = self.masks[i]
+                self.rng.random(out=mask, dtype=DTYPE)
+                np.less(mask, 1.0 - p, out=mask)
+                mask *= 1.0 / (1.0 - p)
+                np.multiply(x, mask, out=self.dropped[i])
+                x = self.dropped[i]
+            self.inputs[i] = x
+            h = self.h[i]
+            np.matmul(x, self.W[i], out=h)
+            h += self.b[i]
+            if i < n - 1:
+                np.maximum(h, 0, out=h)
+            x = h
+        # softmax cross-entropy, shifted by the row max; probabilities overwrite the logits
+        logits = x
+        rows = logits.shape[0]
+        np.max(logits, axis=1, keepdims=True, out=self.row_max)
+        logits -= self.row_max
+        picked = logits[self.rows, labels]
+        np.exp(logits, out=logits)
+        np.sum(logits, axis=1, keepdims=True, out=self.row_sum)
+        logits /= self.row_sum
+        loss = float(np.mean(np.log(self.row_sum[:, 0]) - picked))
+        # backward: d = (softmax - onehot) / rows
+        d = logits
+        d[self.rows, labels] -= 1.0
+        d *= 1.0 / rows
+        for i in range(n - 1, -1, -1):
+            np.matmul(self.inputs[i].T, d, out=self.gW[i])
+            np.sum(d, axis=0, out=self.gb[i])
+            if i == 0:
+                break
+            dx = self.dx[i]
+            np.matmul(d, self.W[i].T, out=dx)
+            if self.p[i]:
+                dx *= self.masks[i]
+            np.greater(self.h[i - 1], 0, out=self.relu_mask[i - 1])
+            np.multiply(dx, self.relu_mask[i - 1], out=dx)
+            d = dx
+        # update
+        if self.optimiser == "sgd":
+            for params, grads, tmps in ((self.W, self.gW, self.tmpW), (self.b, self.gb, self.tmpb)):
+                for param, grad, tmp in zip(params, grads, tmps):
+                    np.multiply(grad, self.lr, out=tmp)
+                    param -= tmp
+        else:  # adagrad: sq += g^2; param -= lr * g / (sqrt(sq) + eps)
+            for params, grads, sqs, tmps in (
+                (self.W, self.gW, self.sqW, self.tmpW),
+                (self.b, self.gb, self.sqb, self.tmpb),
+            ):
+                for param, grad, sq, tmp in zip(params, grads, sqs, tmps):
+                    np.multiply(grad, grad, out=tmp)
+                    sq += tmp
+                    np.sqrt(sq, out=tmp)
+                    tmp += ADAGRAD_EPS
+                    np.divide(grad, tmp, out=tmp)
+                    tmp *= self.lr
+                    param -= tmp
+        return loss
+
+
+def build_hand(spec, trainer, rng_state=None):
+    """A HandMLP starting from ``trainer``'s current parameters."""
+    state = trainer.network.state_dict()
+    params = [(state[w], state[b]) for w, b in dense_ids(trainer.network)]
+    rng = np.random.Generator(np.random.PCG64(0))
+    if rng_state is not None:
+        rng.bit_generator.state = rng_state
+    return HandMLP(params, spec["dropouts"], spec["optimiser"], spec["lr"], rng)
+
+
+# -- checks and timing ----------------------------------------------------------------------------
+def check_agreement(name, spec, batches, steps=3, tolerance=1e-4):
+    """Same start, same dropout stream: losses within ``tolerance``, parameters close."""
+    trainer = build_sigma(spec)
+    rng_state = trainer.handler.kernels.rng.bit_generator.state  # the dropout stream, from here on
+    hand = build_hand(spec, trainer, rng_state)
+    worst = 0.0
+    for i in range(steps):
+        batch = batches[i % len(batches)]
+        s = trainer.run_iteration(batch)
+        n = hand.step(batch["inputs"], batch["targets"])
+        worst = max(worst, abs(s - n))
+        assert abs(s - n) <= tolerance, f"{name}: iteration {i + 1} loss sigma {s!r} vs hand-written {n!r}"
+    state = trainer.network.state_dict()
+    param_diff = 0.0
+    for (w, b), hw, hb in zip(dense_ids(trainer.network), hand.W, hand.b):
+        param_diff = max(param_diff, float(np.abs(state[w] - hw).max()), float(np.abs(state[b] - hb).max()))
+    assert param_diff <= 1e-3, f"{name}: parameters differ by {param_diff} after {steps} iterations"
+    return worst, param_diff
+
+
+def time_round(step, batches, start, iterations):
+    gc.collect()
+    times = []
+    for i in range(iterations):
+        batch = batches[(start + i) % len(batches)]
+        t0 = time.perf_counter()
+        step(batch)
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def bench(spec, batches, rounds, iterations, warmup):
+    trainer = build_sigma(spec)
+    hand = build_hand(spec, trainer)
+    systems = {
+        "sigma": lambda batch: trainer.run_iteration(batch),
+        "numpy": lambda batch: hand.step(batch["inputs"], batch["targets"]),
+    }
+    for step in systems.values():
+        time_round(step, batches, 0, warmup)
+    samples = {s: [] for s in systems}
+    round_medians = {s: [] for s in systems}
+    for r in range(rounds):
+        for system, step in systems.items():
+            times = time_round(step, batches, r * iterations, iterations)
+            samples[system].extend(times)
+            round_medians[system].append(statistics.median(times))
+    return {
+        system: (statistics.median(samples[system]) * 1e3, min(round_medians[system]) * 1e3, max(round_medians[system]) * 1e3)
+        for system in systems
+    }
+
+
+def blas_name() -> str:
+    try:
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        return f"{blas.get('name', '?')} {blas.get('version', '')}".strip()
+    except Exception:  # older NumPy: no dict mode
+        return "unknown"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="few iterations, for a smoke test")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON records")
+    parser.add_argument("--workload", choices=sorted(WORKLOADS), action="append", help="run only these workloads")
+    args = parser.parse_args()
+
+    info = sys.stderr if args.json else sys.stdout
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count()
+    print(f"numpy {np.__version__}, BLAS {blas_name()}, {os.cpu_count()} CPUs ({usable} usable), "
+          f"thread settings untouched", file=info)
+
+    batches = make_batches()
+    records = []
+    for name in args.workload or list(WORKLOADS):
+        spec = dict(WORKLOADS[name], name=name)
+        loss_diff, param_diff = check_agreement(name, spec, batches)
+        print(f"{name}: sigma and hand-written agree (3 iterations: loss diff {loss_diff:.1e}, "
+              f"parameter diff {param_diff:.1e})", file=info)
+        rounds, iterations, warmup = (2, 10, 3) if args.quick else (spec["rounds"], spec["iterations"], 10)
+        results = bench(spec, batches, rounds, iterations, warmup)
+        baseline = results["numpy"][0]
+        for system, (median, low, high) in results.items():
+            records.append(
+                {
+                    "workload": name,
+                    "system": system,
+                    "median_ms": round(median, 4),
+                    "min_ms": round(low, 4),
+                    "max_ms": round(high, 4),
+                    "ratio": round(median / baseline, 3),
+                }
+            )
+        print(f"{name}: {rounds} rounds x {iterations} iterations per system timed", file=info)
+
+    if args.json:
+        print(json.dumps(records, indent=2))
+    else:
+        print(f"\n{'workload':<12}{'system':<8}{'median ms':>11}{'round medians (min-max)':>26}{'ratio':>8}")
+        for r in records:
+            spread = f"{r['min_ms']:.3f}-{r['max_ms']:.3f}"
+            print(f"{r['workload']:<12}{r['system']:<8}{r['median_ms']:>11.3f}{spread:>26}{r['ratio']:>7.2f}x")
+    over = [r for r in records if r["system"] == "sigma" and r["ratio"] > TARGET_RATIO]
+    for r in records:
+        if r["system"] == "sigma":
+            verdict = "OVER" if r in over else "within"
+            print(f"{r['workload']}: sigma/hand-written {r['ratio']:.2f}x, {verdict} the {TARGET_RATIO}x target", file=info)
+    return 1 if over and not args.quick else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

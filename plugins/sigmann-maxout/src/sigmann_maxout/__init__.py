@@ -1,0 +1,27 @@
+"""Maxout (Goodfellow et al., 2013): each output is the max of ``pieces`` linear units."""
+
+from sigma_core.hookspecs import hookimpl
+from sigma_core.layers import Layer
+from sigma_core.layers.dense import default_weight_initialisers, flat_size
+
+
+class Maxout(Layer):
+    def __init__(self, name, input_shapes, *, size, pieces=2):
+        super().__init__(name, input_shapes)
+        self.size, self.pieces = int(size), int(pieces)
+        units = self.size * self.pieces
+        self.output_shape = (self.size,)
+        self.parameter_shapes = {"weights": (flat_size(self.input_shape), units), "biases": (units,)}
+
+    def default_initialisers(self):
+        return default_weight_initialisers()
+
+    def forward(self, h, inputs, params, context):
+        x = h.reshape(inputs[0], (inputs[0].shape[0], -1))
+        z = h.dense(x, params["weights"], params["biases"])  # fused, differentiable
+        return h.reshape(z, (-1, self.size, self.pieces)).max(axis=2)
+
+
+@hookimpl
+def register_layers(register):
+    register("maxout", Maxout, description="max over linear pieces (Goodfellow et al. 2013)")
