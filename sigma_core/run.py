@@ -114,8 +114,11 @@ def build_run(config: dict, *, handler_name: str | None = None, handler_source: 
     """Create handler, data, network, optimiser and trainer from a validated config."""
     seed = config["seed"]
     training_cfg = config["training"]
-    name, source = backend.resolve_handler_name(cli=handler_name, config=config["handler"].get("name"))
-    handler = backend.create_handler(name, dtype=config["handler"]["dtype"], seed=seed, source=source)
+    # Everything a run file can get wrong is checked before the handler is created (which logs its
+    # choice), so a bad config is reported as the CLI's one error line and nothing else.
+    network = Network(from_layer_list(config["network"]["layers"]), name=config["name"])
+    optimiser = build_optimiser(config["optimiser"])
+    initialisers = build_initialisers(config["initialisers"])
 
     dataset = dataset_from_config(config["data"])
     training, held_out = split_dataset(dataset, config["split"], seed)
@@ -125,13 +128,14 @@ def build_run(config: dict, *, handler_name: str | None = None, handler_source: 
     )
     validation = MinibatchIterator(held_out, training_cfg["validation_batch_size"], shuffle=False)
 
-    network = Network(from_layer_list(config["network"]["layers"]), name=config["name"])
+    name, source = backend.resolve_handler_name(cli=handler_name, config=config["handler"].get("name"))
+    handler = backend.create_handler(name, dtype=config["handler"]["dtype"], seed=seed, source=source)
     trainer = Trainer(
         network,
-        build_optimiser(config["optimiser"]),
+        optimiser,
         iterator,
         validation={"validation": validation},
-        initialisers=build_initialisers(config["initialisers"]),
+        initialisers=initialisers,
         name=config["name"],
     )
     log.info("run %s: %d training and %d held-out records, %s parameters on %s",

@@ -39,6 +39,8 @@ class Layer:
             raise ArchitectureError(
                 f"layer {name!r} ({type(self).__name__}) takes {self.arity} input(s), got {len(self.input_shapes)}"
             )
+        if self.arity is None and not self.input_shapes:
+            raise ArchitectureError(f"layer {name!r} ({type(self).__name__}) takes one or more inputs, got none")
         self.output_shape: tuple = self.input_shapes[0] if self.input_shapes else ()
         self.parameter_shapes: dict[str, tuple] = {}
 
