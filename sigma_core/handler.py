@@ -91,6 +91,14 @@ class Handler:
         """Copy host data (anything NumPy accepts) into a new handler array."""
         return self._wrap(self.kernels.asarray(host_array))
 
+    def adopt(self, host_array) -> NDArray:
+        """Like :meth:`asarray`, for a host array the caller hands over and won't change.
+
+        Host-memory handlers may use it without copying (a fresh batch each
+        iteration); device handlers copy it to the device.
+        """
+        return self._wrap(self.kernels.adopt(host_array))
+
     def to_numpy(self, array: NDArray):
         """A NumPy copy of ``array``'s data (waits for pending work on a device)."""
         return self.kernels.to_host(self._raw(array))

@@ -76,6 +76,22 @@ class ArrayKernels(OptimiserKernels):
         out[...] = host
         return out
 
+    def adopt(self, host_array):
+        """Take a host array the caller hands over (a fresh batch) as a handler array.
+
+        On host-memory handlers a C-contiguous array of the right dtype is used
+        as it is, saving a copy per batch; kernels never write into their
+        inputs, so the caller's data stays unchanged. Device handlers copy.
+        """
+        if (
+            type(host_array) is numpy.ndarray
+            and self.xp is numpy
+            and host_array.flags.c_contiguous
+            and (host_array.dtype == self.dtype or host_array.dtype.kind in "iub")
+        ):
+            return host_array
+        return self.asarray(host_array)
+
     def to_host(self, x):
         """A NumPy copy of ``x``."""
         return numpy.array(x, copy=True)
@@ -127,6 +143,10 @@ class ArrayKernels(OptimiserKernels):
     # -- matrix product --------------------------------------------------------------------
     def matmul(self, x, y):
         sx, sy = x.shape, y.shape
+        if len(sx) == 2 and len(sy) == 2 and sx[1] == sy[0]:  # the hot case, checked cheaply
+            out = self.empty((sx[0], sy[1]))
+            self.xp.matmul(x, y, out=out)
+            return out
         if x.ndim == 0 or y.ndim == 0:
             raise ShapeError(f"matmul: shapes {sx} and {sy}: operands must have at least one dimension")
         inner_x = sx[-1]
@@ -244,6 +264,11 @@ class ArrayKernels(OptimiserKernels):
         return out
 
     def sum(self, x, axis=None, keepdims=False):
+        if type(axis) is int and not keepdims and -x.ndim <= axis < x.ndim:  # e.g. bias gradients
+            axis %= x.ndim
+            out = self.empty(x.shape[:axis] + x.shape[axis + 1 :], x.dtype)
+            self.xp.add.reduce(x, axis, out=out)
+            return out
         return self._reduce(self.xp.sum, x, axis, keepdims)
 
     def mean(self, x, axis=None, keepdims=False):
@@ -300,18 +325,29 @@ class ArrayKernels(OptimiserKernels):
 
         ``targets`` holds class probabilities (same shape, e.g. one-hot) or
         integer class indices (one per row). Returns ``(cost, probabilities)``;
-        the probabilities are what the fused backward pass needs.
+        the probabilities are what the fused backward pass needs. One pass of
+        exp: with s = logits - rowmax and Z = Σ exp(s), log p = s - log Z.
         """
-        logp = self.log_softmax(logits, axis=-1)
-        rows = logits.shape[0]
+        xp = self.xp
+        rows, classes = logits.shape
+        shifted = self.empty(logits.shape)
+        row_max = self.empty((rows, 1))
+        xp.maximum.reduce(logits, 1, out=row_max[:, 0])
+        xp.subtract(logits, row_max, out=shifted)
+        probabilities = self.empty(logits.shape)
+        xp.exp(shifted, out=probabilities)
+        log_z = row_max  # reuse: the row max is no longer needed
+        xp.add.reduce(probabilities, 1, out=log_z[:, 0])
+        xp.divide(probabilities, log_z, out=probabilities)
+        xp.log(log_z, out=log_z)
         if targets.dtype.kind in "iu":
-            picked = logp[self.xp.arange(rows), targets]
-            cost = -float(picked.sum()) / rows
-        else:
-            tmp = self.multiply(targets, logp)
-            cost = -float(tmp.sum()) / rows
-        self.xp.exp(logp, out=logp)
-        return self.xp.asarray(cost, dtype=self.dtype), logp
+            picked = shifted[xp.arange(rows), targets]
+            cost = (float(log_z.sum()) - float(picked.sum())) / rows
+        else:  # Σ t (log Z - s); a target row need not sum to 1, so log Z is weighted by its mass
+            xp.multiply(targets, shifted, out=shifted)
+            mass = xp.add.reduce(targets, 1)
+            cost = (float(mass @ log_z[:, 0]) - float(shifted.sum())) / rows
+        return xp.asarray(cost, dtype=self.dtype), probabilities
 
     def softmax_cross_entropy_backward(self, g, probabilities, targets):
         """(softmax - targets) * g / rows, into a fresh buffer."""

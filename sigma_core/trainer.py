@@ -64,9 +64,9 @@ class Trainer:
     # -- the training step -----------------------------------------------------------------
     def _externals(self, batch: dict) -> dict:
         h = self.handler
-        externals = {self.inputs_alias: h.asarray(batch["inputs"])}
+        externals = {self.inputs_alias: h.adopt(batch["inputs"])}
         if "targets" in batch:
-            externals[self.targets_alias] = h.asarray(batch["targets"])
+            externals[self.targets_alias] = h.adopt(batch["targets"])
         return externals
 
     def run_iteration(self, batch: dict) -> float:

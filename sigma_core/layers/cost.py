@@ -40,7 +40,7 @@ class SoftmaxCrossEntropy(CostLayer):
     def forward(self, h, inputs, params, context):
         logits = self.rows(h, inputs[0])
         targets = self.targets(context)
-        if targets.dtype.startswith(("int", "uint")):
+        if targets.data.dtype.kind in "iu":  # integer labels
             targets = h.reshape(targets, (-1,)) if targets.ndim != 1 else targets
             if targets.shape[0] != logits.shape[0]:
                 raise ShapeError(
