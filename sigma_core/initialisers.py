@@ -13,7 +13,6 @@ first); see :func:`specificity`.
 from __future__ import annotations
 
 import fnmatch
-import inspect
 import math
 
 import numpy
@@ -182,21 +181,6 @@ def apply_initialisers(handler, params: dict, bindings: dict) -> dict[str, str]:
 def initialiser_from_config(config: dict) -> Initialiser:
     """Build a registered initialiser from ``{"type": name, **constructor arguments}``.
 
-    For example ``{"type": "gaussian", "std": 0.1}``. An unknown or missing
-    key is a :class:`ConfigError` that names it.
+    For example ``{"type": "gaussian", "std": 0.1}``; see :func:`sigma_core.plugins.build`.
     """
-    if not isinstance(config, dict) or "type" not in config:
-        raise ConfigError(f"an initialiser config needs a 'type' key (e.g. 'xavier'), got {config!r}")
-    arguments = dict(config)
-    name = arguments.pop("type")
-    cls = plugins.load("initialiser", name)
-    signature = inspect.signature(cls)
-    unknown = sorted(set(arguments) - set(signature.parameters))
-    if unknown:
-        accepted = ", ".join(signature.parameters) or "none"
-        raise ConfigError(f"initialiser {name!r}: unknown key(s) {', '.join(unknown)} (accepted: {accepted})")
-    try:
-        signature.bind(**arguments)
-    except TypeError as error:
-        raise ConfigError(f"initialiser {name!r}: {error}") from None
-    return cls(**arguments)
+    return plugins.build("initialiser", config)

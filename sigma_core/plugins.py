@@ -327,3 +327,31 @@ def _describe(exc: BaseException) -> str:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+def build(kind: str, config: dict) -> Any:
+    """Construct a registered component from ``{"type": name, **constructor arguments}``.
+
+    Run files describe optimisers, initialisers and hooks this way, e.g.
+    ``{"type": "adagrad", "learning_rate": 0.02}``. A missing ``type``, an
+    unknown key or a missing argument is a :class:`ConfigError` naming it.
+    """
+    import inspect
+
+    from .errors import ConfigError
+
+    if not isinstance(config, dict) or "type" not in config:
+        raise ConfigError(f"a {kind} config needs a 'type' key, got {config!r}")
+    arguments = dict(config)
+    name = arguments.pop("type")
+    cls = load(kind, name)
+    signature = inspect.signature(cls)
+    unknown = sorted(set(arguments) - set(signature.parameters))
+    if unknown:
+        accepted = ", ".join(signature.parameters) or "none"
+        raise ConfigError(f"{kind} {name!r}: unknown key(s) {', '.join(unknown)} (accepted: {accepted})")
+    try:
+        signature.bind(**arguments)
+    except TypeError as error:
+        raise ConfigError(f"{kind} {name!r}: {error}") from None
+    return cls(**arguments)
