@@ -9,9 +9,13 @@ reuse the previous iteration's buffers.
 
 from __future__ import annotations
 
+import logging
+
 import numpy
 
 from .errors import NonFiniteError, SigmaError
+
+log = logging.getLogger("sigma")
 
 
 class Trainer:
@@ -42,6 +46,9 @@ class Trainer:
         self.iteration = 0  # iterations in the current epoch
         self.total_iterations = 0
         self.last_cost = float("nan")
+        self.epoch_cost = 0.0  # sum of this epoch's iteration costs so far
+        self.in_epoch = False  # True between an epoch's start and its end
+        self._resume_epoch = False  # set by load_state_dict: continue the interrupted epoch
         self._trainable = []  # (id, NDArray) of parameters the optimiser may change
 
     def add_validation(self, name: str, iterator):
@@ -97,16 +104,76 @@ class Trainer:
         return cost
 
     def run_epoch(self, on_iteration=None) -> float:
-        """Train on every batch of one epoch; returns the mean cost."""
-        total, count = 0.0, 0
-        self.iteration = 0
-        for batch in self.training_iterator:
-            total += self.run_iteration(batch)
-            count += 1
+        """Train on every batch of one epoch; returns the mean cost.
+
+        After :meth:`load_state_dict` restored a checkpoint taken mid-epoch,
+        this finishes that epoch instead of starting a new one: the iterator
+        resumes at its first unseen batch and the iteration count and cost sum
+        carry on, so the epoch ends exactly as if it had never been interrupted.
+        """
+        batches = self.training_iterator
+        if self._resume_epoch:
+            self._resume_epoch = False
+            # A checkpoint taken on an epoch's last batch: the iterator has already rolled
+            # over to the next epoch, so iterating it would train that one as this one.
+            if self.iteration >= len(self.training_iterator):
+                batches = ()
+        else:
+            self.iteration, self.epoch_cost = 0, 0.0
+        self.in_epoch = True
+        for batch in batches:
+            self.epoch_cost += self.run_iteration(batch)
             if on_iteration is not None:
                 on_iteration(self)
+        self.in_epoch = False
         self.epoch += 1
-        return total / max(count, 1)
+        return self.epoch_cost / max(self.iteration, 1)
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """Counters, iterator positions and the handler's RNG state, as JSON-ready values.
+
+        With the network's parameters and the optimiser's state this is all a
+        resumed run needs to continue bit for bit; those two hold arrays and are
+        saved by :mod:`sigma_core.checkpoint`.
+        """
+        return {
+            "epoch": self.epoch,
+            "iteration": self.iteration,
+            "total_iterations": self.total_iterations,
+            "last_cost": self.last_cost,
+            "epoch_cost": self.epoch_cost,
+            "in_epoch": self.in_epoch,
+            "training_iterator": self.training_iterator.state(),
+            "validation_iterators": {name: it.state() for name, it in self.validation.items()},
+            "rng": {"handler": self.handler.name, "state": self.handler.rng_state()},
+        }
+
+    def load_state_dict(self, state: dict):
+        """Restore :meth:`state_dict` output; an interrupted epoch continues on the next :meth:`run_epoch`.
+
+        The RNG state is restored only on a handler of the same name: another
+        handler's generator may be a different kind, so its random stream then
+        restarts from the run's seed (parameters still load; resume is not exact).
+        """
+        unknown = sorted(set(state["validation_iterators"]) - set(self.validation))
+        if unknown:
+            raise SigmaError(f"trainer {self.name!r}: state has validation iterator(s) {unknown} it does not have")
+        self.epoch = int(state["epoch"])
+        self.iteration = int(state["iteration"])
+        self.total_iterations = int(state["total_iterations"])
+        self.last_cost = float(state["last_cost"])
+        self.epoch_cost = float(state["epoch_cost"])
+        self._resume_epoch = bool(state["in_epoch"])
+        self.training_iterator.set_state(state["training_iterator"])
+        for name, iterator_state in state["validation_iterators"].items():
+            self.validation[name].set_state(iterator_state)
+        rng = state["rng"]
+        if rng["handler"] == self.handler.name:
+            self.handler.set_rng_state(rng["state"])
+        else:
+            log.warning("trainer %s: RNG state is from handler %r, not %r; random numbers restart from the seed",
+                        self.name, rng["handler"], self.handler.name)
 
     # -- evaluation ----------------------------------------------------------------------------
     def evaluate(self, iterator, top: tuple = (1,)) -> dict:

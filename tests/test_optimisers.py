@@ -7,7 +7,6 @@ import pytest
 
 from sigma_core.errors import ConfigError, ShapeError, SigmaError, UnknownComponentError
 from sigma_core.handlers.numpy_handler import NumpyHandler
-from sigma_core.kernels import ArrayKernels
 from sigma_core.optimisers import (
     Adadelta,
     Adagrad,
@@ -18,20 +17,10 @@ from sigma_core.optimisers import (
     RMSProp,
     optimiser_from_config,
 )
-from sigma_core.optimisers.kernels import OptimiserKernels
-
-
-# ArrayKernels first: this MRO stays valid once ArrayKernels itself inherits OptimiserKernels.
-class _Kernels(ArrayKernels, OptimiserKernels):
-    pass
-
-
-class _Handler(NumpyHandler):
-    kernels_class = _Kernels
 
 
 def make_handler(dtype="float64", seed=0):
-    return _Handler(dtype, seed)
+    return NumpyHandler(dtype, seed)
 
 
 # -- hand-written NumPy references: (param, grads) -> param after each grad ---------------------

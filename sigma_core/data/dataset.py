@@ -7,8 +7,9 @@ operation that reorders or selects records (indexing, :meth:`Dataset.split`,
 drift apart (the original shuffled some sections and not others).
 
 Arrays live on the host. Iterators hand out host batches and the trainer copies
-them into the handler, so nothing here knows about devices or dtypes. The later
-block-wise, cached datasets are meant to offer the same section-dict interface.
+them into the handler, so nothing here knows about devices or dtypes. The
+block-wise, cached datasets (:mod:`sigma_core.data.blocks`) offer the same
+record-indexing interface, so the iterators serve both.
 """
 
 from __future__ import annotations
@@ -20,6 +21,14 @@ import numpy as np
 
 from sigma_core.data.errors import DataError
 from sigma_core.data.preprocessing import one_hot as _one_hot
+
+
+def split_bounds(n: int, fractions, name: str) -> list[int]:
+    """Boundaries ``[0, b1, b2, ...]`` cutting ``n`` items into consecutive parts of ``fractions``."""
+    if not fractions or any(f < 0 for f in fractions) or sum(fractions) > 1 + 1e-9:
+        raise DataError(f"dataset {name!r}: split fractions {fractions} must be ≥ 0 and sum to at most 1")
+    # The epsilon keeps e.g. 0.7 + 0.2 + 0.1 = 0.9999999999999999 from losing the last item.
+    return [0] + [min(n, int(np.floor(n * c + 1e-9))) for c in np.cumsum(fractions)]
 
 
 class Dataset:
@@ -88,16 +97,21 @@ class Dataset:
         shuffled) order, so parts never overlap. Shuffling draws one
         permutation from ``seed`` and applies it to every section.
         """
-        if not fractions or any(f < 0 for f in fractions) or sum(fractions) > 1 + 1e-9:
-            raise DataError(f"dataset {self.name!r}: split fractions {fractions} must be ≥ 0 and sum to at most 1")
         n = len(self)
+        bounds = split_bounds(n, fractions, self.name)
         order = np.random.default_rng(seed).permutation(n) if shuffle else np.arange(n)
-        # The epsilon keeps e.g. 0.7 + 0.2 + 0.1 = 0.9999999999999999 from losing the last record.
-        bounds = [0] + [min(n, int(np.floor(n * c + 1e-9))) for c in np.cumsum(fractions)]
         return tuple(
             self.select(order[start:stop], f"{self.name}[split {i}]")
             for i, (start, stop) in enumerate(zip(bounds, bounds[1:]))
         )
+
+    def shuffle(self, seed: int = 0) -> Dataset:
+        """The records in a seeded random order: one permutation applied to every section."""
+        return self.select(np.random.default_rng(seed).permutation(len(self)), f"{self.name}[shuffled]")
+
+    def epoch_order(self, rng: np.random.Generator) -> np.ndarray:
+        """A random order of every record for one epoch of a shuffling iterator."""
+        return rng.permutation(len(self))
 
     def with_section(self, name: str, array: np.ndarray) -> Dataset:
         """A dataset with section ``name`` added or replaced (the others are shared)."""

@@ -107,7 +107,7 @@ class MinibatchIterator(EpochIterator):
         size = self.batch_size
         if not self.shuffle:  # slices give views, no gather copy
             return [slice(b * size, (b + 1) * size) for b in range(len(self))]
-        order = np.random.default_rng([self.seed, epoch]).permutation(len(self.dataset))
+        order = self.dataset.epoch_order(np.random.default_rng([self.seed, epoch]))
         return [order[b * size:(b + 1) * size] for b in range(len(self))]
 
 
