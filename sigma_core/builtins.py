@@ -69,3 +69,58 @@ def register_initialisers(register):
     register("uniform", f"{initialisers}:Uniform", description="uniform draws in [low, high)")
     register("xavier", f"{initialisers}:Xavier", aliases=("glorot",), description="Glorot uniform from fan-in and fan-out")
     register("he", f"{initialisers}:He", description="normal with std √(2/fan_in), for ReLU")
+
+
+@hookimpl
+def register_extractors(register):
+    import importlib.util  # cheap: looks for Pillow without importing it
+
+    data = "sigma_core.data"
+    register("csv", f"{data}.csv_extractor:read_csv", description="columns of a delimited text file")
+    register("idx", f"{data}.idx:load_idx", description="IDX files (MNIST format), header checked")
+    register("numpy", f"{data}.numpy_files:load_numpy", aliases=("npy",), description=".npy or .npz, no pickle")
+    register("npz", f"{data}.numpy_files:load_npz", description="inputs and targets arrays of an .npz archive")
+    register("sklearn", f"{data}.sklearn_datasets:load_sklearn", description="scikit-learn's bundled datasets")
+    register("image_folder", f"{data}.image_folder:load_image_folder", aliases=("images",),
+             check=lambda: (importlib.util.find_spec("PIL") is not None, "Pillow is not installed"),
+             description="one subfolder of images per class")
+    register("mnist", f"{data}.defaults:mnist", description="MNIST digits: local folder or official download")
+    register("iris", f"{data}.defaults:iris", description="Fisher's irises (150 records)")
+    register("wdbc", f"{data}.defaults:wdbc", aliases=("breast_cancer",), description="Wisconsin breast cancer")
+    register("digits", f"{data}.defaults:digits", description="scikit-learn's 8×8 digits")
+    register("xor", f"{data}.synthetic:xor", description="the four XOR cases")
+    register("and", f"{data}.synthetic:and_", description="the four AND cases")
+    register("synthetic", f"{data}.synthetic:synthetic_classification", description="random data of a chosen size")
+
+
+@hookimpl
+def register_hooks(register):
+    hooks = "sigma_core.hooks"
+    register("value_reporter", f"{hooks}.reporters:ValueReporter", description="logs registry values")
+    register("accumulated_value_reporter", f"{hooks}.reporters:AccumulatedValueReporter",
+             description="logs a value's mean (or sum) since the last report")
+    register("epoch_iteration_reporter", f"{hooks}.reporters:EpochIterationReporter", description="logs epoch and iteration")
+    register("running_time", f"{hooks}.reporters:RunningTimeReporter", aliases=("running_time_reporter",),
+             description="logs iterations/s and time per iteration or epoch (average, min, max)")
+    register("accuracy_reporter", f"{hooks}.reporters:AccuracyReporter",
+             description="logs top-k (or thresholded binary) accuracy on a validation iterator")
+    register("accuracy_scorer", f"{hooks}.scorers:AccuracyScorer",
+             description="writes shared.<iterator>.accuracy_top<k>")
+    register("binary_accuracy_scorer", f"{hooks}.scorers:BinaryAccuracyScorer",
+             description="writes shared.<iterator>.accuracy for one thresholded output")
+    register("number_accumulator", f"{hooks}.processors:NumberAccumulator", description="sums or averages a value")
+    register("metric_processor", f"{hooks}.processors:MetricProcessor",
+             description="mean and std of weights and of updates into shared.metrics")
+    register("stop", f"{hooks}.stoppers:StopTraining", aliases=("stop_training",),
+             description="stops at an epoch, or when its criteria pass")
+    register("early_stopping", f"{hooks}.stoppers:EarlyStopping", description="stops when a value stops improving")
+    register("stop_on_non_finite", f"{hooks}.stoppers:StopOnNonFinite", aliases=("nan_stopper",),
+             description="stops with an error naming the first NaN/Inf parameter")
+    register("step_schedule", f"{hooks}.schedules:StepSchedule", description="learning rate × gamma every n")
+    register("exponential_schedule", f"{hooks}.schedules:ExponentialSchedule", description="learning rate × gamma^t")
+    register("cosine_schedule", f"{hooks}.schedules:CosineSchedule", description="cosine-annealed learning rate")
+    register("warm_up", f"{hooks}.schedules:WarmUp", aliases=("warmup",), description="linear learning-rate warm-up")
+    register("checkpoint", f"{hooks}.savers:CheckpointHook", aliases=("checkpoint_saver",),
+             description="saves a resumable checkpoint when it fires, keeping the last k")
+    register("clip", f"{hooks}.modifiers:Clip", description="clips parameters matching a glob after each step")
+    register("scale", f"{hooks}.modifiers:Scale", description="scales parameters matching a glob after each step")

@@ -157,6 +157,8 @@ def add_train_parser(subparsers) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override any run-file key, e.g. --set training.epochs=3 (repeatable)")
     parser.add_argument("--out", metavar="RESULT.json", help="write the result summary as JSON")
+    parser.add_argument("--resume", metavar="CHECKPOINT",
+                        help="continue exactly where this checkpoint (see [checkpoint] in the run file) left off")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show tracebacks and debug logging")
@@ -167,13 +169,23 @@ def run_train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from sigma_core import config as run_config
+    from sigma_core.checkpoint import load_checkpoint
     from sigma_core.run import build_run
 
     overrides = list(args.overrides)
     if args.dtype:
         overrides.append(f"handler.dtype={args.dtype}")
     cfg = run_config.load(args.config, overrides)
+    # Read before anything is built, so a bad checkpoint is the only line printed.
+    checkpoint = load_checkpoint(args.resume) if args.resume else None
+    if checkpoint is not None and checkpoint.trainer["epoch"] >= cfg["training"]["epochs"]:
+        raise SigmaError(
+            f"{args.resume}: the checkpoint has {checkpoint.trainer['epoch']} epochs done and the run has "
+            f"training.epochs = {cfg['training']['epochs']}: nothing left to train (raise it with --set)"
+        )
     run = build_run(cfg, handler_name=args.handler)
+    if checkpoint is not None:
+        run.resume(checkpoint)
     observers = []
     if not args.quiet:
         from sigma_core.progress import EpochProgress
@@ -209,7 +221,94 @@ def _write_json_atomically(path, payload) -> None:
         raise
 
 
-SUBCOMMANDS = (add_plugins_parser, add_train_parser)
+# --- sigma eval -------------------------------------------------------------
+
+
+def add_eval_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "eval",
+        help="accuracy and cost of a checkpoint on a dataset",
+        description="Load a checkpoint's parameters and report accuracy and cost on a dataset of its run: "
+        "the held-out split by default.",
+    )
+    parser.add_argument("checkpoint", help="checkpoint file (.ckpt)")
+    parser.add_argument("--data-config", metavar="RUNFILE",
+                        help="take [data] and [split] from this run file instead of the checkpoint's run config")
+    parser.add_argument("--dataset", default="validation",
+                        help="validation (the held-out split, default) or training")
+    parser.add_argument("--handler", help="computation handler (any: parameters load across handlers)")
+    parser.add_argument("--dtype", choices=("float32", "float64"), help="default: the checkpoint's")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show tracebacks and debug logging")
+    parser.set_defaults(run=run_eval)
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    import copy
+
+    from sigma_core import config as run_config
+    from sigma_core.checkpoint import load_checkpoint
+    from sigma_core.data import MinibatchIterator
+    from sigma_core.run import build_run
+
+    checkpoint = load_checkpoint(args.checkpoint)
+    cfg = copy.deepcopy(checkpoint.config)
+    if args.data_config:
+        data_cfg = run_config.load(args.data_config)
+        if cfg is None:
+            cfg = data_cfg
+        else:
+            cfg["data"], cfg["split"] = data_cfg["data"], data_cfg["split"]
+    if cfg is None:
+        raise SigmaError(f"{args.checkpoint}: the checkpoint has no run config (saved from code); "
+                         "pass --data-config RUNFILE")
+    cfg["handler"]["dtype"] = args.dtype or checkpoint.metadata["handler"]["dtype"]
+    run = build_run(cfg, handler_name=args.handler)
+    trainer = run.trainer
+    trainer.initialise(run.handler)
+    trainer.network.load_state_dict(checkpoint.parameters)
+    datasets = dict(trainer.validation)
+    datasets["training"] = MinibatchIterator(
+        trainer.training_iterator.dataset, cfg["training"]["validation_batch_size"], shuffle=False
+    )
+    if args.dataset not in datasets:
+        raise SigmaError(f"no dataset {args.dataset!r} (choose one of {', '.join(datasets)})")
+    report = trainer.evaluate(datasets[args.dataset])
+    report.update(checkpoint=str(args.checkpoint), dataset=args.dataset, epoch=checkpoint.trainer["epoch"],
+                  iteration=checkpoint.trainer["iteration"], handler=run.handler.name, dtype=run.handler.dtype)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(f"{args.checkpoint}: {report['dataset']} ({report['records']} records): "
+              f"accuracy {report['accuracy']:.2%}, cost {report['cost']:.4f}")
+    return 0
+
+
+# --- sigma bench ------------------------------------------------------------
+
+
+def add_bench_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "bench",
+        help="time training iterations on every installed handler (and PyTorch/JAX if present)",
+        description="Median ms per training iteration of two MLP workloads on every installed "
+        "handler, a hand-written NumPy loop, and PyTorch/JAX when importable.",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON records instead of a table")
+    parser.add_argument("--quick", action="store_true", help="few iterations, for a smoke test")
+    parser.add_argument("--handlers", nargs="+", metavar="NAME", help="only these handlers (default: all that run here)")
+    parser.add_argument("--workloads", nargs="+", metavar="NAME", help="only these workloads: sigma-mlp, small-mlp")
+    parser.set_defaults(run=run_bench)
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    from sigma_core import bench
+
+    return bench.main(args)
+
+
+SUBCOMMANDS = (add_plugins_parser, add_train_parser, add_eval_parser, add_bench_parser)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,15 @@
     batch_size = 32
     epochs = 10
 
+    [[hooks]]                 # optional; see sigma_core.hooks.config
+    type = "accuracy_reporter"
+    tops = [1, 3]
+
+    [checkpoint]              # optional: save to resume with sigma train --resume
+    directory = "checkpoints"
+    every_iterations = 100    # and/or every_epochs = 1
+    keep = 3                  # the newest 3
+
 Every key is checked against this schema, so a typo is an error that names
 the key. ``--set training.epochs=3`` overrides any key; the value is read as a
 TOML value (``3``, ``0.5``, ``"adam"``, ``[1, 2]``) and otherwise as a string.
@@ -56,6 +65,8 @@ SCHEMA = {
     "initialisers": None,
     "optimiser": None,
     "training": {"batch_size": int, "epochs": int, "last_batch": str, "shuffle": bool, "validation_batch_size": int},
+    "checkpoint": {"directory": str, "every_iterations": int, "every_epochs": int, "keep": int},
+    "hooks": list,  # [[hooks]] tables, validated by sigma_core.hooks.config
 }
 
 DEFAULTS = {
@@ -66,6 +77,9 @@ DEFAULTS = {
     "initialisers": {},
     "optimiser": {"type": "sgd", "learning_rate": 0.1},
     "training": {"batch_size": 32, "epochs": 10, "last_batch": "keep", "shuffle": True, "validation_batch_size": 1000},
+    # off unless every_iterations or every_epochs is set; see sigma_core.checkpoint
+    "checkpoint": {"directory": "checkpoints", "every_iterations": 0, "every_epochs": 0, "keep": 3},
+    "hooks": [],
 }
 
 

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 
 from . import backend
 from .architecture import from_layer_list
+from .checkpoint import Checkpoint, load_checkpoint, restore, saver_from_config
 from .data import MinibatchIterator, dataset_from_config
 from .errors import ConfigError
+from .hooks.config import hooks_from_config
 from .network import Network
 from .trainer import Trainer
 
@@ -30,6 +32,7 @@ class Run:
     trainer: Trainer
     epochs: int
     handler_source: str = "config"
+    hooks: list = field(default_factory=list)  # attached to the operator by train()
     history: list = field(default_factory=list)
     seconds: float = 0.0
 
@@ -39,11 +42,32 @@ class Run:
 
         if self.trainer.handler is None:
             self.trainer.initialise(self.handler)
-        operator = SingleWorkerOperator(self.trainer, epochs=self.epochs, observers=observers)
+        saver = saver_from_config(self.config)
+        observers = [*observers, saver] if saver else list(observers)
+        operator = SingleWorkerOperator(self.trainer, epochs=self.epochs, observers=observers, hooks=self.hooks)
         started = time.perf_counter()
         self.history = operator.run()
         self.seconds = time.perf_counter() - started
         return self.summary()
+
+    def resume(self, checkpoint):
+        """Continue from ``checkpoint`` (a path or a loaded :class:`Checkpoint`) on the next :meth:`train`.
+
+        With the same run config, handler and dtype the continuation is
+        bit-identical to a run that was never interrupted. Returns the checkpoint.
+        """
+        if not isinstance(checkpoint, Checkpoint):
+            checkpoint = load_checkpoint(checkpoint)
+        if checkpoint.config is not None:
+            # How long to train and where to save do not change the arithmetic; anything else may.
+            changed = [key for key in _changed_keys(checkpoint.config, self.config)
+                       if key != "training.epochs" and not key.startswith("checkpoint.")]
+            if changed:
+                log.warning("resuming %s with a run config that differs in %s", checkpoint.path.name, ", ".join(changed))
+        if self.trainer.handler is None:
+            self.trainer.initialise(self.handler)
+        restore(self.trainer, checkpoint)
+        return checkpoint
 
     def summary(self) -> dict:
         last = self.history[-1] if self.history else None
@@ -64,6 +88,14 @@ class Run:
                 for r in self.history
             ],
         }
+
+
+def _changed_keys(old, new, prefix="") -> list[str]:
+    """Dotted keys whose values differ between two nested config dicts."""
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return [] if old == new else [prefix.rstrip(".") or "(root)"]
+    return [changed for key in sorted(set(old) | set(new), key=str)
+            for changed in _changed_keys(old.get(key), new.get(key), f"{prefix}{key}.")]
 
 
 def split_dataset(dataset, split: dict, seed: int):
@@ -119,6 +151,7 @@ def build_run(config: dict, *, handler_name: str | None = None, handler_source: 
     network = Network(from_layer_list(config["network"]["layers"]), name=config["name"])
     optimiser = build_optimiser(config["optimiser"])
     initialisers = build_initialisers(config["initialisers"])
+    hooks = hooks_from_config(config["hooks"])
 
     dataset = dataset_from_config(config["data"])
     training, held_out = split_dataset(dataset, config["split"], seed)
@@ -137,7 +170,8 @@ def build_run(config: dict, *, handler_name: str | None = None, handler_source: 
         validation={"validation": validation},
         initialisers=initialisers,
         name=config["name"],
+        run_config=config,
     )
     log.info("run %s: %d training and %d held-out records, %s parameters on %s",
              config["name"], len(training), len(held_out), f"{network.parameter_count:,}", handler)
-    return Run(config, handler, trainer, training_cfg["epochs"], source)
+    return Run(config, handler, trainer, training_cfg["epochs"], source, hooks=hooks)

@@ -32,8 +32,11 @@ class Trainer:
         name: str = "trainer",
         inputs: str = "inputs",
         targets: str = "targets",
+        run_config: dict | None = None,
     ):
         self.name = name
+        #: The validated run file this trainer was built from (saved into checkpoints), if any.
+        self.run_config = run_config
         self.network = network
         self.optimiser = optimiser
         self.training_iterator = training_iterator

@@ -64,8 +64,14 @@ class EpochIterator:
         self.set_state({"epoch": epoch, "position": 0})
 
     def state(self) -> dict[str, int]:
-        """Where the iterator stands, for a checkpoint: ``{"epoch": e, "position": p}``."""
-        self._roll_over()
+        """Where the iterator stands, for a checkpoint: ``{"epoch": e, "position": p}``.
+
+        Read-only: rolling over here would restart a running ``iter()`` whose
+        last batch was just handed out (a checkpoint taken on an epoch's last
+        iteration) at position 0, replaying the epoch.
+        """
+        if self.position >= len(self):
+            return {"epoch": self.epoch + 1, "position": 0}
         return {"epoch": self.epoch, "position": self.position}
 
     def set_state(self, state: dict[str, int]) -> None:

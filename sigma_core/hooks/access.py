@@ -1,0 +1,55 @@
+"""Reading and writing the hook registry by identifier, with errors that name it.
+
+Hooks address everything through :class:`~sigma_core.registry.RegistryResolver`
+identifiers (``optimiser.cost_total``, ``network.layers.*<dense>.weights``).
+These helpers are the one place that turns "nothing matched" or "several
+matched" into a :class:`HookError` naming the identifier and the hook.
+"""
+
+from __future__ import annotations
+
+from ..errors import SigmaError
+from ..registry import Registry
+
+
+class HookError(SigmaError):
+    """A hook is misconfigured, misses a registry value, or its dependencies are invalid."""
+
+
+def read_all(resolver, identifier: str) -> list:
+    """Every ``(full_id, value)`` the identifier matches (wildcards and tags allowed)."""
+    return resolver.resolve_get(identifier)
+
+
+def read(resolver, identifier: str, who: str = "a hook"):
+    """The single value ``identifier`` names; an error names it when nothing matches."""
+    matches = resolver.resolve_get(identifier)
+    if not matches:
+        raise HookError(f"{who}: no registry value matches {identifier!r}")
+    if len(matches) > 1:
+        names = ", ".join(full_id for full_id, _ in matches[:5])
+        raise HookError(f"{who}: {identifier!r} matches several values ({names}); name one")
+    return matches[0][1]
+
+
+def read_number(resolver, identifier: str, who: str = "a hook") -> float:
+    value = read(resolver, identifier, who)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise HookError(f"{who}: {identifier!r} is {type(value).__name__}, not a number") from None
+
+
+def write(resolver, identifier: str, value) -> None:
+    """Set the literal ``identifier``, creating missing levels (``shared.validation.accuracy_top1``).
+
+    Hooks publish results under new names, so unlike
+    :meth:`~sigma_core.registry.Registry.set_path` this grows the tree.
+    """
+    *parents, key = identifier.split(".")
+    node = resolver.root
+    for name in parents:
+        if name not in node:
+            node[name] = Registry()
+        node = node[name]
+    node[key] = value

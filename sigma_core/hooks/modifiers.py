@@ -1,0 +1,60 @@
+"""Value modifiers: change parameters in place after each step, chosen by glob on their ids.
+
+Patterns match parameter ids as initialisers and freeze filters do
+(``"*.weights"``, ``"2-dense.*"``). Modifiers run after the optimiser's step,
+so the next forward pass sees the modified values.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+
+from ..errors import ConfigError
+from . import timestep
+from .base import Hook
+
+
+class ModifierHook(Hook):
+    """Base class: implement :meth:`modify` returning the new NDArray for one parameter."""
+
+    default_priority = -2000  # before anything reads the parameters
+
+    def __init__(self, parameters: str = "*", *, every=None, **settings):
+        super().__init__(every or timestep.every(1, "iteration"), parameters={"parameters": parameters, **settings},
+                         requires=("network.self",))
+        self.pattern = parameters
+
+    def invoke(self, registry, resolver):
+        network = registry["network"]["self"]
+        handler = network.handler
+        with handler.no_grad():
+            for parameter_id, array in network.parameters.items():
+                if fnmatch.fnmatchcase(parameter_id, self.pattern):
+                    handler.fill(array, self.modify(handler, array))
+
+    def modify(self, handler, array):
+        raise NotImplementedError
+
+
+class Clip(ModifierHook):
+    """Clips every element into ``[minimum, maximum]``."""
+
+    def __init__(self, parameters: str = "*", *, minimum: float = -1.0, maximum: float = 1.0, every=None):
+        if minimum > maximum:
+            raise ConfigError(f"clip: minimum {minimum} is above maximum {maximum}")
+        super().__init__(parameters, every=every, minimum=minimum, maximum=maximum)
+        self.minimum, self.maximum = minimum, maximum
+
+    def modify(self, handler, array):
+        return handler.clip(array, self.minimum, self.maximum)
+
+
+class Scale(ModifierHook):
+    """Multiplies every element by ``factor`` (e.g. weight decay by shrinking)."""
+
+    def __init__(self, parameters: str = "*", *, factor: float = 1.0, every=None):
+        super().__init__(parameters, every=every, factor=factor)
+        self.factor = factor
+
+    def modify(self, handler, array):
+        return handler.multiply(array, self.factor)

@@ -1,0 +1,92 @@
+"""Learning-rate schedules: set ``optimiser.learning_rate`` before each step.
+
+The optimiser reads its rate on every step, so a schedule only has to set
+the attribute. Each schedule computes the rate for the *next* step from the
+number of steps (or epochs, with ``per = "epoch"``) done, so the first step
+is scheduled too: :meth:`prepare` sets it before training starts. ``base``
+defaults to the optimiser's rate when training starts.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..errors import ConfigError
+from . import timestep
+from .base import Hook
+
+
+class LearningRateSchedule(Hook):
+    """Base class: implement :meth:`factor` of the base rate at time ``t`` (steps or epochs done)."""
+
+    default_priority = -500  # before hooks that report the rate
+
+    def __init__(self, *, per: str = "iteration", base: float | None = None, **parameters):
+        if per not in ("iteration", "epoch"):
+            raise ConfigError(f"{type(self).__name__}: per must be 'iteration' or 'epoch', got {per!r}")
+        super().__init__(timestep.every(1, per), parameters={"per": per, "base": base, **parameters},
+                         requires=("optimiser.self",))
+        self.per, self.base = per, base
+
+    def factor(self, t: int) -> float:
+        raise NotImplementedError
+
+    def rate(self, t: int) -> float:
+        return self.base * self.factor(t)
+
+    def prepare(self, registry, resolver):
+        optimiser = registry["optimiser"]["self"]
+        if self.base is None:
+            self.base = float(optimiser.learning_rate)
+        optimiser.learning_rate = self.rate(self._elapsed(registry))
+
+    def invoke(self, registry, resolver):
+        registry["optimiser"]["self"].learning_rate = self.rate(self._elapsed(registry))
+
+    def _elapsed(self, registry) -> int:
+        return registry["epoch"] if self.per == "epoch" else registry["total_iterations"]
+
+
+class StepSchedule(LearningRateSchedule):
+    """``base · gamma^⌊t / step⌋``: multiply by gamma every ``step`` iterations or epochs."""
+
+    def __init__(self, step: int, *, gamma: float = 0.1, per: str = "epoch", base: float | None = None):
+        super().__init__(per=per, base=base, step=step, gamma=gamma)
+        self.step, self.gamma = step, gamma
+
+    def factor(self, t):
+        return self.gamma ** (t // self.step)
+
+
+class ExponentialSchedule(LearningRateSchedule):
+    """``base · gamma^t``."""
+
+    def __init__(self, gamma: float, *, per: str = "epoch", base: float | None = None):
+        super().__init__(per=per, base=base, gamma=gamma)
+        self.gamma = gamma
+
+    def factor(self, t):
+        return self.gamma ** t
+
+
+class CosineSchedule(LearningRateSchedule):
+    """Cosine annealing from ``base`` to ``base · minimum`` over ``period``, then held at the minimum."""
+
+    def __init__(self, period: int, *, minimum: float = 0.0, per: str = "iteration", base: float | None = None):
+        super().__init__(per=per, base=base, period=period, minimum=minimum)
+        self.period, self.minimum = period, minimum
+
+    def factor(self, t):
+        progress = min(t, self.period) / self.period
+        return self.minimum + (1.0 - self.minimum) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+class WarmUp(LearningRateSchedule):
+    """Linear warm-up from ``base · start`` to ``base`` over ``steps``, then ``base``."""
+
+    def __init__(self, steps: int, *, start: float = 0.0, per: str = "iteration", base: float | None = None):
+        super().__init__(per=per, base=base, steps=steps, start=start)
+        self.steps, self.start = steps, start
+
+    def factor(self, t):
+        return self.start + (1.0 - self.start) * min(t, self.steps) / self.steps
