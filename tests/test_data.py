@@ -84,7 +84,7 @@ def test_take_slices_first_and_last_records():
 def test_one_hot_and_from_arrays():
     dataset = from_arrays(np.zeros((3, 2)), np.array([0, 2, 1]), one_hot=3)
     np.testing.assert_array_equal(dataset.section("targets"), [[1, 0, 0], [0, 0, 1], [0, 1, 0]])
-    with pytest.raises(DataError, match=r"section 'targets': label 3 is outside 0..2"):
+    with pytest.raises(DataError, match=r"section 'targets': label 3 of record 1 is outside 0..2"):
         from_arrays(np.zeros((2, 2)), np.array([0, 3]), one_hot=3)
 
 
@@ -239,12 +239,12 @@ def test_config_mnist():
 @pytest.mark.parametrize(
     "cfg, message",
     [
-        ({"source": "csv"}, r"unknown data.source 'csv'; allowed: sklearn, mnist, npz"),
+        ({"source": "parquet"}, r"unknown data.source 'parquet'; allowed: .*csv.*mnist.*sklearn"),
         ({"name": "digits"}, r"data.source is missing"),
         ({"source": "sklearn", "name": "digits", "nmae": 1}, r"unknown key data.nmae .*allowed: .*name"),
         ({"source": "sklearn"}, r"data.name is required"),
         ({"source": "xor", "preprocess": [{"whiten": True}]},
-         r"data.preprocess.whiten; allowed: normalise, standardise"),
+         r"data.preprocess.whiten; allowed: normalise, standardise, shuffle, permute"),
         ({"source": "xor", "preprocess": [{"normalise": 1}]}, r"data.preprocess.normalise must be \[min, max\]"),
     ],
 )

@@ -1,35 +1,60 @@
-"""The minimal data path: in-memory datasets, epoch iterators and a few loaders.
+"""The data path: sources, extractors, preprocessing, datasets and iterators.
 
 A :class:`Dataset` is named sections of host NumPy arrays aligned on axis 0;
-an iterator yields host batches (dicts of section arrays) one epoch per
-``iter()``; the trainer copies each batch into its handler. Loaders cover
-scikit-learn's bundled data, MNIST's IDX files, ``.npz`` archives and small
-synthetic sets, and :func:`dataset_from_config` picks one from a run file.
+a :class:`BlockDataset` serves the same records from an on-disk block cache
+within a memory budget. An iterator yields host batches (dicts of section
+arrays) one epoch per ``iter()``, optionally prepared ahead by a
+:class:`PrefetchIterator`; the trainer copies each batch into its handler.
+Extractors (CSV, IDX, NumPy, scikit-learn, image folders, and any a plugin
+registers) read sources (local files, URLs, archives), and
+:func:`dataset_from_config` picks one from a run file by name.
 """
 
+from sigma_core.data.blocks import BlockDataset, build_blocks
+from sigma_core.data.cache import data_dir
 from sigma_core.data.config import dataset_from_config
+from sigma_core.data.csv_extractor import read_csv
 from sigma_core.data.dataset import Dataset, from_arrays
+from sigma_core.data.defaults import mnist
+from sigma_core.data.download import download
 from sigma_core.data.errors import DataError
-from sigma_core.data.idx import load_mnist, read_idx
+from sigma_core.data.idx import load_idx, load_mnist, read_idx
+from sigma_core.data.image_folder import load_image_folder
 from sigma_core.data.iterators import EpochIterator, MinibatchIterator, UndividedIterator
-from sigma_core.data.preprocessing import normalise, one_hot, standardise
+from sigma_core.data.numpy_files import load_npz, load_numpy
+from sigma_core.data.prefetch import PrefetchIterator
+from sigma_core.data.preprocessing import normalise, one_hot, permute_axes, standardise
 from sigma_core.data.sklearn_datasets import load_sklearn
+from sigma_core.data.sources import resolve
 from sigma_core.data.synthetic import and_, synthetic_classification, xor
 
 __all__ = [
+    "BlockDataset",
     "DataError",
     "Dataset",
     "EpochIterator",
     "MinibatchIterator",
+    "PrefetchIterator",
     "UndividedIterator",
     "and_",
+    "build_blocks",
+    "data_dir",
     "dataset_from_config",
+    "download",
     "from_arrays",
+    "load_idx",
+    "load_image_folder",
     "load_mnist",
+    "load_npz",
+    "load_numpy",
     "load_sklearn",
+    "mnist",
     "normalise",
     "one_hot",
+    "permute_axes",
+    "read_csv",
     "read_idx",
+    "resolve",
     "standardise",
     "synthetic_classification",
     "xor",

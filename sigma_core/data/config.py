@@ -1,12 +1,25 @@
-"""Build a dataset from the ``data`` block of a run file.
+"""Build a dataset from the ``data`` block of a run file, through the extractor registry.
 
-A block names a ``source`` and that source's keys, plus optional keys every
-source shares::
+``source`` names an extractor: a component of kind ``"extractor"`` registered
+by Sigma (:mod:`sigma_core.builtins`) or by any installed plugin. The block's
+other keys are the extractor's keyword arguments, checked against its
+signature, plus keys every source shares::
 
-    {"source": "sklearn", "name": "digits", "preprocess": [{"standardise": true}], "one_hot": 10}
+    {"source": "iris", "preprocess": [{"normalise": [0, 1]}], "one_hot": 3}
     {"source": "mnist", "directory": "data/mnist", "train": false}
-    {"source": "npz", "path": "data.npz", "inputs": "x", "targets": "y"}
-    {"source": "xor"}
+    {"source": "csv", "path": ["https://a/x.csv.gz", "mirror/x.csv.gz"], "md5": "...",
+     "sections": {"inputs": "0-3", "targets": 4}, "mappings": {"4": ["a", "b", "c"]}}
+    {"source": "csv", "path": "big.csv", "blocks": {"records": 10000, "memory_budget": 100000000}}
+
+An extractor returns a :class:`Dataset`, or an iterable of section-dict chunks
+for data that should not be held in memory at once. Arguments named ``path``
+or ``*_path`` are sources (:func:`sigma_core.data.sources.resolve`): a local
+path, a URL or a fallback list of them; ``md5``/``sha256`` check ``path``.
+
+``blocks`` stores the extracted records as a block cache on disk
+(:mod:`sigma_core.data.blocks`) keyed by the data block, and serves them
+within ``memory_budget`` bytes. Preprocessing then runs per block, so steps
+that need statistics of the whole dataset are refused there.
 
 Every key is checked: a typo is a :class:`ConfigError` naming the key and the
 allowed ones, never silently ignored.
@@ -14,97 +27,191 @@ allowed ones, never silently ignored.
 
 from __future__ import annotations
 
+import hashlib
+import inspect
+import json
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 import numpy as np
 
+from sigma_core import plugins
+from sigma_core.data.blocks import BlockDataset, build_blocks, is_built
+from sigma_core.data.cache import data_dir
 from sigma_core.data.dataset import Dataset
 from sigma_core.data.errors import DataError
-from sigma_core.data.idx import load_mnist
-from sigma_core.data.preprocessing import normalise, standardise
-from sigma_core.data.sklearn_datasets import load_sklearn
-from sigma_core.data.synthetic import and_, synthetic_classification, xor
-from sigma_core.errors import ConfigError
+from sigma_core.data.preprocessing import normalise, permute_axes, standardise
+from sigma_core.data.sources import resolve
+from sigma_core.errors import ConfigError, UnknownComponentError
 
-COMMON_KEYS = ("source", "preprocess", "one_hot")
-
-
-def _load_npz(path: str, inputs: str = "inputs", targets: str = "targets") -> Dataset:
-    """Two arrays of a ``.npz`` archive; pickled objects are refused, so a data file cannot run code."""
-    try:
-        archive = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as error:  # missing file, or not an npz archive
-        raise DataError(f"cannot read npz file {path}: {error}") from None
-    if not isinstance(archive, np.lib.npyio.NpzFile):  # np.load also reads a bare .npy array
-        raise DataError(f"{path} is a single .npy array, not an .npz archive of named arrays")
-    with archive:
-        for key, array in (("inputs", inputs), ("targets", targets)):
-            if array not in archive.files:
-                raise ConfigError(f"data.{key}: npz file {path} has no array {array!r}; it has {archive.files}")
-        return Dataset({"inputs": archive[inputs], "targets": archive[targets]}, str(path))
+COMMON_KEYS = ("source", "preprocess", "one_hot", "md5", "sha256", "blocks")
+BLOCK_KEYS = ("records", "memory_budget", "directory")
 
 
-# source -> (loader, its required keys, its optional keys); the keys are the loader's keyword arguments.
-SOURCES: dict[str, tuple[Callable[..., Dataset], tuple[str, ...], tuple[str, ...]]] = {
-    "sklearn": (load_sklearn, ("name",), ()),
-    "mnist": (load_mnist, ("directory",), ("train",)),
-    "npz": (_load_npz, ("path",), ("inputs", "targets")),
-    "xor": (xor, (), ()),
-    "and": (and_, (), ()),
-    "synthetic": (synthetic_classification, ("n", "shape", "classes"), ("seed",)),
+# --- preprocessing steps: function(dataset, config value) -> dataset -----------------
+
+
+def _normalise_step(dataset: Dataset, value) -> Dataset:
+    if isinstance(value, (list, tuple)):
+        value = {"range": value}
+    if not isinstance(value, Mapping) or set(value) - {"range", "input_range", "per_feature"}:
+        raise ConfigError("data.preprocess.normalise must be [min, max] or a table with range, "
+                          f"input_range and per_feature, got {value!r}")
+    bounds = value.get("range", [0, 1])
+    for key in ("range", "input_range"):
+        if key in value and not (isinstance(value[key], (list, tuple)) and len(value[key]) == 2):
+            raise ConfigError(f"data.preprocess.normalise.{key} must be [min, max], got {value[key]!r}")
+    inputs = normalise(dataset.section("inputs"), *bounds, input_range=value.get("input_range"),
+                       per_feature=bool(value.get("per_feature", False)))
+    return dataset.with_section("inputs", inputs)
+
+
+def _standardise_step(dataset: Dataset, enabled) -> Dataset:
+    if not isinstance(enabled, bool):
+        raise ConfigError(f"data.preprocess.standardise must be true or false, got {enabled!r}")
+    return dataset.with_section("inputs", standardise(dataset.section("inputs"))) if enabled else dataset
+
+
+def _shuffle_step(dataset: Dataset, seed) -> Dataset:
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ConfigError(f"data.preprocess.shuffle must be an integer seed, got {seed!r}")
+    return dataset.shuffle(seed)
+
+
+def _permute_step(dataset: Dataset, axes) -> Dataset:
+    if not (isinstance(axes, list) and all(isinstance(a, int) for a in axes)):
+        raise ConfigError(f"data.preprocess.permute must be a list of record axes, got {axes!r}")
+    return dataset.with_section("inputs", permute_axes(dataset.section("inputs"), axes))
+
+
+PREPROCESSORS: dict[str, Callable[[Dataset, object], Dataset]] = {
+    "normalise": _normalise_step,
+    "standardise": _standardise_step,
+    "shuffle": _shuffle_step,
+    "permute": _permute_step,
 }
 
 
-def _normalise_step(inputs, bounds):
-    if not (isinstance(bounds, (list, tuple)) and len(bounds) == 2):
-        raise ConfigError(f"data.preprocess.normalise must be [min, max], got {bounds!r}")
-    return normalise(inputs, *bounds)
-
-
-def _standardise_step(inputs, enabled):
-    if not isinstance(enabled, bool):
-        raise ConfigError(f"data.preprocess.standardise must be true or false, got {enabled!r}")
-    return standardise(inputs) if enabled else inputs
-
-
-# preprocess step name -> function(inputs, its config value) -> new inputs
-PREPROCESSORS = {"normalise": _normalise_step, "standardise": _standardise_step}
-
-
-def _preprocess(dataset: Dataset, steps) -> Dataset:
-    """Apply ``steps`` to ``inputs`` in order; a mapping is taken as its items in order."""
+def _steps(steps) -> list[tuple[str, object]]:
+    """``[(name, value), ...]`` from a list of one-key tables (or one table, taken in order)."""
     if isinstance(steps, Mapping):
         steps = [{key: value} for key, value in steps.items()]
     if not isinstance(steps, list) or not all(isinstance(step, Mapping) for step in steps):
         raise ConfigError(f"data.preprocess must be a list of {{step: value}} mappings, got {steps!r}")
-    inputs = dataset.section("inputs")
-    for step in steps:
-        for key, value in step.items():
-            if key not in PREPROCESSORS:
-                raise ConfigError(f"unknown key data.preprocess.{key}; allowed: {', '.join(PREPROCESSORS)}")
-            inputs = PREPROCESSORS[key](inputs, value)
-    return dataset.with_section("inputs", inputs)
+    pairs = [(key, value) for step in steps for key, value in step.items()]
+    for key, _ in pairs:
+        if key not in PREPROCESSORS:
+            raise ConfigError(f"unknown key data.preprocess.{key}; allowed: {', '.join(PREPROCESSORS)}")
+    return pairs
 
 
-def dataset_from_config(cfg: Mapping) -> Dataset:
-    """The dataset a run file's ``data`` block describes (see the module docstring)."""
-    if "source" not in cfg:
-        raise ConfigError(f"data.source is missing; allowed: {', '.join(SOURCES)}")
-    source = cfg["source"]
-    if source not in SOURCES:
-        raise ConfigError(f"unknown data.source {source!r}; allowed: {', '.join(SOURCES)}")
-    loader, required, optional = SOURCES[source]
-    for key in cfg:
-        if key not in COMMON_KEYS + required + optional:
-            raise ConfigError(f"unknown key data.{key} for source {source!r}; "
-                              f"allowed: {', '.join(COMMON_KEYS + required + optional)}")
-    for key in required:
-        if key not in cfg:
-            raise ConfigError(f"data.{key} is required for source {source!r}")
+def _whole_dataset_steps(steps: list[tuple[str, object]]) -> list[str]:
+    """The steps whose result depends on all records at once (refused for block datasets)."""
+    return [key for key, value in steps
+            if key in ("standardise", "shuffle")
+            or (key == "normalise" and not (isinstance(value, Mapping) and "input_range" in value))]
 
-    dataset = loader(**{key: cfg[key] for key in required + optional if key in cfg})
-    if "preprocess" in cfg:
-        dataset = _preprocess(dataset, cfg["preprocess"])
+
+def _finish(dataset: Dataset, cfg: Mapping, steps: list[tuple[str, object]]) -> Dataset:
+    for key, value in steps:
+        dataset = PREPROCESSORS[key](dataset, value)
     if "one_hot" in cfg:
         dataset = dataset.one_hot("targets", cfg["one_hot"])
     return dataset
+
+
+# --- extractors ---------------------------------------------------------------------
+
+
+def _extractor(source) -> Callable:
+    try:
+        return plugins.load("extractor", source)
+    except UnknownComponentError:
+        names = ", ".join(c.name for c in plugins.components("extractor"))
+        raise ConfigError(f"unknown data.source {source!r}; allowed: {names}") from None
+
+
+def _arguments(source: str, extractor: Callable, cfg: Mapping) -> dict:
+    """The extractor's keyword arguments from ``cfg``, checked against its signature."""
+    parameters = inspect.signature(extractor).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    named = [name for name, p in parameters.items() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    for key in cfg:
+        if key not in COMMON_KEYS and key not in named and not takes_any:
+            raise ConfigError(f"unknown key data.{key} for source {source!r}; "
+                              f"allowed: {', '.join(COMMON_KEYS + tuple(named))}")
+    for name, parameter in parameters.items():
+        if parameter.default is inspect.Parameter.empty and parameter.kind not in (
+                inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL) and name not in cfg:
+            raise ConfigError(f"data.{name} is required for source {source!r}")
+    arguments = {key: value for key, value in cfg.items() if key not in COMMON_KEYS}
+    for key, value in arguments.items():
+        if key == "path" or key.endswith("_path"):
+            checksums = {k: cfg.get(k) for k in ("md5", "sha256")} if key == "path" else {}
+            arguments[key] = resolve(value, **checksums)
+    return arguments
+
+
+def _in_memory(result, source: str) -> Dataset:
+    if isinstance(result, Dataset):
+        return result
+    chunks = list(result)
+    if not chunks:
+        raise DataError(f"source {source!r} produced no records")
+    return Dataset({s: np.concatenate([c[s] for c in chunks]) for s in chunks[0]}, source)
+
+
+# --- block datasets -----------------------------------------------------------------
+
+
+def _block_options(cfg: Mapping) -> dict:
+    blocks = cfg["blocks"]
+    if not isinstance(blocks, Mapping) or set(blocks) - set(BLOCK_KEYS):
+        raise ConfigError(f"data.blocks must be a table with keys {', '.join(BLOCK_KEYS)}, got {blocks!r}")
+    for key in ("records", "memory_budget"):
+        if not isinstance(blocks.get(key), int) or blocks[key] < 1:
+            raise ConfigError(f"data.blocks.{key} must be a positive integer, got {blocks.get(key)!r}")
+    return dict(blocks)
+
+
+def _cache_directory(cfg: Mapping, arguments: Mapping, blocks: Mapping) -> Path:
+    """A folder keyed by the data block and the state of its local files, so an edit rebuilds the cache."""
+    if "directory" in blocks:
+        return Path(blocks["directory"])
+    key = {k: v for k, v in cfg.items() if k != "blocks"} | {"records": blocks["records"]}
+    for name, value in arguments.items():
+        if isinstance(value, Path) and value.exists():
+            stat = value.stat()
+            key[f"{name}:stat"] = [str(value), stat.st_size, stat.st_mtime_ns]
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return data_dir() / "blocks" / f"{cfg['source']}-{digest}"
+
+
+def _block_dataset(cfg, source, extractor, arguments, steps) -> BlockDataset:
+    blocks = _block_options(cfg)
+    refused = _whole_dataset_steps(steps)
+    if refused:
+        raise ConfigError(f"data.preprocess.{refused[0]} needs the whole dataset, which data.blocks does not "
+                          "hold in memory; use fixed ranges (normalise with input_range) or drop data.blocks")
+    directory = _cache_directory(cfg, arguments, blocks)
+    if not is_built(directory):
+        result = extractor(**arguments)
+        chunks = [result] if isinstance(result, Dataset) else (Dataset(c, source) for c in result)
+        build_blocks(((_finish(chunk, cfg, steps)[:]) for chunk in chunks), directory,
+                     block_records=blocks["records"], name=source)
+    return BlockDataset(directory, blocks["memory_budget"])
+
+
+def dataset_from_config(cfg: Mapping) -> Dataset | BlockDataset:
+    """The dataset a run file's ``data`` block describes (see the module docstring)."""
+    if "source" not in cfg:
+        names = ", ".join(c.name for c in plugins.components("extractor"))
+        raise ConfigError(f"data.source is missing; allowed: {names}")
+    source = cfg["source"]
+    extractor = _extractor(source)
+    arguments = _arguments(source, extractor, cfg)
+    steps = _steps(cfg.get("preprocess", []))
+    if "blocks" in cfg:
+        return _block_dataset(cfg, source, extractor, arguments, steps)
+    return _finish(_in_memory(extractor(**arguments), source), cfg, steps)
+

@@ -66,13 +66,13 @@ def _find(directory: Path, stem: str) -> Path | None:
     return None
 
 
-def load_mnist(directory, *, train: bool = True) -> Dataset:
+def load_mnist(directory, *, train: bool = True, scale: bool = True) -> Dataset:
     """The MNIST training set (60,000) or, with ``train=False``, test set (10,000) from ``directory``.
 
     Looks for ``train-images-idx3-ubyte`` and ``train-labels-idx1-ubyte`` (or
     ``t10k-...``), each optionally ``.gz``. ``inputs`` are the N×28×28 uint8
-    images divided by 255, i.e. float32 in [0, 1]; ``targets`` are the int64
-    digit labels 0..9.
+    images, divided by 255 into float32 in [0, 1] when ``scale`` is true;
+    ``targets`` are the int64 digit labels 0..9.
     """
     directory = Path(directory)
     prefix = "train" if train else "t10k"
@@ -86,5 +86,16 @@ def load_mnist(directory, *, train: bool = True) -> Dataset:
     if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
         raise DataError(f"MNIST files in {directory} do not match: images {images.shape} from {images_path.name}, "
                         f"labels {labels.shape} from {labels_path.name}")
-    inputs = images.astype(np.float32) / 255.0
+    inputs = images.astype(np.float32) / 255.0 if scale else images
     return Dataset({"inputs": inputs, "targets": labels.astype(np.int64)}, f"mnist-{prefix}")
+
+
+def load_idx(path, targets_path=None) -> Dataset:
+    """The IDX extractor: ``inputs`` from one IDX file and, optionally, ``targets`` from another."""
+    sections = {"inputs": read_idx(path)}
+    if targets_path is not None:
+        sections["targets"] = read_idx(targets_path)
+    try:
+        return Dataset(sections, Path(path).name)
+    except DataError as error:
+        raise DataError(f"IDX files {path} and {targets_path} do not match: {error}") from None

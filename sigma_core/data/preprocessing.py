@@ -42,13 +42,14 @@ def one_hot(labels, classes: int, *, name: str = "labels") -> np.ndarray:
             raise DataError(f"{name}: record {record} has label {labels[record]}, not a whole number")
     elif not np.issubdtype(labels.dtype, np.integer):
         raise DataError(f"{name}: one-hot needs integer labels, got dtype {labels.dtype}")
+    labels = labels.astype(np.int64)
     outside = (labels < 0) | (labels >= classes)
     if outside.any():
         record = np.argwhere(outside)[0]
         where = int(record[0]) if len(record) == 1 else tuple(int(i) for i in record)
         raise DataError(f"{name}: label {labels[tuple(record)]} of record {where} is outside "
                         f"0..{classes - 1} ({classes} classes)")
-    return np.eye(classes, dtype=np.float32)[labels.astype(np.int64)]
+    return np.eye(classes, dtype=np.float32)[labels]
 
 
 def normalise(values, low: float = 0.0, high: float = 1.0, *, input_range: Sequence[float] | None = None,

@@ -1,0 +1,190 @@
+"""Block-wise datasets: records cached on disk as ``.npy`` blocks, loaded within a memory budget.
+
+Extraction writes fixed-size blocks of records, one ``.npy`` file per block
+and section, plus a ``manifest.json`` written last; the whole folder is
+renamed into place only when complete (:func:`~sigma_core.data.cache.atomic_dir`),
+so a failed extraction leaves nothing a later run would trust.
+
+A :class:`BlockDataset` indexes records like an in-memory
+:class:`~sigma_core.data.dataset.Dataset` (so the iterators serve both) but
+keeps only as many blocks loaded as fit in half its ``memory_budget``,
+evicting the least recently used; the other half is headroom for batches.
+Its :meth:`~BlockDataset.epoch_order` visits blocks in a random order and
+shuffles records within each, so an epoch loads each block about once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import numpy as np
+
+from sigma_core.data.cache import atomic_dir
+from sigma_core.data.dataset import split_bounds
+from sigma_core.data.errors import DataError
+
+MANIFEST = "manifest.json"
+
+
+def _block_file(directory: Path, block: int, section: str) -> Path:
+    return directory / f"block-{block:05d}.{section}.npy"
+
+
+def build_blocks(chunks: Iterable[Mapping[str, np.ndarray]], directory, *, block_records: int,
+                 name: str = "") -> Path:
+    """Write ``chunks`` (section dicts of any size) to ``directory`` as blocks of ``block_records`` records.
+
+    At most one block plus one chunk is held in memory. Any error while
+    extracting leaves ``directory`` as it was.
+    """
+    if block_records < 1:
+        raise DataError(f"block size must be at least 1 record, got {block_records}")
+    directory = Path(directory)
+    with atomic_dir(directory) as partial:
+        sizes: list[int] = []
+        layout: dict[str, dict] = {}
+        pending: list[Mapping[str, np.ndarray]] = []
+
+        def write(block: Mapping[str, np.ndarray]) -> None:
+            for section, array in block.items():
+                np.save(_block_file(partial, len(sizes), section), np.ascontiguousarray(array))
+            sizes.append(len(next(iter(block.values()))))
+
+        for chunk in chunks:
+            chunk = {section: np.asarray(array) for section, array in chunk.items()}
+            shape = {section: {"dtype": a.dtype.str, "shape": list(a.shape[1:])} for section, a in chunk.items()}
+            if len({len(a) for a in chunk.values()}) != 1:
+                raise DataError(f"dataset {name!r}: a chunk's sections are not aligned on axis 0")
+            if layout and shape != layout:
+                raise DataError(f"dataset {name!r}: a chunk has sections {shape}, earlier ones {layout}")
+            layout = shape
+            pending.append(chunk)
+            while sum(len(next(iter(c.values()))) for c in pending) >= block_records:
+                merged = {s: np.concatenate([c[s] for c in pending]) for s in layout}
+                write({s: a[:block_records] for s, a in merged.items()})
+                rest = {s: a[block_records:] for s, a in merged.items()}
+                pending = [rest] if len(next(iter(rest.values()))) else []
+        if pending:
+            write({s: np.concatenate([c[s] for c in pending]) for s in layout})
+        if not sizes:
+            raise DataError(f"dataset {name!r}: the extractor produced no records")
+        manifest = {"name": name, "sections": layout, "blocks": sizes}
+        (partial / MANIFEST).write_text(json.dumps(manifest, indent=1))
+    return directory
+
+
+def is_built(directory) -> bool:
+    return (Path(directory) / MANIFEST).is_file()
+
+
+class BlockDataset:
+    """Records read block by block from a folder written by :func:`build_blocks`.
+
+    ``memory_budget`` (bytes) bounds the blocks held at once. A dataset made
+    by :meth:`take`, :meth:`select` or a split is a view: it shares the
+    folder and lists the underlying record numbers it holds.
+    """
+
+    def __init__(self, directory, memory_budget: int, *, records: np.ndarray | None = None, name: str | None = None):
+        self.directory = Path(directory)
+        try:
+            manifest = json.loads((self.directory / MANIFEST).read_text())
+        except (OSError, ValueError) as error:
+            raise DataError(f"no complete block cache in {self.directory}: {error}") from None
+        self.name = manifest["name"] if name is None else name
+        self.memory_budget = int(memory_budget)
+        self._layout = {s: (np.dtype(v["dtype"]), tuple(v["shape"])) for s, v in manifest["sections"].items()}
+        self._offsets = np.concatenate([[0], np.cumsum(manifest["blocks"])]).astype(np.int64)
+        record_bytes = sum(dtype.itemsize * int(np.prod(shape)) for dtype, shape in self._layout.values())
+        self._block_bytes = int(max(manifest["blocks"])) * record_bytes
+        if self._block_bytes > self.memory_budget // 2:
+            raise DataError(f"{self.directory}: a block takes {self._block_bytes} bytes, more than half the "
+                            f"memory budget of {self.memory_budget}; rebuild with smaller blocks")
+        total = int(self._offsets[-1])
+        self._records = np.arange(total, dtype=np.int64) if records is None else np.asarray(records, np.int64)
+        self._loaded: OrderedDict[int, dict[str, np.ndarray]] = OrderedDict()
+
+    # --- the record-indexing interface shared with Dataset ------------------
+
+    @property
+    def section_names(self) -> tuple[str, ...]:
+        return tuple(self._layout)
+
+    @property
+    def block_count(self) -> int:
+        return len(self._offsets) - 1
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __repr__(self) -> str:
+        shapes = ", ".join(f"{s}={shape} {dtype}" for s, (dtype, shape) in self._layout.items())
+        return f"BlockDataset({self.name!r}, {len(self)} records in {self.block_count} blocks: {shapes})"
+
+    def __getitem__(self, index) -> dict[str, np.ndarray]:
+        """The records at ``index`` (an index array or a slice) from every section, in that order."""
+        ids = self._records[index]
+        blocks = np.searchsorted(self._offsets, ids, side="right") - 1
+        out = {s: np.empty((len(ids), *shape), dtype) for s, (dtype, shape) in self._layout.items()}
+        for block in np.unique(blocks):
+            rows = blocks == block
+            arrays = self._block(int(block))
+            for section, array in arrays.items():
+                out[section][rows] = array[ids[rows] - self._offsets[block]]
+        return out
+
+    def epoch_order(self, rng: np.random.Generator) -> np.ndarray:
+        """Positions grouped by block: blocks in random order, records shuffled within each."""
+        blocks = np.searchsorted(self._offsets, self._records, side="right") - 1
+        groups = [np.flatnonzero(blocks == block) for block in rng.permutation(np.unique(blocks))]
+        return np.concatenate([rng.permutation(group) for group in groups]) if groups else np.arange(0)
+
+    def select(self, index, name: str | None = None) -> BlockDataset:
+        """A view of the records at ``index``, in that order."""
+        return BlockDataset(self.directory, self.memory_budget, records=self._records[index],
+                            name=self.name if name is None else name)
+
+    def take(self, start: int | None = None, stop: int | None = None) -> BlockDataset:
+        """Records ``[start, stop)`` with Python slice semantics."""
+        return self.select(slice(start, stop))
+
+    def split(self, *fractions: float, shuffle: bool = True, seed: int = 0) -> tuple[BlockDataset, ...]:
+        """Record-wise split by fractions, as :meth:`Dataset.split`; each part keeps file order."""
+        n = len(self)
+        bounds = split_bounds(n, fractions, self.name)
+        order = np.random.default_rng(seed).permutation(n) if shuffle else np.arange(n)
+        return tuple(self.select(np.sort(order[a:b]), f"{self.name}[split {i}]")
+                     for i, (a, b) in enumerate(zip(bounds, bounds[1:])))
+
+    def split_blocks(self, *fractions: float, shuffle: bool = False, seed: int = 0) -> tuple[BlockDataset, ...]:
+        """Block-wise split: whole blocks go to each part, so parts never share a block."""
+        blocks = np.searchsorted(self._offsets, self._records, side="right") - 1
+        present = np.unique(blocks)
+        if shuffle:
+            present = np.random.default_rng(seed).permutation(present)
+        bounds = split_bounds(len(present), fractions, self.name)
+        return tuple(self.select(np.flatnonzero(np.isin(blocks, present[a:b])), f"{self.name}[blocks {i}]")
+                     for i, (a, b) in enumerate(zip(bounds, bounds[1:])))
+
+    # --- block cache --------------------------------------------------------
+
+    def _block(self, block: int) -> dict[str, np.ndarray]:
+        """Block ``block``'s arrays, loading it (and evicting old blocks) when not held."""
+        if block in self._loaded:
+            self._loaded.move_to_end(block)
+            return self._loaded[block]
+        while self._loaded and (len(self._loaded) + 1) * self._block_bytes > self.memory_budget // 2:
+            self._loaded.popitem(last=False)
+        arrays = {}
+        for section in self._layout:
+            path = _block_file(self.directory, block, section)
+            try:
+                arrays[section] = np.load(path, allow_pickle=False)
+            except (OSError, ValueError) as error:
+                raise DataError(f"cannot read cached block {path}: {error}; delete {self.directory} to rebuild it") \
+                    from None
+        self._loaded[block] = arrays
+        return arrays

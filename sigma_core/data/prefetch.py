@@ -1,0 +1,93 @@
+"""Prefetching: prepare the next batches in a background thread while the trainer works.
+
+:class:`PrefetchIterator` wraps any epoch iterator. A worker thread runs the
+wrapped iterator and puts up to ``depth`` finished batches in a queue, so
+gathering (or reading blocks from disk) overlaps with the trainer's step. NumPy
+releases the GIL while copying, so this pays off even in one process.
+
+The wrapper counts the batches it has *handed out*, not the ones the worker
+prepared, so :meth:`state` taken mid-epoch resumes at the right batch; when the
+consumer stops early the worker is stopped and the wrapped iterator rewound to
+the first batch not handed out.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+
+_DONE = object()
+
+
+class PrefetchIterator:
+    """``iterator``'s batches, computed up to ``depth`` ahead in a background thread."""
+
+    def __init__(self, iterator, depth: int = 2):
+        if depth < 1:
+            raise ValueError(f"prefetch depth must be at least 1, got {depth}")
+        self.iterator = iterator
+        self.depth = depth
+
+    @property
+    def dataset(self):
+        return self.iterator.dataset
+
+    def __len__(self) -> int:
+        return len(self.iterator)
+
+    def state(self) -> dict[str, int]:
+        return self.iterator.state()
+
+    def set_state(self, state: dict[str, int]) -> None:
+        self.iterator.set_state(state)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.iterator.set_epoch(epoch)
+
+    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
+        start = self.iterator.state()
+        batches: queue.Queue = queue.Queue(maxsize=self.depth)
+        stop = threading.Event()
+
+        def put(item) -> bool:
+            """Queue ``item`` unless the consumer stopped; bounded waits, so we cannot block forever."""
+            while not stop.is_set():
+                try:
+                    batches.put(item, timeout=0.05)
+                    return True
+                except queue.Full:
+                    pass
+            return False
+
+        def work() -> None:
+            try:
+                for batch in self.iterator:
+                    if not put(batch):
+                        return
+                put(_DONE)
+            except BaseException as error:  # handed to the consumer, raised there
+                put(error)
+
+        worker = threading.Thread(target=work, name="sigma-prefetch", daemon=True)
+        worker.start()
+        handed_out = 0
+        finished = False
+        try:
+            while True:
+                item = batches.get()
+                if item is _DONE:
+                    finished = True
+                    return
+                if isinstance(item, BaseException):
+                    finished = True
+                    raise item
+                handed_out += 1
+                yield item
+        finally:
+            stop.set()
+            worker.join()
+            if not finished:  # stopped early: resume after the last batch handed out, not prepared
+                self.iterator.set_state({"epoch": start["epoch"], "position": start["position"] + handed_out})

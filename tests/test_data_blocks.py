@@ -1,0 +1,177 @@
+"""Block-wise datasets on a disk cache, within a memory budget; and the prefetching iterator."""
+
+from __future__ import annotations
+
+import threading
+import time
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from sigma_core.data import (
+    BlockDataset,
+    DataError,
+    MinibatchIterator,
+    PrefetchIterator,
+    build_blocks,
+    dataset_from_config,
+)
+from sigma_core.data.blocks import is_built
+from sigma_core.data.cache import PARTIAL
+from sigma_core.errors import ConfigError
+
+FEATURES = 256  # float64: 2 KiB per record
+
+
+def numbered_chunks(records: int, chunk: int = 100):
+    """Records whose every input equals its target, produced lazily in chunks."""
+    for start in range(0, records, chunk):
+        ids = np.arange(start, min(records, start + chunk))
+        yield {"inputs": np.repeat(ids[:, None].astype(np.float64), FEATURES, 1), "targets": ids}
+
+
+def assert_aligned(batch):
+    np.testing.assert_array_equal(batch["inputs"][:, 0], batch["targets"])
+    np.testing.assert_array_equal(batch["inputs"][:, -1], batch["targets"])
+
+
+@pytest.fixture(autouse=True)
+def private_data_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("SIGMA_DATA_DIR", str(tmp_path / "cache"))
+
+
+def test_epoch_over_a_dataset_four_times_the_budget_stays_within_it(tmp_path):
+    budget = 4 << 20
+    records = 4 * budget // (FEATURES * 8)  # 16 MiB of inputs
+    def traced_peak(work):
+        """Peak bytes allocated (NumPy's data buffers included) while ``work`` runs."""
+        tracemalloc.start()
+        try:
+            result = work()
+            return result, tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    def epoch(name="big"):
+        dataset = BlockDataset(tmp_path / name, budget)
+        seen = []
+        for batch in MinibatchIterator(dataset, 64, seed=1):
+            assert (batch["inputs"][:, 0] == batch["targets"]).all()  # not np.testing: its imports would count
+            seen.append(batch["targets"])
+        return seen
+
+    # One small round first, so the modules NumPy imports on first use are not counted as data.
+    build_blocks(numbered_chunks(300), tmp_path / "small", block_records=200)
+    epoch("small")
+    _, build_peak = traced_peak(lambda: build_blocks(numbered_chunks(records), tmp_path / "big", block_records=200))
+    seen, epoch_peak = traced_peak(epoch)
+    np.testing.assert_array_equal(np.sort(np.concatenate(seen)), np.arange(records))
+    assert records * FEATURES * 8 >= 4 * budget
+    assert build_peak < budget and epoch_peak < budget, (build_peak, epoch_peak, budget)
+    print(f"peak bytes: build {build_peak:,}, epoch {epoch_peak:,}, budget {budget:,}, data {records * FEATURES * 8:,}")
+
+
+def test_blocks_fetch_in_any_order_and_refetch_the_same_values(tmp_path):
+    build_blocks(numbered_chunks(25, chunk=7), tmp_path / "b", block_records=10)
+    dataset = BlockDataset(tmp_path / "b", 1 << 20)
+    assert dataset.block_count == 3 and len(dataset) == 25
+    batch = dataset[np.array([24, 3, 13])]
+    np.testing.assert_array_equal(batch["targets"], [24, 3, 13])
+    assert_aligned(batch)
+    np.testing.assert_array_equal(dataset[slice(8, 12)]["targets"], [8, 9, 10, 11])
+
+
+def test_record_wise_and_block_wise_splits(tmp_path):
+    build_blocks(numbered_chunks(100), tmp_path / "b", block_records=10)
+    dataset = BlockDataset(tmp_path / "b", 1 << 20)
+    train, test = dataset.split(0.8, 0.2, seed=3)
+    assert (len(train), len(test)) == (80, 20)
+    together = np.concatenate([train[:]["targets"], test[:]["targets"]])
+    np.testing.assert_array_equal(np.sort(together), np.arange(100))
+    first, second = dataset.split_blocks(0.7, 0.3)
+    np.testing.assert_array_equal(first[:]["targets"], np.arange(70))
+    np.testing.assert_array_equal(second.take(0, 3)[:]["targets"], [70, 71, 72])
+
+
+def test_blocks_too_big_for_the_budget_are_refused(tmp_path):
+    build_blocks(numbered_chunks(50), tmp_path / "b", block_records=50)
+    with pytest.raises(DataError, match=r"a block takes 102800 bytes, more than half the memory budget of 100000"):
+        BlockDataset(tmp_path / "b", 100_000)
+
+
+def test_failed_extraction_leaves_no_cache(tmp_path):
+    def failing():
+        yield from numbered_chunks(30, chunk=10)
+        raise DataError("bad.csv line 31: 2 columns, expected 3")
+
+    with pytest.raises(DataError, match="bad.csv line 31"):
+        build_blocks(failing(), tmp_path / "b", block_records=10)
+    assert not is_built(tmp_path / "b") and not (tmp_path / "b").exists()
+    assert not [p for p in tmp_path.iterdir() if PARTIAL in p.name]
+
+
+def test_config_blocks_cache_a_csv_and_reuse_it(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("".join(f"{i},{i * 2},{i % 3}\n" for i in range(50)))
+    cfg = {"source": "csv", "path": str(path), "chunk_records": 7, "one_hot": 3,
+           "preprocess": [{"normalise": {"input_range": [0, 100]}}],
+           "blocks": {"records": 16, "memory_budget": 1 << 20}}
+    dataset = dataset_from_config(cfg)
+    assert isinstance(dataset, BlockDataset) and dataset.block_count == 4
+    np.testing.assert_allclose(dataset[np.array([49])]["inputs"], [[0.49, 0.98]])
+    assert dataset[np.array([49])]["targets"].tolist() == [[0, 1, 0]]
+    stamp = (dataset.directory / "manifest.json").stat().st_mtime_ns
+    assert (dataset_from_config(cfg).directory / "manifest.json").stat().st_mtime_ns == stamp
+    with pytest.raises(ConfigError, match=r"data.preprocess.standardise needs the whole dataset"):
+        dataset_from_config({**cfg, "preprocess": [{"standardise": True}]})
+    bad = tmp_path / "bad.csv"
+    bad.write_text("1,2,0\n3,4\n")
+    with pytest.raises(DataError, match=r"bad.csv line 2"):
+        dataset_from_config({**cfg, "path": str(bad), "preprocess": []})
+    assert not list((tmp_path / "cache" / "blocks").glob(f"*{PARTIAL}*"))
+
+
+# --- prefetching ----------------------------------------------------------------
+
+
+def small_iterator():
+    from sigma_core.data import Dataset
+
+    ids = np.arange(40)
+    return MinibatchIterator(Dataset({"inputs": ids[:, None] * 1.0, "targets": ids}), 8, seed=4)
+
+
+def test_prefetch_yields_the_same_batches_and_state():
+    plain, prefetched = small_iterator(), PrefetchIterator(small_iterator())
+    for _ in range(2):
+        expected = [b["targets"] for b in plain]
+        got = [b["targets"] for b in prefetched]
+        assert all(np.array_equal(a, b) for a, b in zip(expected, got)) and len(got) == len(expected)
+    assert prefetched.state() == plain.state() == {"epoch": 2, "position": 0}
+
+
+def test_prefetch_stopped_early_resumes_after_the_last_batch_handed_out():
+    expected = [b["targets"] for b in small_iterator()]
+    prefetched = PrefetchIterator(small_iterator(), depth=3)
+    for count, _ in enumerate(prefetched, start=1):
+        if count == 2:
+            break
+    time.sleep(0.05)
+    assert prefetched.state() == {"epoch": 0, "position": 2}
+    rest = [b["targets"] for b in prefetched]
+    assert all(np.array_equal(a, b) for a, b in zip(expected[2:], rest)) and len(rest) == 3
+    assert not [t for t in threading.enumerate() if t.name == "sigma-prefetch"]
+
+
+def test_prefetch_passes_errors_to_the_consumer():
+    class Failing:
+        def __iter__(self):
+            yield {"targets": np.zeros(1)}
+            raise DataError("block 3 unreadable")
+
+        def state(self):
+            return {"epoch": 0, "position": 0}
+
+    with pytest.raises(DataError, match="block 3 unreadable"):
+        list(PrefetchIterator(Failing()))

@@ -1,0 +1,123 @@
+"""Sources: local files, downloads (file:// and a loopback HTTP server), checksums, fallback, unpacking."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import hashlib
+import http.server
+import io
+import tarfile
+import threading
+import zipfile
+from functools import partial
+
+import pytest
+
+from sigma_core.data import DataError, data_dir, download, resolve
+from sigma_core.data.cache import PARTIAL
+
+PAYLOAD = b"1,2,3\n4,5,6\n"
+
+
+@pytest.fixture(autouse=True)
+def private_data_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("SIGMA_DATA_DIR", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def http_root(tmp_path):
+    """A loopback HTTP server over a folder; yields (folder, base URL, request log)."""
+    root = tmp_path / "www"
+    root.mkdir()
+    requests = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            requests.append(self.path)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(Handler, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield root, f"http://127.0.0.1:{server.server_port}/", requests
+    server.shutdown()
+    server.server_close()
+
+
+def leftovers(folder):
+    return [p for p in folder.rglob("*") if PARTIAL in p.name]
+
+
+def test_data_dir_follows_the_environment(tmp_path):
+    assert data_dir() == tmp_path / "cache"
+
+
+def test_local_file_and_missing_file(tmp_path):
+    (tmp_path / "a.csv").write_bytes(PAYLOAD)
+    assert resolve(str(tmp_path / "a.csv")) == tmp_path / "a.csv"
+    with pytest.raises(DataError, match=r"file not found: .*nothere.csv"):
+        resolve(tmp_path / "nothere.csv")
+
+
+def test_http_download_is_cached_and_checked(http_root):
+    root, base, requests = http_root
+    (root / "a.csv").write_bytes(PAYLOAD)
+    md5 = hashlib.md5(PAYLOAD).hexdigest()
+    path = resolve(base + "a.csv", md5=md5)
+    assert path.read_bytes() == PAYLOAD and path.is_relative_to(data_dir())
+    assert resolve(base + "a.csv", md5=md5) == path
+    assert len(requests) == 1  # the second resolve used the cached file
+
+
+def test_checksum_mismatch_retries_then_leaves_nothing(tmp_path):
+    (tmp_path / "a.csv").write_bytes(PAYLOAD)
+    url = (tmp_path / "a.csv").as_uri()
+    with pytest.raises(DataError, match=r"sha256 checksum mismatch, expected 00+, got") as error:
+        download(url, tmp_path / "out" / "a.csv", checksums={"sha256": "0" * 64}, backoff=0, progress=False)
+    assert str(error.value).count("attempt") == 3
+    assert not (tmp_path / "out" / "a.csv").exists() and not leftovers(tmp_path / "out")
+
+
+def test_a_cached_file_that_no_longer_matches_is_downloaded_again(tmp_path):
+    (tmp_path / "a.csv").write_bytes(PAYLOAD)
+    target = tmp_path / "out" / "a.csv"
+    target.parent.mkdir()
+    target.write_bytes(b"corrupt")
+    download((tmp_path / "a.csv").as_uri(), target, checksums={"md5": hashlib.md5(PAYLOAD).hexdigest()},
+             progress=False)
+    assert target.read_bytes() == PAYLOAD
+
+
+def test_fallback_uses_the_first_source_that_works_and_reports_all_failures(tmp_path, http_root):
+    root, base, _ = http_root
+    (root / "b.csv").write_bytes(PAYLOAD)
+    path = resolve([str(tmp_path / "missing.csv"), base + "b.csv"])
+    assert path.read_bytes() == PAYLOAD
+    with pytest.raises(DataError, match=r"no source could be used: \[1\] file not found.*\[2\] cannot download"):
+        resolve([str(tmp_path / "missing.csv"), (tmp_path / "gone.csv").as_uri()])
+
+
+def test_compressed_files_and_archives_unpack_once(tmp_path):
+    (tmp_path / "a.csv.gz").write_bytes(gzip.compress(PAYLOAD))
+    (tmp_path / "a.csv.bz2").write_bytes(bz2.compress(PAYLOAD))
+    with zipfile.ZipFile(tmp_path / "z.zip", "w") as archive:
+        archive.writestr("cls/a.csv", PAYLOAD)
+    with tarfile.open(tmp_path / "t.tar.gz", "w:gz") as archive:
+        info = tarfile.TarInfo("inner/a.csv")
+        info.size = len(PAYLOAD)
+        archive.addfile(info, io.BytesIO(PAYLOAD))
+
+    unpacked = resolve(tmp_path / "a.csv.gz")
+    assert unpacked.name == "a.csv" and unpacked.read_bytes() == PAYLOAD
+    stamp = unpacked.stat().st_mtime_ns
+    assert resolve(tmp_path / "a.csv.gz").stat().st_mtime_ns == stamp  # not unpacked again
+    assert resolve(tmp_path / "a.csv.bz2").read_bytes() == PAYLOAD
+    assert (resolve(tmp_path / "z.zip") / "cls" / "a.csv").read_bytes() == PAYLOAD
+    assert (resolve(tmp_path / "t.tar.gz") / "inner" / "a.csv").read_bytes() == PAYLOAD
+
+
+def test_a_corrupt_archive_names_the_file_and_leaves_nothing(tmp_path):
+    (tmp_path / "bad.csv.gz").write_bytes(gzip.compress(PAYLOAD)[:-12])
+    with pytest.raises(DataError, match=r"cannot unpack .*bad.csv.gz"):
+        resolve(tmp_path / "bad.csv.gz")
+    assert not leftovers(data_dir()) and not list(data_dir().rglob("bad.csv"))
