@@ -64,7 +64,7 @@ SCHEMA = {
     "network": {"layers": list},
     "initialisers": None,
     "optimiser": None,
-    "training": {"batch_size": int, "epochs": int, "last_batch": str, "shuffle": bool, "validation_batch_size": int},
+    "training": {"batch_size": int, "epochs": int, "last_batch": str, "shuffle": bool, "validation_batch_size": int, "prefetch": int},
     "checkpoint": {"directory": str, "every_iterations": int, "every_epochs": int, "keep": int},
     "hooks": list,  # [[hooks]] tables, validated by sigma_core.hooks.config
 }
@@ -76,7 +76,7 @@ DEFAULTS = {
     "split": {"validation": 0.2, "shuffle": True},
     "initialisers": {},
     "optimiser": {"type": "sgd", "learning_rate": 0.1},
-    "training": {"batch_size": 32, "epochs": 10, "last_batch": "keep", "shuffle": True, "validation_batch_size": 1000},
+    "training": {"batch_size": 32, "epochs": 10, "last_batch": "keep", "shuffle": True, "validation_batch_size": 1000, "prefetch": 2},
     # off unless every_iterations or every_epochs is set; see sigma_core.checkpoint
     "checkpoint": {"directory": "checkpoints", "every_iterations": 0, "every_epochs": 0, "keep": 3},
     "hooks": [],

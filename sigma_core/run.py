@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from . import backend
 from .architecture import from_layer_list
 from .checkpoint import Checkpoint, load_checkpoint, restore, saver_from_config
-from .data import MinibatchIterator, dataset_from_config
+from .data import MinibatchIterator, PrefetchIterator, dataset_from_config
 from .errors import ConfigError
 from .hooks.config import hooks_from_config
 from .network import Network
@@ -159,6 +159,8 @@ def build_run(config: dict, *, handler_name: str | None = None, handler_source: 
         training, training_cfg["batch_size"], shuffle=training_cfg["shuffle"], seed=seed,
         last_batch=training_cfg["last_batch"],
     )
+    if training_cfg["prefetch"]:  # gather the next batch on a background thread while this one trains
+        iterator = PrefetchIterator(iterator, depth=training_cfg["prefetch"])
     validation = MinibatchIterator(held_out, training_cfg["validation_batch_size"], shuffle=False)
 
     name, source = backend.resolve_handler_name(cli=handler_name, config=config["handler"].get("name"))

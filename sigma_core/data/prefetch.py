@@ -30,6 +30,7 @@ class PrefetchIterator:
             raise ValueError(f"prefetch depth must be at least 1, got {depth}")
         self.iterator = iterator
         self.depth = depth
+        self._progress = None  # (epoch and position at iter() start, batches handed out) while iterating
 
     @property
     def dataset(self):
@@ -39,7 +40,14 @@ class PrefetchIterator:
         return len(self.iterator)
 
     def state(self) -> dict[str, int]:
-        return self.iterator.state()
+        """Where the *consumer* stands: the worker may have prepared batches beyond it."""
+        if self._progress is None:
+            return self.iterator.state()
+        start, handed_out = self._progress
+        position = start["position"] + handed_out
+        if position >= len(self):  # a finished epoch reads as the start of the next, as in EpochIterator
+            return {"epoch": start["epoch"] + 1, "position": 0}
+        return {"epoch": start["epoch"], "position": position}
 
     def set_state(self, state: dict[str, int]) -> None:
         self.iterator.set_state(state)
@@ -74,6 +82,7 @@ class PrefetchIterator:
         worker = threading.Thread(target=work, name="sigma-prefetch", daemon=True)
         worker.start()
         handed_out = 0
+        self._progress = (start, 0)
         finished = False
         try:
             while True:
@@ -84,9 +93,11 @@ class PrefetchIterator:
                 if isinstance(item, BaseException):
                     finished = True
                     raise item
-                handed_out += 1
+                handed_out += 1  # counted before the yield, like EpochIterator
+                self._progress = (start, handed_out)
                 yield item
         finally:
+            self._progress = None
             stop.set()
             worker.join()
             if not finished:  # stopped early: resume after the last batch handed out, not prepared
