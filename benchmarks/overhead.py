@@ -40,9 +40,9 @@ import time
 
 import numpy as np
 
+from sigma_core.bench import HandMLP, make_batches
+
 TARGET_RATIO = 1.3
-BATCH = 100
-N_BATCHES = 20
 DTYPE = np.float32
 
 WORKLOADS = {
@@ -58,18 +58,6 @@ WORKLOADS = {
     "small-mlp": dict(dropouts=(0.0, 0.0), hidden=(128,), optimiser="sgd", lr=0.1, rounds=10, iterations=100),
 }
 ADAGRAD_EPS = 1e-6
-
-
-# -- data -----------------------------------------------------------------------------------
-def make_batches(seed=1234, n=N_BATCHES):
-    rng = np.random.default_rng(seed)
-    return [
-        {
-            "inputs": rng.random((BATCH, 28, 28), dtype=DTYPE),
-            "targets": rng.integers(0, 10, size=BATCH, dtype=np.int64),
-        }
-        for _ in range(n)
-    ]
 
 
 # -- Sigma ----------------------------------------------------------------------------------
@@ -112,107 +100,7 @@ def dense_ids(network):
     return ids
 
 
-# -- the hand-written NumPy loop ---------------------------------------------------------------
-class HandMLP:
-    """The same network, forward + backward + update written directly in NumPy.
-
-    ``params`` is a list of (weights, biases) arrays (copied). ``dropouts`` are
-    the probabilities before each dense layer (0 for none). Every buffer is
-    allocated once; an iteration allocates only NumPy's small temporaries.
-    """
-
-    def __init__(self, params, dropouts, optimiser, lr, rng, batch=BATCH):
-        self.W = [np.array(w, dtype=DTYPE) for w, _ in params]
-        self.b = [np.array(b, dtype=DTYPE) for _, b in params]
-        self.p = list(dropouts)
-        self.optimiser, self.lr = optimiser, lr
-        self.rng = rng
-        n = len(self.W)
-        sizes = [w.shape[0] for w in self.W] + [self.W[-1].shape[1]]
-        self.rows = np.arange(batch)
-        self.masks = [np.empty((batch, sizes[i]), DTYPE) if self.p[i] else None for i in range(n)]
-        self.dropped = [np.empty((batch, sizes[i]), DTYPE) if self.p[i] else None for i in range(n)]
-        self.h = [np.empty((batch, sizes[i + 1]), DTYPE) for i in range(n)]  # layer outputs
-        self.dx = [np.empty((batch, sizes[i]), DTYPE) for i in range(n)]  # grads of layer inputs
-        self.relu_mask = [np.empty((batch, sizes[i + 1]), bool) for i in range(n)]
-        self.gW = [np.empty_like(w) for w in self.W]
-        self.gb = [np.empty_like(b) for b in self.b]
-        self.tmpW = [np.empty_like(w) for w in self.W]
-        self.tmpb = [np.empty_like(b) for b in self.b]
-        self.sqW = [np.zeros_like(w) for w in self.W]
-        self.sqb = [np.zeros_like(b) for b in self.b]
-        self.row_max = np.empty((batch, 1), DTYPE)
-        self.row_sum = np.empty((batch, 1), DTYPE)
-        self.inputs = [None] * n
-
-    def step(self, x, labels) -> float:
-        n = len(self.W)
-        x = x.reshape(x.shape[0], -1)
-        # forward
-        for i in range(n):
-            p = self.p[i]
-            if p:
-                mask = self.masks[i]
-                self.rng.random(out=mask, dtype=DTYPE)
-                np.less(mask, 1.0 - p, out=mask)
-                mask *= 1.0 / (1.0 - p)
-                np.multiply(x, mask, out=self.dropped[i])
-                x = self.dropped[i]
-            self.inputs[i] = x
-            h = self.h[i]
-            np.matmul(x, self.W[i], out=h)
-            h += self.b[i]
-            if i < n - 1:
-                np.maximum(h, 0, out=h)
-            x = h
-        # softmax cross-entropy, shifted by the row max; probabilities overwrite the logits
-        logits = x
-        rows = logits.shape[0]
-        np.max(logits, axis=1, keepdims=True, out=self.row_max)
-        logits -= self.row_max
-        picked = logits[self.rows, labels]
-        np.exp(logits, out=logits)
-        np.sum(logits, axis=1, keepdims=True, out=self.row_sum)
-        logits /= self.row_sum
-        loss = float(np.mean(np.log(self.row_sum[:, 0]) - picked))
-        # backward: d = (softmax - onehot) / rows
-        d = logits
-        d[self.rows, labels] -= 1.0
-        d *= 1.0 / rows
-        for i in range(n - 1, -1, -1):
-            np.matmul(self.inputs[i].T, d, out=self.gW[i])
-            np.sum(d, axis=0, out=self.gb[i])
-            if i == 0:
-                break
-            dx = self.dx[i]
-            np.matmul(d, self.W[i].T, out=dx)
-            if self.p[i]:
-                dx *= self.masks[i]
-            np.greater(self.h[i - 1], 0, out=self.relu_mask[i - 1])
-            np.multiply(dx, self.relu_mask[i - 1], out=dx)
-            d = dx
-        # update
-        if self.optimiser == "sgd":
-            for params, grads, tmps in ((self.W, self.gW, self.tmpW), (self.b, self.gb, self.tmpb)):
-                for param, grad, tmp in zip(params, grads, tmps):
-                    np.multiply(grad, self.lr, out=tmp)
-                    param -= tmp
-        else:  # adagrad: sq += g^2; param -= lr * g / (sqrt(sq) + eps)
-            for params, grads, sqs, tmps in (
-                (self.W, self.gW, self.sqW, self.tmpW),
-                (self.b, self.gb, self.sqb, self.tmpb),
-            ):
-                for param, grad, sq, tmp in zip(params, grads, sqs, tmps):
-                    np.multiply(grad, grad, out=tmp)
-                    sq += tmp
-                    np.sqrt(sq, out=tmp)
-                    tmp += ADAGRAD_EPS
-                    np.divide(grad, tmp, out=tmp)
-                    tmp *= self.lr
-                    param -= tmp
-        return loss
-
-
+# -- the hand-written NumPy loop: sigma_core.bench.HandMLP ----------------------------------------
 def build_hand(spec, trainer, rng_state=None):
     """A HandMLP starting from ``trainer``'s current parameters."""
     state = trainer.network.state_dict()

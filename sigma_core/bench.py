@@ -1,0 +1,567 @@
+"""``sigma bench``: milliseconds per training iteration, Sigma against the alternatives.
+
+Two workloads (issue 4), float32, batch 100, synthetic MNIST-shaped data
+(floats in [0, 1), labels 0-9, a few distinct batches cycled):
+
+* ``sigma-mlp``: Sigma's MNIST network, 784 -> Dropout 0.2 -> Dense 1000 relu
+  -> Dropout 0.4 -> Dense 800 relu -> Dropout 0.4 -> Dense 10 sigmoid ->
+  SoftmaxCE, Adagrad lr 0.02 (eps 1e-6);
+* ``small-mlp``: 784 -> Dense 128 relu -> Dense 10 -> SoftmaxCE, SGD lr 0.1,
+  no dropout; here per-op overhead weighs the most.
+
+Systems: every installed handler that can run here (``sigma-<name>``) through
+the real framework path (Network, Trainer.run_iteration); a hand-written
+NumPy loop of the kind a competent NumPy programmer writes (:class:`HandMLP`:
+preallocated buffers, ``out=`` everywhere); the GEMMs of one step alone
+(``gemms-only``, BLAS with preallocated outputs: the floor for any system
+that leaves matrix products to BLAS); and, only when they are importable
+(never dependencies), PyTorch eager with 2 threads and JAX with the whole
+step under ``jit``.
+
+Every system runs in its own process (so thread pools do not fight), and
+rounds alternate between them (a, b, c, a, b, c, ...) so that drift in
+machine load hits all alike; every iteration is timed on its own. Reported:
+the median over all timed iterations, the min-max of per-round medians,
+samples/s and each system's ratio to ours (the best-ranked Sigma handler).
+With the ``cpu`` handler installed, the first iteration's latency in a fresh
+process is measured with a cold and then a warm numba cache.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+BATCH = 100
+N_BATCHES = 20
+DTYPE = np.float32
+ADAGRAD_EPS = 1e-6
+
+#: hidden layers as (size, dropout before it); the output layer (10, ``output``) follows.
+WORKLOADS = {
+    "sigma-mlp": dict(dropouts=(0.2, 0.4, 0.4), hidden=(1000, 800), output="sigmoid", optimiser="adagrad", lr=0.02),
+    "small-mlp": dict(dropouts=(0.0, 0.0), hidden=(128,), output="none", optimiser="sgd", lr=0.1),
+}
+
+#: (rounds, timed iterations per round, warm-up iterations): >= 200 timed iterations per system.
+FULL = (5, 40, 10)
+QUICK = (2, 10, 3)
+
+
+# -- data -----------------------------------------------------------------------------------
+def make_batches(seed=1234, n=N_BATCHES):
+    rng = np.random.default_rng(seed)
+    return [
+        {
+            "inputs": rng.random((BATCH, 28, 28), dtype=DTYPE),
+            "targets": rng.integers(0, 10, size=BATCH, dtype=np.int64),
+        }
+        for _ in range(n)
+    ]
+
+
+# -- Sigma ----------------------------------------------------------------------------------
+def build_trainer(spec, handler="numpy", seed=0):
+    """A Trainer for ``spec`` on a fresh float32 handler (a name or an instance), initialised."""
+    from sigma_core import backend
+    from sigma_core.constructs import Dense, Dropout, Input, SoftmaxCE
+    from sigma_core.initialisers import Gaussian
+    from sigma_core.network import Network
+    from sigma_core.optimisers import Adagrad, GradientDescent
+    from sigma_core.trainer import Trainer
+
+    layers = Input(28, 28)
+    sizes = spec["hidden"] + (10,)
+    for i, (p, size) in enumerate(zip(spec["dropouts"], sizes)):
+        if p:
+            layers = layers + Dropout(p)
+        layers = layers + Dense(size, "relu" if i < len(sizes) - 1 else spec.get("output", "none"))
+    network = Network(layers + SoftmaxCE(), name=spec.get("name", "network"))
+    if spec["optimiser"] == "adagrad":
+        optimiser = Adagrad(spec["lr"], eps=ADAGRAD_EPS)
+    else:
+        optimiser = GradientDescent(spec["lr"])
+    trainer = Trainer(
+        network,
+        optimiser,
+        training_iterator=[],
+        initialisers={"*.weights": Gaussian(std=0.05), "*.biases": Gaussian(std=0.01)},
+    )
+    if isinstance(handler, str):
+        handler = backend.create_handler(handler, dtype=str(np.dtype(DTYPE)), seed=seed)
+    trainer.initialise(handler)
+    return trainer
+
+
+def dense_parameters(trainer):
+    """(weights, biases) host arrays of the dense layers, in network order."""
+    state = trainer.network.state_dict()
+    return [
+        (state[f"{name}.weights"], state[f"{name}.biases"])
+        for name in trainer.network.layers
+        if f"{name}.weights" in state
+    ]
+
+
+# -- the hand-written NumPy loop ---------------------------------------------------------------
+class HandMLP:
+    """The same network, forward + backward + update written directly in NumPy.
+
+    ``params`` is a list of (weights, biases) arrays (copied). ``dropouts`` are
+    the probabilities before each dense layer (0 for none); hidden layers are
+    relu, the last one ``output_activation`` ("none" or "sigmoid"). Every
+    buffer is allocated once; an iteration allocates only NumPy's small
+    temporaries.
+    """
+
+    def __init__(self, params, dropouts, optimiser, lr, rng, batch=BATCH, output_activation="none"):
+        self.W = [np.array(w, dtype=DTYPE) for w, _ in params]
+        self.b = [np.array(b, dtype=DTYPE) for _, b in params]
+        self.p = list(dropouts)
+        self.optimiser, self.lr = optimiser, lr
+        self.output_activation = output_activation
+        self.rng = rng
+        n = len(self.W)
+        sizes = [w.shape[0] for w in self.W] + [self.W[-1].shape[1]]
+        self.rows = np.arange(batch)
+        self.masks = [np.empty((batch, sizes[i]), DTYPE) if self.p[i] else None for i in range(n)]
+        self.dropped = [np.empty((batch, sizes[i]), DTYPE) if self.p[i] else None for i in range(n)]
+        self.h = [np.empty((batch, sizes[i + 1]), DTYPE) for i in range(n)]  # layer outputs
+        self.dx = [np.empty((batch, sizes[i]), DTYPE) for i in range(n)]  # grads of layer inputs
+        self.relu_mask = [np.empty((batch, sizes[i + 1]), bool) for i in range(n)]
+        self.probs = np.empty((batch, sizes[-1]), DTYPE)
+        self.out_grad = np.empty((batch, sizes[-1]), DTYPE)
+        self.gW = [np.empty_like(w) for w in self.W]
+        self.gb = [np.empty_like(b) for b in self.b]
+        self.tmpW = [np.empty_like(w) for w in self.W]
+        self.tmpb = [np.empty_like(b) for b in self.b]
+        self.sqW = [np.zeros_like(w) for w in self.W]
+        self.sqb = [np.zeros_like(b) for b in self.b]
+        self.row_max = np.empty((batch, 1), DTYPE)
+        self.row_sum = np.empty((batch, 1), DTYPE)
+        self.inputs = [None] * n
+
+    def step(self, x, labels) -> float:
+        n = len(self.W)
+        x = x.reshape(x.shape[0], -1)
+        # forward
+        for i in range(n):
+            p = self.p[i]
+            if p:
+                mask = self.masks[i]
+                self.rng.random(out=mask, dtype=DTYPE)
+                np.less(mask, 1.0 - p, out=mask)
+                mask *= 1.0 / (1.0 - p)
+                np.multiply(x, mask, out=self.dropped[i])
+                x = self.dropped[i]
+            self.inputs[i] = x
+            h = self.h[i]
+            np.matmul(x, self.W[i], out=h)
+            h += self.b[i]
+            if i < n - 1:
+                np.maximum(h, 0, out=h)
+            elif self.output_activation == "sigmoid":  # the overflow-free tanh form
+                h *= 0.5
+                np.tanh(h, out=h)
+                h *= 0.5
+                h += 0.5
+            x = h
+        # softmax cross-entropy, shifted by the row max
+        probs = self.probs
+        rows = probs.shape[0]
+        np.max(x, axis=1, keepdims=True, out=self.row_max)
+        np.subtract(x, self.row_max, out=probs)
+        picked = probs[self.rows, labels]
+        np.exp(probs, out=probs)
+        np.sum(probs, axis=1, keepdims=True, out=self.row_sum)
+        probs /= self.row_sum
+        loss = float(np.mean(np.log(self.row_sum[:, 0]) - picked))
+        # backward: d = (softmax - onehot) / rows, through the output activation
+        d = probs
+        d[self.rows, labels] -= 1.0
+        d *= 1.0 / rows
+        if self.output_activation == "sigmoid":  # y (1 - y)
+            y = self.h[n - 1]
+            np.subtract(1.0, y, out=self.out_grad)
+            self.out_grad *= y
+            d *= self.out_grad
+        for i in range(n - 1, -1, -1):
+            np.matmul(self.inputs[i].T, d, out=self.gW[i])
+            np.sum(d, axis=0, out=self.gb[i])
+            if i == 0:
+                break
+            dx = self.dx[i]
+            np.matmul(d, self.W[i].T, out=dx)
+            if self.p[i]:
+                dx *= self.masks[i]
+            np.greater(self.h[i - 1], 0, out=self.relu_mask[i - 1])
+            np.multiply(dx, self.relu_mask[i - 1], out=dx)
+            d = dx
+        # update
+        if self.optimiser == "sgd":
+            for params, grads, tmps in ((self.W, self.gW, self.tmpW), (self.b, self.gb, self.tmpb)):
+                for param, grad, tmp in zip(params, grads, tmps):
+                    np.multiply(grad, self.lr, out=tmp)
+                    param -= tmp
+        else:  # adagrad: sq += g^2; param -= lr * g / (sqrt(sq) + eps)
+            for params, grads, sqs, tmps in (
+                (self.W, self.gW, self.sqW, self.tmpW),
+                (self.b, self.gb, self.sqb, self.tmpb),
+            ):
+                for param, grad, sq, tmp in zip(params, grads, sqs, tmps):
+                    np.multiply(grad, grad, out=tmp)
+                    sq += tmp
+                    np.sqrt(sq, out=tmp)
+                    tmp += ADAGRAD_EPS
+                    np.divide(grad, tmp, out=tmp)
+                    tmp *= self.lr
+                    param -= tmp
+        return loss
+
+
+def build_hand(spec, trainer, rng_state=None):
+    """A HandMLP starting from ``trainer``'s current parameters."""
+    rng = np.random.Generator(np.random.PCG64(0))
+    if rng_state is not None:
+        rng.bit_generator.state = rng_state
+    return HandMLP(dense_parameters(trainer), spec["dropouts"], spec["optimiser"], spec["lr"], rng,
+                   output_activation=spec.get("output", "none"))
+
+
+class GemmsOnly:
+    """The matrix products of one training step and nothing else, BLAS into preallocated outputs.
+
+    Forward x·W per layer; backward xᵀ·d per layer and d·Wᵀ for every layer
+    but the first (the input needs no gradient). What is left of a system's
+    time after this is everything else: elementwise passes, the optimiser,
+    Python.
+    """
+
+    def __init__(self, params, batch=BATCH):
+        self.W = [np.array(w, dtype=DTYPE) for w, _ in params]
+        self.x = [np.ones((batch, w.shape[0]), DTYPE) for w in self.W]
+        self.h = [np.empty((batch, w.shape[1]), DTYPE) for w in self.W]
+        self.gW = [np.empty_like(w) for w in self.W]
+
+    def step(self, x, labels) -> float:
+        for x, w, h in zip(self.x, self.W, self.h):
+            np.matmul(x, w, out=h)
+        for i in range(len(self.W) - 1, -1, -1):
+            np.matmul(self.x[i].T, self.h[i], out=self.gW[i])
+            if i:
+                np.matmul(self.h[i], self.W[i].T, out=self.x[i])
+        return 0.0
+
+
+# -- optional third-party systems (never dependencies) -------------------------------------------
+def torch_step(spec, params):
+    """PyTorch eager, 2 threads, same network and initial parameters; None if torch is not importable."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(2)
+    torch.manual_seed(0)
+    weights = [torch.tensor(w, requires_grad=True) for w, _ in params]
+    biases = [torch.tensor(b, requires_grad=True) for _, b in params]
+    tensors = weights + biases
+    if spec["optimiser"] == "adagrad":
+        optimiser = torch.optim.Adagrad(tensors, lr=spec["lr"], eps=ADAGRAD_EPS)
+    else:
+        optimiser = torch.optim.SGD(tensors, lr=spec["lr"])
+    dropouts, n = spec["dropouts"], len(weights)
+    functional = torch.nn.functional
+
+    def step(batch):
+        x = torch.from_numpy(batch["inputs"]).reshape(BATCH, -1)
+        labels = torch.from_numpy(batch["targets"])
+        for i in range(n):
+            if dropouts[i]:
+                x = functional.dropout(x, dropouts[i], training=True)
+            x = torch.addmm(biases[i], x, weights[i])
+            if i < n - 1:
+                x = torch.relu(x)
+            elif spec.get("output") == "sigmoid":
+                x = torch.sigmoid(x)
+        loss = functional.cross_entropy(x, labels)
+        optimiser.zero_grad(set_to_none=True)
+        loss.backward()
+        optimiser.step()
+        return loss.item()
+
+    return step
+
+
+def jax_step(spec, params):
+    """JAX with the whole step (forward, grad, update) under one jit; None if jax is not importable."""
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        return None
+    dropouts, lr, n = spec["dropouts"], spec["lr"], len(params)
+    adagrad = spec["optimiser"] == "adagrad"
+
+    def loss_fn(weights, x, labels, key):
+        keys = jax.random.split(key, n)
+        for i, (w, b) in enumerate(weights):
+            if dropouts[i]:
+                keep = 1.0 - dropouts[i]
+                x = jnp.where(jax.random.bernoulli(keys[i], keep, x.shape), x / keep, 0.0)
+            x = x @ w + b
+            if i < n - 1:
+                x = jax.nn.relu(x)
+            elif spec.get("output") == "sigmoid":
+                x = jax.nn.sigmoid(x)
+        logp = jax.nn.log_softmax(x)
+        return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=1))
+
+    @jax.jit
+    def train_step(weights, squares, x, labels, key):
+        key, sub = jax.random.split(key)
+        loss, grads = jax.value_and_grad(loss_fn)(weights, x.reshape(x.shape[0], -1), labels, sub)
+        if adagrad:
+            squares = jax.tree_util.tree_map(lambda s, g: s + g * g, squares, grads)
+            weights = jax.tree_util.tree_map(
+                lambda w, g, s: w - lr * g / (jnp.sqrt(s) + ADAGRAD_EPS), weights, grads, squares
+            )
+        else:
+            weights = jax.tree_util.tree_map(lambda w, g: w - lr * g, weights, grads)
+        return weights, squares, key, loss
+
+    state = {
+        "weights": [(jnp.asarray(w), jnp.asarray(b)) for w, b in params],
+        "key": jax.random.PRNGKey(0),
+    }
+    state["squares"] = jax.tree_util.tree_map(jnp.zeros_like, state["weights"])
+
+    def step(batch):
+        state["weights"], state["squares"], state["key"], loss = train_step(
+            state["weights"], state["squares"], batch["inputs"], batch["targets"], state["key"]
+        )
+        return float(loss)  # waits for the result
+
+    return step
+
+
+# -- timing ----------------------------------------------------------------------------------------
+def time_round(step, batches, start, iterations):
+    """Per-iteration wall times (s) of ``iterations`` steps, after a garbage collection."""
+    gc.collect()
+    times = []
+    for i in range(iterations):
+        batch = batches[(start + i) % len(batches)]
+        t0 = time.perf_counter()
+        step(batch)
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def sigma_handlers(names=None) -> list[str]:
+    """Installed handlers that can run here (or the ones asked for), best-ranked first."""
+    from sigma_core import plugins
+    from sigma_core.backend import _can_run
+
+    components = sorted(plugins.components("handler"), key=lambda c: (-c.rank, c.name))
+    if names:
+        components = [plugins.get("handler", name) for name in names]
+    return [c.name for c in components if _can_run(c)[0]]
+
+
+def system_names(handlers) -> list[str]:
+    """Every system to measure; third-party ones only when importable (looked up, not imported)."""
+    import importlib.util
+
+    names = [f"sigma-{name}" for name in handlers] + ["numpy-loop", "gemms-only"]
+    names += [name for name, module in (("pytorch-eager", "torch"), ("jax-jit", "jax")) if importlib.util.find_spec(module)]
+    return names
+
+
+def make_step(workload, system):
+    """step(batch) for one system on one workload; every system starts from the same parameters."""
+    spec = dict(WORKLOADS[workload], name=workload)
+    reference = build_trainer(spec, "numpy")  # seeded: the same initial parameters in every process
+    if system.startswith("sigma-"):
+        return build_trainer(spec, system.removeprefix("sigma-")).run_iteration
+    if system == "numpy-loop":
+        hand = build_hand(spec, reference)
+        return lambda batch: hand.step(batch["inputs"], batch["targets"])
+    if system == "gemms-only":
+        gemms = GemmsOnly(dense_parameters(reference))
+        return lambda batch: gemms.step(batch["inputs"], batch["targets"])
+    return {"pytorch-eager": torch_step, "jax-jit": jax_step}[system](spec, dense_parameters(reference))
+
+
+def _worker(connection, workload, system):
+    """One system in its own process: runs the rounds it is sent, returns per-iteration times."""
+    step = make_step(workload, system)
+    batches = make_batches()
+    connection.send("ready")
+    while (message := connection.recv()) is not None:
+        start, iterations = message
+        connection.send(time_round(step, batches, start, iterations))
+
+
+#: Pause between two systems' rounds: thread pools (OpenMP, BLAS, XLA) spin-wait
+#: for a while after their last task, and on a small machine a pool still
+#: spinning would steal the cores the next system's round needs.
+SETTLE_S = 0.2
+
+
+def bench_workload(name, handlers, rounds, iterations, warmup):
+    """Alternating rounds over every system, each in its own process.
+
+    Separate processes keep each system's thread pools from competing with
+    another's (PyTorch's OpenMP threads and OpenBLAS's, together on two cores,
+    slow both down many times over), while the rounds still alternate.
+    """
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    systems = system_names(handlers)
+    workers = {}
+    try:
+        for system in systems:
+            ours, theirs = context.Pipe()
+            process = context.Process(target=_worker, args=(theirs, name, system), daemon=True)
+            process.start()
+            workers[system] = (process, ours)
+        for _, connection in workers.values():
+            connection.recv()
+
+        def round_of(system, start, count):
+            time.sleep(SETTLE_S)
+            connection = workers[system][1]
+            connection.send((start, count))
+            return connection.recv()
+
+        for system in systems:
+            round_of(system, 0, warmup)
+        samples = {s: [] for s in systems}
+        round_medians = {s: [] for s in systems}
+        for r in range(rounds):
+            for system in systems:
+                times = round_of(system, r * iterations, iterations)
+                samples[system].extend(times)
+                round_medians[system].append(statistics.median(times))
+    finally:
+        for process, connection in workers.values():
+            connection.send(None)
+            process.join(timeout=10)
+    ours = statistics.median(samples[systems[0]])
+    records = []
+    for system in systems:
+        median = statistics.median(samples[system])
+        records.append({
+            "workload": name,
+            "system": system,
+            "measure": "iteration",
+            "median_ms": round(median * 1e3, 4),
+            "min_ms": round(min(round_medians[system]) * 1e3, 4),
+            "max_ms": round(max(round_medians[system]) * 1e3, 4),
+            "samples_per_s": round(BATCH / median, 1),
+            "ratio_to_ours": round(median / ours, 3),
+            "iterations": len(samples[system]),
+        })
+    return records
+
+
+FIRST_ITERATION = """
+import sys, time
+t0 = time.perf_counter()
+from sigma_core.bench import WORKLOADS, build_trainer, make_batches
+trainer = build_trainer(dict(WORKLOADS[sys.argv[1]], name=sys.argv[1]), sys.argv[2])
+trainer.run_iteration(make_batches(n=1)[0])
+print(time.perf_counter() - t0)
+"""
+
+
+def first_iteration_latency(workload, handler="cpu") -> list[dict]:
+    """Seconds from a fresh process's first import to the end of its first iteration.
+
+    Run twice against one new, empty numba cache directory: the first run
+    compiles every kernel it needs (cold), the second loads them from disk (warm).
+    """
+    records = []
+    with tempfile.TemporaryDirectory(prefix="sigma-numba-cache-") as cache:
+        env = dict(os.environ, SIGMA_NUMBA_CACHE_DIR=cache)
+        for measure in ("first-iteration-cold-cache", "first-iteration-warm-cache"):
+            result = subprocess.run(
+                [sys.executable, "-c", FIRST_ITERATION, workload, handler],
+                env=env, capture_output=True, text=True, check=True,
+            )
+            ms = round(float(result.stdout.split()[-1]) * 1e3, 1)
+            records.append({"workload": workload, "system": f"sigma-{handler}", "measure": measure,
+                            "median_ms": ms, "min_ms": ms, "max_ms": ms})
+    return records
+
+
+def machine() -> str:
+    """CPUs, CPU model, NumPy and its BLAS: the context every number here needs."""
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            model = next(line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    try:
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        blas = f"{blas.get('name', '?')} {blas.get('version', '')}".strip()
+    except Exception:  # older NumPy: no dict mode
+        blas = "unknown BLAS"
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count()
+    return f"{usable} usable CPUs ({model}), numpy {np.__version__}, BLAS {blas}"
+
+
+def run(handlers=None, workloads=None, quick=False, first_iteration=True, log=sys.stderr) -> list[dict]:
+    """Every measurement as JSON-ready records (see the module docstring)."""
+    from sigma_core.errors import SigmaError
+
+    unknown = sorted(set(workloads or ()) - set(WORKLOADS))
+    if unknown:
+        raise SigmaError(f"sigma bench: unknown workload(s) {', '.join(unknown)} (choose from {', '.join(WORKLOADS)})")
+    handlers = sigma_handlers(handlers)
+    if not handlers:
+        raise SigmaError("sigma bench: none of the requested handlers can run here")
+    rounds, iterations, warmup = QUICK if quick else FULL
+    print(f"sigma bench: {machine()}; handlers {', '.join(handlers)}; "
+          f"{rounds} rounds x {iterations} timed iterations per system", file=log)
+    records = []
+    for name in workloads or list(WORKLOADS):
+        records += bench_workload(name, handlers, rounds, iterations, warmup)
+        print(f"sigma bench: {name} done", file=log)
+    if first_iteration and "cpu" in handlers:
+        for name in workloads or list(WORKLOADS):
+            records += first_iteration_latency(name)
+    return records
+
+
+def format_table(records) -> str:
+    lines = [f"{'workload':<11}{'system':<15}{'median ms':>10}{'rounds min-max':>18}{'samples/s':>11}{'vs ours':>9}"]
+    for r in records:
+        if r["measure"] == "iteration":
+            spread = f"{r['min_ms']:.3f}-{r['max_ms']:.3f}"
+            lines.append(f"{r['workload']:<11}{r['system']:<15}{r['median_ms']:>10.3f}{spread:>18}"
+                         f"{r['samples_per_s']:>11.0f}{r['ratio_to_ours']:>8.2f}x")
+    for r in records:
+        if r["measure"] != "iteration":
+            lines.append(f"{r['workload']:<11}{r['system']:<15}{r['measure']}: {r['median_ms']:.0f} ms")
+    return "\n".join(lines)
+
+
+def main(args) -> int:
+    """The ``sigma bench`` command (see :func:`sigma_core.cli.add_bench_parser`)."""
+    records = run(args.handlers, args.workloads, args.quick)
+    print(json.dumps(records, indent=2) if args.json else format_table(records))
+    return 0

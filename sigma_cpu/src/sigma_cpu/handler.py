@@ -1,0 +1,17 @@
+"""The ``cpu`` handler: the NumPy reference handler with numba kernels on the hot paths."""
+
+from sigma_core.handler import Handler
+
+from .kernels import NumbaKernels
+
+
+class NumbaHandler(Handler):
+    """Host memory, BLAS matrix products, numba-compiled fused kernels (float32 or float64).
+
+    Everything but the kernels is inherited: autodiff, sessions and buffer
+    reuse behave exactly as on the NumPy handler, which the conformance kit
+    checks op by op.
+    """
+
+    name = "cpu"
+    kernels_class = NumbaKernels

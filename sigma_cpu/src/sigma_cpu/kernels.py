@@ -1,0 +1,404 @@
+"""numba kernels for the hot paths of a training step; everything else is the NumPy reference.
+
+:class:`NumbaKernels` subclasses :class:`~sigma_core.kernels.ArrayKernels`
+and overrides only what a training step spends its non-GEMM time on. Each
+override replaces a chain of NumPy calls (one pass over memory and one
+Python-to-C round trip each) by one compiled loop:
+
+* ``dense``: BLAS matmul into the pooled output, then bias + relu in one pass;
+* ``activation_backward``: g·f'(y) in one pass (relu, sigmoid, tanh);
+* ``softmax_cross_entropy`` and its backward: one pass per row, cost included;
+* every optimiser update and ``l2_gradient``: one pass over the parameter;
+* ``dropout``: mask generation (a counter-based generator) and application in one pass.
+
+Matrix products stay in BLAS. Outputs come from the handler's buffer pool, so
+a warm training step allocates nothing. An override that meets an array it
+was not written for (not C-contiguous, an unusual dtype) hands the call to
+the reference kernel, which handles everything.
+
+Compilation (see :data:`_jit`): ``error_model="numpy"`` lets LLVM vectorise
+loops containing a division (the default Python error model checks every
+divisor for zero); the fast-math flags allow reassociation and fused
+multiply-adds but not ``nnan``/``ninf``, so a diverging run still produces
+the NaN the trainer stops on. ``cache=True`` keeps the machine code on disk
+(see :mod:`sigma_cpu.numba_cache`, which must run before numba compiles).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy
+
+from sigma_core.errors import ShapeError
+from sigma_core.kernels import ArrayKernels
+
+from . import numba_cache
+
+numba_cache.configure()
+
+import numba  # noqa: E402  (after the cache directory is chosen)
+
+FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
+
+_jit = numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+
+#: Activation names as the integer codes the compiled loops branch on.
+ACTIVATION_CODES = {"none": 0, "relu": 1, "sigmoid": 2, "tanh": 3}
+
+#: Key under which :meth:`NumbaKernels.rng_state` stores the dropout generator, next
+#: to NumPy's bit-generator fields (NumPy ignores unknown keys, so the state also
+#: loads into the NumPy handler, and a NumPy-handler state loads here).
+DROPOUT_STATE = "sigma_cpu_dropout"
+
+_GOLDEN = numpy.uint64(0x9E3779B97F4A7C15)
+_MASK64 = (1 << 64) - 1
+
+
+# -- compiled loops -------------------------------------------------------------------------
+@numba.njit(inline="always", fastmath=FASTMATH, error_model="numpy")
+def _derivative(y, code):
+    """f'(x) of sigmoid and tanh written in terms of the output y = f(x) (relu is a select in the caller)."""
+    if code == 2:
+        return y * (1 - y)
+    if code == 3:
+        return 1 - y * y
+    return 1
+
+
+@_jit
+def _bias_relu(out, bias, use_bias, relu):
+    """out += bias (row-broadcast), then max(out, 0); each row is still in L1 for the second loop."""
+    rows, cols = out.shape
+    for i in range(rows):
+        row = out[i]
+        if use_bias:
+            for j in range(cols):
+                row[j] += bias[j]
+        if relu:
+            for j in range(cols):
+                if row[j] < 0:
+                    row[j] = 0
+
+
+@_jit
+def _activation_backward(g, y, out, code):
+    if code == 1:  # a select, not a multiply: keeps the loop in the array dtype
+        for i in range(out.size):
+            out[i] = g[i] if y[i] > 0 else 0 * g[i]
+    else:
+        for i in range(out.size):
+            out[i] = g[i] * _derivative(y[i], code)
+
+
+@_jit
+def _softmax_ce_indices(logits, targets, probabilities):
+    """Writes softmax rows into ``probabilities``; returns the summed cross-entropy."""
+    rows, cols = logits.shape
+    total = 0.0
+    for i in range(rows):
+        top = logits[i, 0]
+        for j in range(1, cols):
+            top = max(top, logits[i, j])
+        s = 0.0
+        for j in range(cols):
+            e = math.exp(logits[i, j] - top)
+            probabilities[i, j] = e
+            s += e
+        inverse = 1.0 / s
+        for j in range(cols):
+            probabilities[i, j] *= inverse
+        t = targets[i]
+        if t < 0 or t >= cols:
+            raise IndexError("softmax_cross_entropy: a class index is out of range")
+        total += math.log(s) + top - logits[i, t]
+    return total
+
+
+@_jit
+def _softmax_ce_probabilities(logits, targets, probabilities):
+    """As :func:`_softmax_ce_indices`, against target distributions (rows summing to 1 or not)."""
+    rows, cols = logits.shape
+    total = 0.0
+    for i in range(rows):
+        top = logits[i, 0]
+        for j in range(1, cols):
+            top = max(top, logits[i, j])
+        s = 0.0
+        for j in range(cols):
+            e = math.exp(logits[i, j] - top)
+            probabilities[i, j] = e
+            s += e
+        log_s = math.log(s)
+        inverse = 1.0 / s
+        for j in range(cols):
+            probabilities[i, j] *= inverse
+            total -= targets[i, j] * (logits[i, j] - top - log_s)
+    return total
+
+
+@_jit
+def _softmax_ce_backward_indices(probabilities, targets, scale, out):
+    rows, cols = probabilities.shape
+    for i in range(rows):
+        for j in range(cols):
+            out[i, j] = probabilities[i, j] * scale
+        t = targets[i]
+        if t < 0 or t >= cols:
+            raise IndexError("softmax_cross_entropy: a class index is out of range")
+        out[i, t] -= scale
+
+
+@_jit
+def _softmax_ce_backward_probabilities(probabilities, targets, scale, out):
+    for i in range(out.size):
+        out[i] = (probabilities[i] - targets[i]) * scale
+
+
+@_jit
+def _mix64(z):
+    """splitmix64's output function: a bijective avalanche of 64 bits."""
+    z = (z ^ (z >> numpy.uint64(30))) * numpy.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> numpy.uint64(27))) * numpy.uint64(0x94D049BB133111EB)
+    return z ^ (z >> numpy.uint64(31))
+
+
+@_jit
+def _dropout(x, stream, threshold, scale, y, mask):
+    """Element i is kept when the top 53 bits of mix(stream + (i+1)·golden) fall below threshold.
+
+    That is the splitmix64 sequence seeded with ``stream``, indexed rather than
+    iterated, so each element's draw depends on (stream, i) alone: the result
+    does not depend on how the loop is split between threads.
+    """
+    for i in range(x.size):
+        z = _mix64(stream + numpy.uint64(i + 1) * _GOLDEN)
+        m = scale if (z >> numpy.uint64(11)) < threshold else 0 * scale
+        mask[i] = m
+        y[i] = x[i] * m
+
+
+@_jit
+def _l2_gradient(grad, param, out, weight_decay):
+    for i in range(out.size):
+        out[i] = grad[i] + weight_decay * param[i]
+
+
+@_jit
+def _sgd(param, grad, lr):
+    for i in range(param.size):
+        param[i] -= lr * grad[i]
+
+
+@_jit
+def _momentum(param, grad, velocity, lr, momentum, nesterov):
+    for i in range(param.size):
+        v = momentum * velocity[i] + grad[i]
+        velocity[i] = v
+        param[i] -= lr * (grad[i] + momentum * v) if nesterov else lr * v
+
+
+@_jit
+def _adagrad(param, grad, sq, lr, eps):
+    for i in range(param.size):
+        s = sq[i] + grad[i] * grad[i]
+        sq[i] = s
+        param[i] -= lr * grad[i] / (math.sqrt(s) + eps)
+
+
+@_jit
+def _adadelta(param, grad, acc_grad, acc_update, lr, rho, eps):
+    for i in range(param.size):
+        a = rho * acc_grad[i] + (1 - rho) * grad[i] * grad[i]
+        acc_grad[i] = a
+        delta = math.sqrt(acc_update[i] + eps) / math.sqrt(a + eps) * grad[i]
+        acc_update[i] = rho * acc_update[i] + (1 - rho) * delta * delta
+        param[i] -= lr * delta
+
+
+@_jit
+def _rmsprop(param, grad, sq, lr, rho, eps):
+    for i in range(param.size):
+        s = rho * sq[i] + (1 - rho) * grad[i] * grad[i]
+        sq[i] = s
+        param[i] -= lr * grad[i] / (math.sqrt(s) + eps)
+
+
+@_jit
+def _adam(param, grad, m, v, step_size, beta1, beta2, root_correction, eps):
+    for i in range(param.size):
+        mi = beta1 * m[i] + (1 - beta1) * grad[i]
+        vi = beta2 * v[i] + (1 - beta2) * grad[i] * grad[i]
+        m[i] = mi
+        v[i] = vi
+        param[i] -= step_size * mi / (math.sqrt(vi) * root_correction + eps)
+
+
+# -- the kernels ----------------------------------------------------------------------------------
+def _splitmix64(value: int) -> int:
+    """:func:`_mix64` on a Python int (for the per-call stream key, computed once per call)."""
+    z = value & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
+
+
+def _c_contiguous(*arrays) -> bool:
+    return all(a.flags.c_contiguous for a in arrays)
+
+
+class NumbaKernels(ArrayKernels):
+    """:class:`ArrayKernels` with the training step's hot paths compiled by numba."""
+
+    def __init__(self, dtype, seed=None):
+        super().__init__(dtype, seed)
+        self._scalar = self.dtype.type  # hyperparameters enter the loops in the array dtype
+        # The dropout generator's key: an independent child of the seed, so it
+        # never shares a stream with the NumPy generator seeded the same way.
+        child = numpy.random.SeedSequence(seed).spawn(1)[0]
+        self._dropout_key = int(child.generate_state(1, numpy.uint64)[0])
+        self._dropout_calls = 0
+
+    # -- fused forward and backward ---------------------------------------------------------
+    def dense(self, x, weights, bias, activation):
+        """BLAS matmul into the pooled output, then bias and relu in one compiled pass.
+
+        sigmoid, tanh and softplus stay with NumPy: without Intel's SVML numba
+        calls the scalar libm per element, several times slower than NumPy's
+        SIMD ufuncs.
+        """
+        if activation not in ("none", "relu"):
+            return super().dense(x, weights, bias, activation)
+        out = self.matmul(x, weights)
+        if bias is not None and bias.shape != out.shape[-1:]:
+            raise ShapeError(f"dense: bias shape {bias.shape} does not match output shape {out.shape}")
+        if out.ndim == 0 or (bias is None and activation == "none"):  # nothing to fuse
+            return super().dense(x, weights, bias, activation) if out.ndim == 0 else out
+        rows = out.reshape(-1, out.shape[-1])
+        _bias_relu(rows, rows[0] if bias is None else bias, bias is not None, activation == "relu")
+        return out
+
+    def activation_backward(self, name, g, y):
+        if name not in ACTIVATION_CODES or name == "none" or g.shape != y.shape or not _c_contiguous(g, y) or g.dtype != y.dtype:
+            return super().activation_backward(name, g, y)
+        out = self.empty(y.shape)
+        _activation_backward(g.reshape(-1), y.reshape(-1), out.reshape(-1), ACTIVATION_CODES[name])
+        return out
+
+    def _fits_softmax_ce(self, logits, targets) -> bool:
+        """Whether the compiled loops apply: 2-D logits of our dtype, one label or one row of targets per row."""
+        expected = logits.shape[:1] if targets.dtype.kind in "iu" else logits.shape
+        return (
+            logits.ndim == 2 and logits.dtype == self.dtype and targets.shape == expected
+            and _c_contiguous(logits, targets)
+        )
+
+    def softmax_cross_entropy(self, logits, targets):
+        """Probabilities and the mean cost in one pass per row (max, exp, sum, log, pick)."""
+        if not self._fits_softmax_ce(logits, targets):
+            return super().softmax_cross_entropy(logits, targets)
+        probabilities = self.empty(logits.shape)
+        if targets.dtype.kind in "iu":
+            total = _softmax_ce_indices(logits, targets, probabilities)
+        else:
+            total = _softmax_ce_probabilities(logits, targets, probabilities)
+        cost = self.empty(())
+        cost[()] = total / logits.shape[0]
+        return cost, probabilities
+
+    def softmax_cross_entropy_backward(self, g, probabilities, targets):
+        if not self._fits_softmax_ce(probabilities, targets):
+            return super().softmax_cross_entropy_backward(g, probabilities, targets)
+        out = self.empty(probabilities.shape)
+        scale = self._scalar(g / probabilities.shape[0])
+        if targets.dtype.kind in "iu":
+            _softmax_ce_backward_indices(probabilities, targets, scale, out)
+        else:
+            _softmax_ce_backward_probabilities(probabilities.reshape(-1), targets.reshape(-1), scale, out.reshape(-1))
+        return out
+
+    # -- dropout with a counter-based generator --------------------------------------------------
+    def dropout(self, x, p):
+        """Mask and output in one pass; see :func:`_dropout` for the generator.
+
+        Call number c draws from the splitmix64 stream keyed mix(key + c·golden),
+        so a run is reproducible from (seed, number of dropout calls) alone.
+        """
+        if not _c_contiguous(x) or x.dtype != self.dtype:
+            return super().dropout(x, p)
+        stream = _splitmix64(self._dropout_key + self._dropout_calls * int(_GOLDEN))
+        self._dropout_calls += 1
+        keep = 1.0 - p
+        threshold = numpy.uint64(min(int(keep * 2.0**53), 2**53))
+        y, mask = self.empty(x.shape), self.empty(x.shape)
+        _dropout(x.reshape(-1), numpy.uint64(stream), threshold, self._scalar(1.0 / keep), y.reshape(-1), mask.reshape(-1))
+        return y, mask
+
+    def rng_state(self) -> dict:
+        state = dict(super().rng_state())
+        state[DROPOUT_STATE] = {"key": self._dropout_key, "calls": self._dropout_calls}
+        return state
+
+    def set_rng_state(self, state: dict):
+        super().set_rng_state(state)
+        dropout = state.get(DROPOUT_STATE)
+        if dropout is not None:
+            self._dropout_key, self._dropout_calls = int(dropout["key"]), int(dropout["calls"])
+
+    # -- one-pass optimiser updates ----------------------------------------------------------------
+    def _flat(self, *arrays):
+        """1-D views of same-shaped C-contiguous arrays of the handler's dtype, or None."""
+        if not all(a.flags.c_contiguous and a.dtype == self.dtype for a in arrays):
+            return None
+        return tuple(a.reshape(-1) for a in arrays)
+
+    def l2_gradient(self, grad, param, weight_decay):
+        out = self.empty(param.shape)
+        flat = self._flat(grad, param, out)
+        if flat is None:
+            return super().l2_gradient(grad, param, weight_decay)
+        _l2_gradient(*flat, self._scalar(weight_decay))
+        return out
+
+    def sgd_update_(self, param, grad, lr):
+        flat = self._flat(param, grad)
+        if flat is None:
+            return super().sgd_update_(param, grad, lr)
+        _sgd(*flat, self._scalar(lr))
+
+    def momentum_update_(self, param, grad, velocity, lr, momentum, nesterov):
+        flat = self._flat(param, grad, velocity)
+        if flat is None:
+            return super().momentum_update_(param, grad, velocity, lr, momentum, nesterov)
+        s = self._scalar
+        _momentum(*flat, s(lr), s(momentum), bool(nesterov))
+
+    def adagrad_update_(self, param, grad, sq, lr, eps):
+        flat = self._flat(param, grad, sq)
+        if flat is None:
+            return super().adagrad_update_(param, grad, sq, lr, eps)
+        _adagrad(*flat, self._scalar(lr), self._scalar(eps))
+
+    def adadelta_update_(self, param, grad, acc_grad, acc_update, lr, rho, eps):
+        flat = self._flat(param, grad, acc_grad, acc_update)
+        if flat is None:
+            return super().adadelta_update_(param, grad, acc_grad, acc_update, lr, rho, eps)
+        s = self._scalar
+        _adadelta(*flat, s(lr), s(rho), s(eps))
+
+    def rmsprop_update_(self, param, grad, sq, lr, rho, eps):
+        flat = self._flat(param, grad, sq)
+        if flat is None:
+            return super().rmsprop_update_(param, grad, sq, lr, rho, eps)
+        s = self._scalar
+        _rmsprop(*flat, s(lr), s(rho), s(eps))
+
+    def adam_update_(self, param, grad, m, v, lr, beta1, beta2, eps, step):
+        """As the reference: the bias corrections fold into two scalars computed in double."""
+        flat = self._flat(param, grad, m, v)
+        if flat is None:
+            return super().adam_update_(param, grad, m, v, lr, beta1, beta2, eps, step)
+        s = self._scalar
+        step_size = lr / (1.0 - beta1**step)
+        root_correction = 1.0 / math.sqrt(1.0 - beta2**step)
+        _adam(*flat, s(step_size), s(beta1), s(beta2), s(root_correction), s(eps))

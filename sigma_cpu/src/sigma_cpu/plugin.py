@@ -1,0 +1,25 @@
+"""Registers the ``cpu`` handler; imports nothing heavy (every ``sigma`` command runs this)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from sigma_core.hookspecs import hookimpl
+
+
+def numba_installed() -> tuple[bool, str]:
+    """Looks for numba without importing it (importing numba costs ~0.3 s)."""
+    if importlib.util.find_spec("numba") is None:
+        return False, "numba is not installed"
+    return True, ""
+
+
+@hookimpl
+def register_handlers(register):
+    register(
+        "cpu",
+        "sigma_cpu.handler:NumbaHandler",
+        rank=10,  # above the NumPy handler (0): auto picks this one when numba is there
+        check=numba_installed,
+        description="numba-compiled fused kernels on the CPU, BLAS matrix products",
+    )

@@ -1,0 +1,167 @@
+"""The numba ``cpu`` handler (distribution ``sigmann-cpu``): conformance, selection, kernels, training.
+
+Skipped as a whole when numba or the distribution is not installed, so the
+core's suite runs without it. The first run compiles the kernels (tens of
+seconds on two cores); numba's on-disk cache makes later runs fast.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy
+import pytest
+
+pytest.importorskip("numba")
+pytest.importorskip("sigma_cpu")
+
+from sigma_core import backend, cli  # noqa: E402
+from sigma_core.handlers.numpy_handler import NumpyHandler  # noqa: E402
+from sigma_core.testing import HandlerConformance  # noqa: E402
+from sigma_cpu import numba_cache  # noqa: E402
+from sigma_cpu.handler import NumbaHandler  # noqa: E402
+from sigma_cpu.kernels import NumbaKernels  # noqa: E402
+
+
+class TestNumbaHandlerConformance(HandlerConformance):
+    handler_factory = NumbaHandler
+
+
+# -- registration and selection --------------------------------------------------------------
+def test_plugins_lists_cpu_as_available(capsys):
+    assert cli.main(["plugins", "--json"]) == 0
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out) if row["kind"] == "handler"}
+    assert rows["cpu"]["available"] and rows["cpu"]["distribution"] == "sigmann-cpu"
+    assert rows["cpu"]["rank"] > rows["numpy"]["rank"]
+
+
+def test_auto_selects_cpu_and_names_select_it():
+    assert isinstance(backend.create_handler("auto"), NumbaHandler)
+    assert isinstance(backend.create_handler("cpu", dtype="float64"), NumbaHandler)
+
+
+def test_importing_the_plugin_does_not_import_numba():
+    import subprocess
+    import sys
+
+    code = "import sys, sigma_cpu.plugin; print('numba' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+# -- the numba cache directory -------------------------------------------------------------------
+def test_cache_dir_precedence():
+    choose = numba_cache.choose_cache_dir
+    assert choose({"SIGMA_NUMBA_CACHE_DIR": "/x", "NUMBA_CACHE_DIR": "/y"}, package_writable=True) == "/x"
+    assert choose({"NUMBA_CACHE_DIR": "/y"}, package_writable=False) is None  # numba's own setting stands
+    assert choose({}, package_writable=True) is None  # numba's default: next to the kernels
+    fallback = choose({}, package_writable=False)
+    assert fallback.endswith("numba") and "sigmann" in fallback
+
+
+# -- kernels against the NumPy reference -----------------------------------------------------------
+OPTIMISER_UPDATES = {
+    "sgd": ("sgd_update_", 0, (0.1,)),
+    "momentum": ("momentum_update_", 1, (0.1, 0.9, False)),
+    "nesterov": ("momentum_update_", 1, (0.1, 0.9, True)),
+    "adagrad": ("adagrad_update_", 1, (0.02, 1e-6)),
+    "adadelta": ("adadelta_update_", 2, (1.0, 0.95, 1e-6)),
+    "rmsprop": ("rmsprop_update_", 1, (0.01, 0.9, 1e-8)),
+    "adam": ("adam_update_", 2, (0.001, 0.9, 0.999, 1e-8, 3)),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", sorted(OPTIMISER_UPDATES))
+def test_optimiser_kernels_match_the_reference(name, dtype):
+    method, n_memory, hyper = OPTIMISER_UPDATES[name]
+    rng = numpy.random.default_rng(0)
+    param = rng.standard_normal((30, 40)).astype(dtype)
+    memory = [numpy.abs(rng.standard_normal(param.shape)).astype(dtype) for _ in range(n_memory)]
+    ours, reference = NumbaKernels(dtype), NumpyHandler(dtype).kernels
+    states = {k: (param.copy(), [m.copy() for m in memory]) for k in ("ours", "reference")}
+    for step in range(3):  # several steps: the memory buffers feed back
+        grad = rng.standard_normal(param.shape).astype(dtype)
+        for key, kernels in (("ours", ours), ("reference", reference)):
+            p, mem = states[key]
+            getattr(kernels, method)(p, grad, *mem, *hyper)
+    tolerance = {"float32": {"rtol": 1e-5, "atol": 1e-6}, "float64": {"rtol": 1e-12, "atol": 1e-12}}[dtype]
+    for ours_array, reference_array in zip([states["ours"][0], *states["ours"][1]], [states["reference"][0], *states["reference"][1]]):
+        numpy.testing.assert_allclose(ours_array, reference_array, **tolerance, err_msg=name)
+    grad = rng.standard_normal(param.shape).astype(dtype)
+    numpy.testing.assert_allclose(ours.l2_gradient(grad, param, 1e-3), reference.l2_gradient(grad, param, 1e-3), **tolerance)
+
+
+def test_softmax_cross_entropy_rejects_out_of_range_labels():
+    h = NumbaHandler("float32")
+    with pytest.raises(IndexError):
+        h.softmax_cross_entropy(h.zeros((2, 3)), h.asarray(numpy.array([0, 3])))
+
+
+# -- dropout: a counter-based generator ---------------------------------------------------------------
+def _dropout_masks(handler, calls=3):
+    x = handler.ones((64, 50))
+    return [handler.dropout(x, 0.4).to_numpy() for _ in range(calls)]
+
+
+def test_dropout_is_reproducible_from_the_seed_and_the_rng_state():
+    first, again, other = (_dropout_masks(NumbaHandler("float32", seed=s)) for s in (5, 5, 6))
+    for a, b, c in zip(first, again, other):
+        numpy.testing.assert_array_equal(a, b)
+        assert not numpy.array_equal(a, c)
+    assert not numpy.array_equal(first[0], first[1])  # each call draws afresh
+    h = NumbaHandler("float32", seed=5)
+    h.dropout(h.ones((3,)), 0.5)
+    state = json.loads(json.dumps(h.rng_state()))  # checkpoints store it as JSON
+    after = _dropout_masks(h)
+    h.set_rng_state(state)
+    for a, b in zip(after, _dropout_masks(h)):
+        numpy.testing.assert_array_equal(a, b)
+
+
+def test_dropout_keeps_the_expected_fraction():
+    h = NumbaHandler("float64", seed=1)
+    mask = h.dropout(h.ones((400, 500)), 0.3)
+    kept = mask.to_numpy() != 0
+    assert abs(kept.mean() - 0.7) < 0.005  # 200,000 draws: standard error 0.001
+    numpy.testing.assert_allclose(mask.to_numpy()[kept], 1 / 0.7)
+
+
+# -- training --------------------------------------------------------------------------------------------
+def _mlp_trainer(handler, dropout=True):
+    from sigma_core.constructs import Dense, Dropout, Input, SoftmaxCE
+    from sigma_core.network import Network
+    from sigma_core.optimisers import Adagrad
+    from sigma_core.trainer import Trainer
+
+    layers = Input(200)
+    if dropout:
+        layers = layers + Dropout(0.2)
+    network = Network(layers + Dense(300, "relu") + Dense(10, "sigmoid") + SoftmaxCE())
+    trainer = Trainer(network, Adagrad(0.02), training_iterator=[])
+    trainer.initialise(handler)
+    return trainer
+
+
+def test_training_steps_allocate_nothing_after_warm_up():
+    h = NumbaHandler("float32", seed=0)
+    trainer = _mlp_trainer(h)
+    rng = numpy.random.default_rng(0)
+    batch = {"inputs": rng.random((100, 200), dtype=numpy.float32), "targets": rng.integers(0, 10, 100)}
+    trainer.run_iteration(batch)
+    warm = h.allocations
+    for _ in range(3):
+        trainer.run_iteration(batch)
+    assert h.allocations == warm, f"{h.allocations - warm} new buffers after the warm-up step"
+
+
+@pytest.mark.slow
+def test_training_digits_matches_the_numpy_handler(tmp_path):
+    accuracy = {}
+    for name in ("numpy", "cpu"):
+        out = tmp_path / f"{name}.json"
+        assert cli.main(["train", "examples/digits.toml", "--handler", name, "--quiet", "--out", str(out)]) == 0
+        summary = json.loads(out.read_text())
+        assert summary["handler"] == name
+        accuracy[name] = summary["accuracy"]
+    assert accuracy["cpu"] > 0.9
+    assert abs(accuracy["cpu"] - accuracy["numpy"]) <= 0.02, accuracy
