@@ -31,19 +31,16 @@ sigma/hand-written ratio is over the 1.3x target (never with ``--quick``).
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import statistics
 import sys
-import time
 
 import numpy as np
 
-from sigma_core.bench import HandMLP, make_batches
+from sigma_core.bench import build_hand, build_trainer, dense_parameters, make_batches, time_round
 
 TARGET_RATIO = 1.3
-DTYPE = np.float32
 
 WORKLOADS = {
     # hidden layers as (size, dropout before it); the output layer (10, linear) follows
@@ -57,64 +54,13 @@ WORKLOADS = {
     ),
     "small-mlp": dict(dropouts=(0.0, 0.0), hidden=(128,), optimiser="sgd", lr=0.1, rounds=10, iterations=100),
 }
-ADAGRAD_EPS = 1e-6
 
 
 # -- Sigma ----------------------------------------------------------------------------------
-def build_sigma(spec, seed=0):
-    """A Trainer for ``spec`` on a fresh float32 NumPy handler, initialised."""
-    from sigma_core.constructs import Dense, Dropout, Input, SoftmaxCE
-    from sigma_core.handlers.numpy_handler import NumpyHandler
-    from sigma_core.initialisers import Gaussian
-    from sigma_core.network import Network
-    from sigma_core.optimisers import Adagrad, GradientDescent
-    from sigma_core.trainer import Trainer
-
-    layers = Input(28, 28)
-    sizes = spec["hidden"] + (10,)
-    for i, (p, size) in enumerate(zip(spec["dropouts"], sizes)):
-        if p:
-            layers = layers + Dropout(p)
-        layers = layers + Dense(size, "relu" if i < len(sizes) - 1 else "none")
-    network = Network(layers + SoftmaxCE(), name=spec.get("name", "network"))
-    if spec["optimiser"] == "adagrad":
-        optimiser = Adagrad(spec["lr"], eps=ADAGRAD_EPS)
-    else:
-        optimiser = GradientDescent(spec["lr"])
-    trainer = Trainer(
-        network,
-        optimiser,
-        training_iterator=[],
-        initialisers={"*.weights": Gaussian(std=0.05), "*.biases": Gaussian(std=0.01)},
-    )
-    trainer.initialise(NumpyHandler(str(np.dtype(DTYPE)), seed=seed))
-    return trainer
-
-
-def dense_ids(network):
-    """Parameter ids (weights, biases) of the dense layers, in network order."""
-    ids = []
-    for name in network.layers:
-        if f"{name}.weights" in network.parameters:
-            ids.append((f"{name}.weights", f"{name}.biases"))
-    return ids
-
-
-# -- the hand-written NumPy loop: sigma_core.bench.HandMLP ----------------------------------------
-def build_hand(spec, trainer, rng_state=None):
-    """A HandMLP starting from ``trainer``'s current parameters."""
-    state = trainer.network.state_dict()
-    params = [(state[w], state[b]) for w, b in dense_ids(trainer.network)]
-    rng = np.random.Generator(np.random.PCG64(0))
-    if rng_state is not None:
-        rng.bit_generator.state = rng_state
-    return HandMLP(params, spec["dropouts"], spec["optimiser"], spec["lr"], rng)
-
-
 # -- checks and timing ----------------------------------------------------------------------------
 def check_agreement(name, spec, batches, steps=3, tolerance=1e-4):
     """Same start, same dropout stream: losses within ``tolerance``, parameters close."""
-    trainer = build_sigma(spec)
+    trainer = build_trainer(spec, "numpy")
     rng_state = trainer.handler.kernels.rng.bit_generator.state  # the dropout stream, from here on
     hand = build_hand(spec, trainer, rng_state)
     worst = 0.0
@@ -124,27 +70,15 @@ def check_agreement(name, spec, batches, steps=3, tolerance=1e-4):
         n = hand.step(batch["inputs"], batch["targets"])
         worst = max(worst, abs(s - n))
         assert abs(s - n) <= tolerance, f"{name}: iteration {i + 1} loss sigma {s!r} vs hand-written {n!r}"
-    state = trainer.network.state_dict()
     param_diff = 0.0
-    for (w, b), hw, hb in zip(dense_ids(trainer.network), hand.W, hand.b):
-        param_diff = max(param_diff, float(np.abs(state[w] - hw).max()), float(np.abs(state[b] - hb).max()))
+    for (w, b), hw, hb in zip(dense_parameters(trainer), hand.W, hand.b):
+        param_diff = max(param_diff, float(np.abs(w - hw).max()), float(np.abs(b - hb).max()))
     assert param_diff <= 1e-3, f"{name}: parameters differ by {param_diff} after {steps} iterations"
     return worst, param_diff
 
 
-def time_round(step, batches, start, iterations):
-    gc.collect()
-    times = []
-    for i in range(iterations):
-        batch = batches[(start + i) % len(batches)]
-        t0 = time.perf_counter()
-        step(batch)
-        times.append(time.perf_counter() - t0)
-    return times
-
-
 def bench(spec, batches, rounds, iterations, warmup):
-    trainer = build_sigma(spec)
+    trainer = build_trainer(spec, "numpy")
     hand = build_hand(spec, trainer)
     systems = {
         "sigma": lambda batch: trainer.run_iteration(batch),
