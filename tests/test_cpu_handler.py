@@ -8,19 +8,17 @@ seconds on two cores); numba's on-disk cache makes later runs fast.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy
 import pytest
 
-pytest.importorskip("numba")
-pytest.importorskip("sigma_cpu")
-
-from sigma_core import backend, cli  # noqa: E402
-from sigma_core.handlers.numpy_handler import NumpyHandler  # noqa: E402
-from sigma_core.testing import HandlerConformance  # noqa: E402
-from sigma_cpu import numba_cache  # noqa: E402
-from sigma_cpu.handler import NumbaHandler  # noqa: E402
-from sigma_cpu.kernels import NumbaKernels  # noqa: E402
+from sigma_core import backend, cli, plugins
+from sigma_core.handlers.numpy_handler import NumpyHandler
+from sigma_core.testing import HandlerConformance
+from sigma_cpu import numba_cache
+from sigma_cpu.handler import NumbaHandler
+from sigma_cpu.kernels import NumbaKernels
 
 
 class TestNumbaHandlerConformance(HandlerConformance):
@@ -165,3 +163,16 @@ def test_training_digits_matches_the_numpy_handler(tmp_path):
         accuracy[name] = summary["accuracy"]
     assert accuracy["cpu"] > 0.9
     assert abs(accuracy["cpu"] - accuracy["numpy"]) <= 0.02, accuracy
+
+
+def test_without_the_cpu_plugin_the_core_still_trains_and_names_the_missing_handler(monkeypatch, tmp_path, capsys):
+    """As if sigmann-cpu were uninstalled: built-ins only, numpy trains, asking for cpu is one clear error."""
+    monkeypatch.setenv("SIGMA_PLUGINS", "")
+    plugins.reset()
+    assert "cpu" not in [c.name for c in plugins.components("handler")]
+    config = str(Path(__file__).resolve().parents[1] / "examples" / "xor.toml")
+    assert cli.main(["train", config, "--quiet", "--out", str(tmp_path / "r.json")]) == 0
+    assert json.loads((tmp_path / "r.json").read_text())["handler"] == "numpy"
+    capsys.readouterr()
+    assert cli.main(["train", config, "--quiet", "--handler", "cpu"]) == 2
+    assert "unknown handler 'cpu' (available: numpy)" in capsys.readouterr().err
