@@ -33,15 +33,14 @@ import hashlib
 import io
 import json
 import logging
-import os
 import re
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy
 
+from .atomic import atomic_write
 from .errors import SigmaError
 
 log = logging.getLogger("sigma")
@@ -134,25 +133,10 @@ def _digest(members: dict) -> str:
 
 
 def _write_atomically(path: Path, members: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as stream:
-            with zipfile.ZipFile(stream, "w", zipfile.ZIP_STORED) as archive:
-                for name, data in members.items():
-                    archive.writestr(name, data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    # The rename is durable only once the directory entry is on disk too.
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+    with atomic_write(path) as stream:
+        with zipfile.ZipFile(stream, "w", zipfile.ZIP_STORED) as archive:
+            for name, data in members.items():
+                archive.writestr(name, data)
 
 
 # -- reading ---------------------------------------------------------------------------------------------

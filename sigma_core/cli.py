@@ -204,21 +204,11 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def _write_json_atomically(path, payload) -> None:
-    """Write JSON via a temporary file and rename, so a crash never leaves half a file."""
-    import os
-    import tempfile
+    """Write JSON so that a crash never leaves half a file."""
+    from sigma_core.atomic import atomic_write
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as stream:
-            json.dump(payload, stream, indent=2)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with atomic_write(path, "w") as stream:
+        json.dump(payload, stream, indent=2)
 
 
 # --- sigma eval -------------------------------------------------------------
