@@ -561,7 +561,7 @@ def format_table(records) -> str:
 
 
 def main(args) -> int:
-    """The ``sigma bench`` command (see :func:`sigma_core.cli.add_bench_parser`)."""
+    """The ``sigma bench`` command (see :mod:`sigma_core.cli.bench`)."""
     records = run(args.handlers, args.workloads, args.quick)
     print(json.dumps(records, indent=2) if args.json else format_table(records))
     return 0

@@ -1,0 +1,25 @@
+"""``sigma bench``: time training iterations on every handler (see :mod:`sigma_core.bench`)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "bench",
+        help="time training iterations on every installed handler (and PyTorch/JAX if present)",
+        description="Median ms per training iteration of two MLP workloads on every installed "
+        "handler, a hand-written NumPy loop, and PyTorch/JAX when importable.",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON records instead of a table")
+    parser.add_argument("--quick", action="store_true", help="few iterations, for a smoke test")
+    parser.add_argument("--handlers", nargs="+", metavar="NAME", help="only these handlers (default: all that run here)")
+    parser.add_argument("--workloads", nargs="+", metavar="NAME", help="only these workloads: sigma-mlp, small-mlp")
+    parser.set_defaults(run=run_bench)
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    from sigma_core import bench
+
+    return bench.main(args)

@@ -1,0 +1,69 @@
+"""``sigma eval``: accuracy and cost of a checkpoint on a dataset of its run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from sigma_core.errors import SigmaError
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "eval",
+        help="accuracy and cost of a checkpoint on a dataset",
+        description="Load a checkpoint's parameters and report accuracy and cost on a dataset of its run: "
+        "the held-out split by default.",
+    )
+    parser.add_argument("checkpoint", help="checkpoint file (.ckpt)")
+    parser.add_argument("--data-config", metavar="RUNFILE",
+                        help="take [data] and [split] from this run file instead of the checkpoint's run config")
+    parser.add_argument("--dataset", default="validation",
+                        help="validation (the held-out split, default) or training")
+    parser.add_argument("--handler", help="computation handler (any: parameters load across handlers)")
+    parser.add_argument("--dtype", choices=("float32", "float64"), help="default: the checkpoint's")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show tracebacks and debug logging")
+    parser.set_defaults(run=run_eval)
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    import copy
+
+    from sigma_core import config as run_config
+    from sigma_core.checkpoint import load_checkpoint
+    from sigma_core.data import MinibatchIterator
+    from sigma_core.run import build_run
+
+    checkpoint = load_checkpoint(args.checkpoint)
+    cfg = copy.deepcopy(checkpoint.config)
+    if args.data_config:
+        data_cfg = run_config.load(args.data_config)
+        if cfg is None:
+            cfg = data_cfg
+        else:
+            cfg["data"], cfg["split"] = data_cfg["data"], data_cfg["split"]
+    if cfg is None:
+        raise SigmaError(f"{args.checkpoint}: the checkpoint has no run config (saved from code); "
+                         "pass --data-config RUNFILE")
+    cfg["handler"]["dtype"] = args.dtype or checkpoint.metadata["handler"]["dtype"]
+    run = build_run(cfg, handler_name=args.handler)
+    trainer = run.trainer
+    trainer.initialise(run.handler)
+    trainer.network.load_state_dict(checkpoint.parameters)
+    datasets = dict(trainer.validation)
+    datasets["training"] = MinibatchIterator(
+        trainer.training_iterator.dataset, cfg["training"]["validation_batch_size"], shuffle=False
+    )
+    if args.dataset not in datasets:
+        raise SigmaError(f"no dataset {args.dataset!r} (choose one of {', '.join(datasets)})")
+    report = trainer.evaluate(datasets[args.dataset])
+    report.update(checkpoint=str(args.checkpoint), dataset=args.dataset, epoch=checkpoint.trainer["epoch"],
+                  iteration=checkpoint.trainer["iteration"], handler=run.handler.name, dtype=run.handler.dtype)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(f"{args.checkpoint}: {report['dataset']} ({report['records']} records): "
+              f"accuracy {report['accuracy']:.2%}, cost {report['cost']:.4f}")
+    return 0
