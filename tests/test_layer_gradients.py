@@ -179,6 +179,31 @@ def test_dense_activations(activation):
         assert numpy.all(grads["layer.biases"][dead.all(axis=0)] == 0.0)
 
 
+SWISH_PLUGIN = """
+    from sigma_core.hookspecs import hookimpl
+
+    def swish(h, x):
+        return x * h.sigmoid(x)
+
+    @hookimpl
+    def register_activations(register):
+        register("swish", swish, aliases=("silu",))
+"""
+
+
+def test_dense_with_a_plugin_activation(fake_site):
+    """An activation a plugin registers is applied after the dense product and differentiated."""
+    fake_site.add("swish-plugin", entry_points={"swish": "swish_plugin_mod"}, modules={"swish_plugin_mod": SWISH_PLUGIN})
+    handler, network = build(Input(4) + Dense(5, "silu", name="layer") + SquaredDifference())
+    x = data(BATCH, 4)
+    externals = {"inputs": x, "targets": data(BATCH, 5, seed=1)}
+    check_gradients(handler, network, externals)
+    z = x @ network.parameters["layer.weights"].to_numpy() + network.parameters["layer.biases"].to_numpy()
+    expected = z / (1.0 + numpy.exp(-z))
+    got = network.forward({k: handler.asarray(v) for k, v in externals.items()}).outputs["predictions"].to_numpy()
+    numpy.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
 def test_dense_without_bias():
     handler, network = build(Input(4) + Dense(3, "tanh", bias=False, name="layer") + SquaredDifference())
     assert list(network.parameters) == ["layer.weights"]
