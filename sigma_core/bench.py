@@ -250,6 +250,7 @@ class GemmsOnly:
         self.x = [np.ones((batch, w.shape[0]), DTYPE) for w in self.W]
         self.h = [np.empty((batch, w.shape[1]), DTYPE) for w in self.W]
         self.gW = [np.empty_like(w) for w in self.W]
+        self.dx = [np.empty_like(x) for x in self.x]  # not into x: feeding back would overflow to inf
 
     def step(self, x, labels) -> float:
         for x, w, h in zip(self.x, self.W, self.h):
@@ -257,7 +258,7 @@ class GemmsOnly:
         for i in range(len(self.W) - 1, -1, -1):
             np.matmul(self.x[i].T, self.h[i], out=self.gW[i])
             if i:
-                np.matmul(self.h[i], self.W[i].T, out=self.x[i])
+                np.matmul(self.h[i], self.W[i].T, out=self.dx[i])
         return 0.0
 
 

@@ -1,8 +1,10 @@
 """Environment: holds trainers and runs them (Sigma's SigmaEnvironment).
 
 Each trainer gets its own handler and operator. Trainers run one after the
-other; the environment is the place where monitors and, later, multi-trainer
-scheduling attach.
+other, or with ``concurrent=True`` each on its own thread at the same time,
+as Sigma's environment starts all its operators. A handler keeps per-run
+state (its buffer session, tape and random generator), so concurrent
+trainers must not share one.
 """
 
 from __future__ import annotations
@@ -16,25 +18,52 @@ class Environment:
 
     def __init__(self, name: str = "sigma"):
         self.name = name
-        self._runs = {}  # trainer name -> (trainer, handler, epochs, observers)
+        self._runs = {}  # trainer name -> (trainer, handler, epochs, observers, hooks)
         self.operators = {}
 
-    def add_trainer(self, trainer, handler, *, epochs: int, observers=()):
+    def add_trainer(self, trainer, handler, *, epochs: int, observers=(), hooks=()):
+        """Add ``trainer`` to run on ``handler`` for ``epochs``, with its operator's observers and hooks."""
         if trainer.name in self._runs:
             raise SigmaError(f"environment {self.name!r} already has a trainer named {trainer.name!r}")
-        self._runs[trainer.name] = (trainer, handler, epochs, list(observers))
+        self._runs[trainer.name] = (trainer, handler, epochs, list(observers), list(hooks))
 
     @property
     def trainers(self) -> list:
         return [run[0] for run in self._runs.values()]
 
-    def run(self) -> dict:
-        """Initialise and train every trainer; returns its epoch reports by trainer name."""
-        results = {}
-        for name, (trainer, handler, epochs, observers) in self._runs.items():
+    def run(self, *, concurrent: bool = False) -> dict:
+        """Initialise and train every trainer; returns its epoch reports by trainer name.
+
+        With ``concurrent`` every trainer trains on its own thread; this
+        returns when all have finished, and raises the first failure (in the
+        order the trainers were added) naming its trainer.
+        """
+        if concurrent:
+            self._check_handlers_unshared()
+        for name, (trainer, handler, epochs, observers, hooks) in self._runs.items():
             if trainer.handler is None:
                 trainer.initialise(handler)
-            operator = SingleWorkerOperator(trainer, epochs=epochs, observers=observers)
-            self.operators[name] = operator
-            results[name] = operator.run()
+            self.operators[name] = SingleWorkerOperator(trainer, epochs=epochs, observers=observers, hooks=hooks)
+        if not concurrent:
+            return {name: operator.run() for name, operator in self.operators.items()}
+        for operator in self.operators.values():
+            operator.start()
+        results, failures = {}, []
+        for name, operator in self.operators.items():
+            try:
+                results[name] = operator.join()
+            except Exception as error:  # every thread is joined before one failure is raised
+                failures.append((name, error))
+        if failures:
+            name, error = failures[0]
+            raise SigmaError(f"environment {self.name!r}: trainer {name!r} failed: {error}") from error
         return results
+
+    def _check_handlers_unshared(self):
+        owners = {}
+        for name, (trainer, handler, *_) in self._runs.items():
+            handler = trainer.handler or handler
+            if id(handler) in owners:
+                raise SigmaError(f"environment {self.name!r}: trainers {owners[id(handler)]!r} and {name!r} "
+                                 "share a handler, so they cannot train concurrently; give each its own")
+            owners[id(handler)] = name

@@ -76,14 +76,9 @@ class Handler:
 
     def _apply(self, kernel, vjp, inputs, saved=None, **params):
         """Run ``kernel`` on the raw inputs, wrap the result, record it if traced."""
-        raws = tuple(self._raw(x) for x in inputs)
+        raws = tuple([self._raw(x) for x in inputs])  # a list first: cheaper than a generator
         out = self._wrap(kernel(*raws, **params))
-        tape = self._tape
-        if tape is not None:
-            for x in inputs:
-                if getattr(x, "_node", None) is not None:
-                    tape.record(out, inputs, raws, out.data, vjp, saved)
-                    break
+        self._record(inputs, raws, out, vjp, saved)
         return out
 
     # -- creation and copies --------------------------------------------------------------
@@ -283,9 +278,13 @@ class Handler:
         return out
 
     def _record(self, inputs, raws, out, vjp, saved):
+        """Put the op on the active tape if one of its inputs is traced (a loop: called for every op)."""
         tape = self._tape
-        if tape is not None and any(getattr(x, "_node", None) is not None for x in inputs):
-            tape.record(out, inputs, raws, out.data, vjp, saved)
+        if tape is not None:
+            for x in inputs:
+                if getattr(x, "_node", None) is not None:
+                    tape.record(out, inputs, raws, out._data, vjp, saved)
+                    return
 
     # -- random ------------------------------------------------------------------------------
     def uniform(self, shape, low=0.0, high=1.0) -> NDArray:

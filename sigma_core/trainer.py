@@ -53,6 +53,7 @@ class Trainer:
         self.in_epoch = False  # True between an epoch's start and its end
         self._resume_epoch = False  # set by load_state_dict: continue the interrupted epoch
         self._trainable = []  # (id, NDArray) of parameters the optimiser may change
+        self._initial = None  # (handler RNG state, optimiser state) from before initialise, for reset()
 
     def add_validation(self, name: str, iterator):
         if name in self.validation:
@@ -63,8 +64,37 @@ class Trainer:
     def initialise(self, handler):
         """Instantiate the network's parameters on ``handler`` and apply the initialisers."""
         self.handler = handler
-        self.network.initialise(handler, self.initialisers)
+        self._initial = (handler.rng_state(), self.optimiser.state_dict())
+        self._initialise_parameters()
+
+    def _initialise_parameters(self):
+        self.network.initialise(self.handler, self.initialisers)
+        # Once training has begun, arrays made between sessions expire at the next one, and
+        # parameters must outlive every session.
+        for array in self.network.parameters.values():
+            self.handler.keep(array)
         self.refresh_trainable()
+
+    def reset(self):
+        """Back to where :meth:`initialise` left the trainer: the same initial parameters, epoch 0.
+
+        The handler's random generator is rewound to its state before the
+        first initialisation, so the initialisers draw the same values and a
+        run after the reset repeats the first run bit for bit (dropout masks
+        included). The optimiser loses its memory and gets its initial
+        hyperparameters back; every iterator starts again at epoch 0.
+        """
+        if self._initial is None:
+            raise SigmaError(f"trainer {self.name!r} is not initialised; call trainer.initialise(handler) first")
+        rng, optimiser = self._initial
+        self.handler.set_rng_state(rng)
+        self._initialise_parameters()
+        self.optimiser.load_state_dict(optimiser, self.handler)
+        self.epoch = self.iteration = self.total_iterations = 0
+        self.last_cost, self.epoch_cost = float("nan"), 0.0
+        self.in_epoch = self._resume_epoch = False
+        for iterator in (self.training_iterator, *self.validation.values()):
+            iterator.set_epoch(0)
 
     def refresh_trainable(self):
         """Re-read which parameters the optimiser may change (after freezing or a reload)."""
@@ -92,15 +122,17 @@ class Trainer:
                 result = self.network.forward(externals, training=True)
                 if result.cost is None:
                     raise SigmaError(f"trainer {self.name!r}: the network has no cost layer, so there is nothing to optimise")
+                cost = float(result.cost)
+                # Checked before the update, so a bad step changes no parameter.
+                if not numpy.isfinite(cost):
+                    raise NonFiniteError(
+                        f"trainer {self.name!r}: cost became {cost} at epoch {self.epoch + 1}, "
+                        f"iteration {self.iteration + 1}"
+                    )
                 grads = tape.gradient(result.cost, params)
             self.optimiser.step(h, dict(zip(ids, params)), dict(zip(ids, grads)))
-            cost = float(result.cost)
         finally:
             h.end_session()
-        if not numpy.isfinite(cost):
-            raise NonFiniteError(
-                f"trainer {self.name!r}: cost became {cost} at epoch {self.epoch + 1}, iteration {self.iteration + 1}"
-            )
         self.last_cost = cost
         self.iteration += 1
         self.total_iterations += 1
@@ -125,12 +157,32 @@ class Trainer:
             self.iteration, self.epoch_cost = 0, 0.0
         self.in_epoch = True
         for batch in batches:
-            self.epoch_cost += self.run_iteration(batch)
+            try:
+                self.epoch_cost += self.run_iteration(batch)
+            except NonFiniteError as error:
+                raise NonFiniteError(f"{error}; {self._non_finite_source(batch)}") from None
             if on_iteration is not None:
                 on_iteration(self)
         self.in_epoch = False
         self.epoch += 1
         return self.epoch_cost / max(self.iteration, 1)
+
+    def _non_finite_source(self, batch: dict) -> str:
+        """Where a non-finite cost can be traced to: a value of the batch, else the first bad parameter.
+
+        Only called once the cost check failed, so training never pays for it.
+        The cost is checked before the update, so neither the batch nor any
+        parameter was changed by the failed step: the value named is the one
+        that made the cost non-finite.
+        """
+        for section, values in batch.items():
+            values = numpy.asarray(values)
+            if numpy.issubdtype(values.dtype, numpy.number) and not numpy.isfinite(values).all():
+                return f"the batch's {section!r} hold {_first_non_finite(values)}"
+        for parameter_id, array in self.network.parameters.items():
+            if not self.handler.all_finite(array):
+                return f"parameter {parameter_id!r} holds {_first_non_finite(array.to_numpy())}"
+        return "the batch and every parameter are finite"
 
     # -- checkpoints ---------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -206,3 +258,9 @@ class Trainer:
         report["cost"] = cost_sum / max(rows, 1)
         report["records"] = rows
         return report
+
+
+def _first_non_finite(values: numpy.ndarray) -> str:
+    """``nan at index [1, 2]`` for the first non-finite element of ``values``."""
+    index = tuple(int(i) for i in numpy.argwhere(~numpy.isfinite(values))[0])
+    return f"{values[index]} at index {list(index)}"

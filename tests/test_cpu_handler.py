@@ -176,3 +176,32 @@ def test_without_the_cpu_plugin_the_core_still_trains_and_names_the_missing_hand
     capsys.readouterr()
     assert cli.main(["train", config, "--quiet", "--handler", "cpu"]) == 2
     assert "unknown handler 'cpu' (available: numpy)" in capsys.readouterr().err
+
+
+# -- the shared thread pool (sigma_cpu.blas_pool) -------------------------------------------------------
+_POOL_RUN = """
+import numpy
+from sigma_core.bench import WORKLOADS, build_trainer, make_batches
+from sigma_cpu import blas_pool
+trainer = build_trainer(dict(WORKLOADS["sigma-mlp"], name="pool"), "cpu")
+costs = [trainer.run_iteration(batch).hex() for batch in make_batches(n=4)]
+digest = sum(float(numpy.abs(a).astype(numpy.float64).sum()) for a in trainer.network.state_dict().values())
+print(blas_pool.PARALLEL, costs, digest.hex())
+"""
+
+
+def test_the_shared_pool_changes_no_bits(tmp_path):
+    """Training with BLAS on numba's pool and parallel kernels gives the same bits as with neither."""
+    import os
+    import subprocess
+    import sys
+
+    results = {}
+    for setting in ("1", "0"):
+        env = dict(os.environ, SIGMA_CPU_SHARED_POOL=setting)
+        run = subprocess.run([sys.executable, "-c", _POOL_RUN], env=env, capture_output=True, text=True, check=True)
+        parallel, output = run.stdout.strip().split(" ", 1)
+        results[setting] = output
+        if setting == "0":
+            assert parallel == "False"
+    assert results["1"] == results["0"]

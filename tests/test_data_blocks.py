@@ -14,6 +14,8 @@ from sigma_core.data import (
     DataError,
     MinibatchIterator,
     PrefetchIterator,
+    UndividedIterator,
+    UnifiedIterator,
     build_blocks,
     dataset_from_config,
 )
@@ -123,13 +125,119 @@ def test_config_blocks_cache_a_csv_and_reuse_it(tmp_path):
     assert dataset[np.array([49])]["targets"].tolist() == [[0, 1, 0]]
     stamp = (dataset.directory / "manifest.json").stat().st_mtime_ns
     assert (dataset_from_config(cfg).directory / "manifest.json").stat().st_mtime_ns == stamp
-    with pytest.raises(ConfigError, match=r"data.preprocess.standardise needs the whole dataset"):
-        dataset_from_config({**cfg, "preprocess": [{"standardise": True}]})
+    with pytest.raises(ConfigError, match=r"data.preprocess.shuffle needs the whole dataset"):
+        dataset_from_config({**cfg, "preprocess": [{"shuffle": 3}]})
     bad = tmp_path / "bad.csv"
     bad.write_text("1,2,0\n3,4\n")
     with pytest.raises(DataError, match=r"bad.csv line 2"):
         dataset_from_config({**cfg, "path": str(bad), "preprocess": []})
     assert not list((tmp_path / "cache" / "blocks").glob(f"*{PARTIAL}*"))
+
+
+# --- fitted preprocessing across blocks -------------------------------------------
+
+
+def varied_csv(path, records=203, seed=4):
+    """Features on very different scales and offsets (one constant), plus a class column."""
+    rng = np.random.default_rng(seed)
+    columns = [rng.normal(1e4, 0.5, records), rng.uniform(-3, 7, records), np.full(records, 2.5),
+               rng.exponential(100, records), rng.integers(0, 3, records)]
+    path.write_text("".join(",".join(repr(float(v)) for v in row) + "\n" for row in zip(*columns)))
+    return path
+
+
+@pytest.mark.parametrize("preprocess, exact", [
+    ([{"normalise": [0, 1]}], True),
+    ([{"normalise": {"range": [-1, 1], "per_feature": True}}], True),
+    ([{"standardise": True}], False),
+    ([{"normalise": {"per_feature": True}}, {"standardise": True}], False),
+    ([{"standardise": True}, {"normalise": {"range": [0, 2], "per_feature": True}}], False),
+])
+def test_fitted_preprocessing_over_blocks_equals_the_in_memory_result(tmp_path, preprocess, exact):
+    cfg = {"source": "csv", "path": str(varied_csv(tmp_path / "v.csv")), "chunk_records": 13, "one_hot": 3,
+           "sections": {"inputs": "0-3", "targets": 4}, "preprocess": preprocess}
+    memory = dataset_from_config(cfg)
+    blocks = dataset_from_config({**cfg, "blocks": {"records": 32, "memory_budget": 1 << 20}})
+    assert isinstance(blocks, BlockDataset) and blocks.block_count == 7
+    merged = blocks[slice(None)]
+    assert merged["inputs"].dtype == memory.section("inputs").dtype
+    np.testing.assert_array_equal(merged["targets"], memory.section("targets"))
+    if exact:  # min and max do not round, so neither does the rescaling
+        np.testing.assert_array_equal(merged["inputs"], memory.section("inputs"))
+    else:
+        np.testing.assert_allclose(merged["inputs"], memory.section("inputs"), rtol=1e-5, atol=1e-5)
+    if preprocess[-1] == {"standardise": True}:
+        np.testing.assert_allclose(merged["inputs"].mean(axis=0), 0, atol=1e-4)
+        np.testing.assert_allclose(merged["inputs"].std(axis=0), [1, 1, 0, 1], atol=1e-4)
+    cached = list((tmp_path / "cache" / "blocks").iterdir())
+    assert len(cached) == 1 and PARTIAL not in cached[0].name  # the staged raw blocks are gone
+
+
+def test_fitting_streams_over_blocks_of_a_dataset_four_times_the_budget(tmp_path):
+    features, budget = 64, 256 << 10
+    records = 4 * budget // (features * 8)  # 4x the budget in float64 inputs
+    rng = np.random.default_rng(0)
+    path = tmp_path / "big.csv"
+    path.write_text("".join(",".join(f"{v:.4f}" for v in row) + ",1\n" for row in rng.normal(5, 2, (records, features))))
+    cfg = {"source": "csv", "path": str(path), "chunk_records": 10,
+           "sections": {"inputs": f"0-{features - 1}", "targets": features},
+           "preprocess": [{"standardise": True}, {"normalise": {"per_feature": True}}],
+           "blocks": {"records": 16, "memory_budget": budget}}
+    # A first, small build so the modules imported on first use are not counted as data.
+    dataset_from_config({**cfg, "path": str(varied_csv(tmp_path / "small.csv")), "sections": {"inputs": "0-3", "targets": 4}})
+    tracemalloc.start()
+    try:
+        dataset = dataset_from_config(cfg)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(dataset) == records
+    # One staged block, its transformed copies and the block being written at a time; never the whole data.
+    assert peak < budget, (peak, budget)
+
+
+def test_streamed_statistics_match_numpy_whatever_the_chunking():
+    from sigma_core.data.preprocessing import Moments, Range
+
+    values = np.random.default_rng(2).normal(1e6, 3.0, (1000, 3))
+    moments, limits = Moments(), Range(per_feature=True)
+    for chunk in np.array_split(values, [1, 2, 300, 301, 999]):
+        moments.update(chunk)
+        limits.update(chunk)
+    np.testing.assert_allclose(moments.mean, values.mean(axis=0), rtol=1e-14)
+    np.testing.assert_allclose(moments.std, values.std(axis=0), rtol=1e-9)
+    np.testing.assert_array_equal(limits.bounds[0], values.min(axis=0))
+    np.testing.assert_array_equal(limits.bounds[1], values.max(axis=0))
+
+
+# --- iterators over blocks ----------------------------------------------------------
+
+
+def sigma_iterator_dataset(tmp_path):
+    """Sigma's iterator test data: 5.1, 4.9, 4.7 in blocks of two records."""
+    chunks = [{"inputs": np.array([[5.1], [4.9], [4.7]]), "targets": np.array([0, 1, 2])}]
+    return BlockDataset(build_blocks(chunks, tmp_path / "three", block_records=2), 1 << 20)
+
+
+def test_undivided_iterator_yields_each_block_whole(tmp_path):
+    iterator = UndividedIterator(sigma_iterator_dataset(tmp_path))
+    batches = [batch["inputs"][:, 0].tolist() for batch in iterator]
+    assert len(iterator) == 2 and batches == [[5.1, 4.9], [4.7]]
+    assert [batch["targets"].tolist() for batch in iterator] == [[0, 1], [2]]  # next epoch, same blocks
+
+
+def test_unified_iterator_merges_all_blocks_into_one_batch(tmp_path):
+    dataset = sigma_iterator_dataset(tmp_path)
+    iterator = UnifiedIterator(dataset)
+    (batch,) = list(iterator)
+    assert len(iterator) == 1 and batch["inputs"][:, 0].tolist() == [5.1, 4.9, 4.7]
+    assert batch["targets"].tolist() == [0, 1, 2]
+    view = UnifiedIterator(dataset.select(np.array([2, 0])))  # a view merges only its records, in its order
+    assert next(iter(view))["inputs"][:, 0].tolist() == [4.7, 5.1]
+    for path in dataset.directory.glob("block-*.npy"):  # later epochs reuse the merged batch
+        path.unlink()
+    (again,) = list(iterator)
+    assert again["inputs"][:, 0].tolist() == [5.1, 4.9, 4.7] and iterator.state() == {"epoch": 2, "position": 0}
 
 
 # --- prefetching ----------------------------------------------------------------

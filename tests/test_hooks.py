@@ -305,7 +305,21 @@ def test_metric_processor_and_running_time_write_shared_values():
     operator.run()
     shared = operator.dispatcher.publication.registry["shared"]
     assert shared["metrics"]["weights_std"] > 0 and shared["metrics"]["updates_std"] > 0
-    assert shared["time_iteration_min"] <= shared["time_iteration_average"] <= shared["time_iteration_max"]
+    assert shared["time_iteration_span4_min"] <= shared["time_iteration_span4_average"] <= shared["time_iteration_span4_max"]
+
+
+def test_running_time_hooks_with_different_spans_keep_separate_results():
+    run = iris_run(epochs=1, hooks=[{"type": "running_time", "every": [1, "iteration"], "span": 1},
+                                    {"type": "running_time", "every": [1, "iteration"], "span": 1000}])
+    operator = operator_for(run, *run.hooks)
+    assert len([h for h in operator.hooks if type(h).__name__ == "RunningTime"]) == 2
+    operator.run()
+    shared = operator.dispatcher.publication.registry["shared"]
+    one = {part: shared[f"time_iteration_span1_{part}"] for part in ("last", "average", "min", "max")}
+    all_ = {part: shared[f"time_iteration_span1000_{part}"] for part in ("last", "average", "min", "max")}
+    assert one["min"] == one["max"] == one["average"] == one["last"]  # a span of one holds only the last time
+    assert all_["min"] < all_["max"]  # the long span kept its own history
+    assert "time_iteration_last" not in shared
 
 
 # --- run files ----------------------------------------------------------------------

@@ -359,11 +359,38 @@ class NaNOnSecondEpoch:
             yield batch
 
 
-def test_nan_input_names_epoch_and_iteration():
+def test_nan_input_names_epoch_iteration_and_the_batch_value():
     trainer = nan_trainer(NaNOnSecondEpoch())
     assert numpy.isfinite(trainer.run_epoch())
-    with pytest.raises(NonFiniteError, match=r"epoch 2, iteration 3\b"):
+    with pytest.raises(NonFiniteError, match=r"epoch 2, iteration 3; the batch's 'inputs' hold nan at index \[1, 2\]"):
         trainer.run_epoch()
+
+
+def test_nan_injected_into_a_weight_names_the_parameter():
+    batches = [{"inputs": numpy.ones((4, 4)), "targets": numpy.zeros((4, 3))}] * 3
+    trainer = nan_trainer(batches)
+    trainer.run_epoch()
+    weights = trainer.network.parameters["2-dense.weights"]
+    poisoned = weights.to_numpy()
+    poisoned[3, 1] = numpy.inf
+    weights.handler.fill(weights, weights.handler.asarray(poisoned))
+    with pytest.raises(NonFiniteError, match=r"epoch 2, iteration 1; parameter '2-dense.weights' holds -?(nan|inf) "
+                                             r"at index \[\d+, \d+\]"), numpy.errstate(all="ignore"):
+        trainer.run_epoch()
+
+
+IRIS = Path(__file__).resolve().parent.parent / "examples" / "iris.toml"
+
+
+def test_nan_in_a_weight_through_the_cli_names_the_parameter(tmp_path, capsys):
+    text = IRIS.read_text().replace('[initialisers]\n', '[initialisers]\n"2-dense.weights" = { type = "constant", value = nan }\n')
+    assert "value = nan" in text
+    with numpy.errstate(all="ignore"):
+        code = main(["train", write(tmp_path, text), "--quiet"])
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert code == 2
+    assert last.startswith("error: ") and "epoch 1, iteration 1" in last
+    assert "parameter '2-dense.weights' holds nan at index [0, 0]" in last
 
 
 def test_nan_through_the_cli_is_an_error_line_not_a_traceback(tmp_path, capsys):
@@ -376,3 +403,22 @@ def test_nan_through_the_cli_is_an_error_line_not_a_traceback(tmp_path, capsys):
     last = captured.err.splitlines()[-1]
     assert last.startswith("error: ") and "epoch 1, iteration" in last
     assert "Traceback" not in captured.err
+
+
+def test_nan_in_a_later_layer_is_named_exactly_and_no_parameter_changes():
+    """The cost is checked before the update: the bad weight is the one named, the rest stay as they were."""
+    network = Network(Input(4) + Dense(5, "tanh") + Dense(3) + SquaredDifference())
+    trainer = Trainer(network, optimiser_from_config({"type": "sgd", "learning_rate": 0.1}),
+                      [{"inputs": numpy.ones((4, 4)), "targets": numpy.zeros((4, 3))}])
+    trainer.initialise(NumpyHandler("float32", seed=0))
+    weights = network.parameters["3-dense.weights"]
+    poisoned = weights.to_numpy()
+    poisoned[2, 1] = numpy.nan
+    weights.handler.fill(weights, weights.handler.asarray(poisoned))
+    before = network.state_dict()
+    with pytest.raises(NonFiniteError, match=r"parameter '3-dense.weights' holds nan at index \[2, 1\]"), \
+            numpy.errstate(all="ignore"):
+        trainer.run_epoch()
+    after = network.state_dict()
+    for pid in before:
+        numpy.testing.assert_array_equal(after[pid], before[pid])

@@ -31,7 +31,7 @@ class Tape:
 
     def record(self, out, inputs, raw_inputs, raw_out, vjp, saved):
         """Called by the handler for an op with at least one traced input."""
-        slots = tuple(getattr(x, "_node", None) for x in inputs)
+        slots = tuple([getattr(x, "_node", None) for x in inputs])
         out._node = len(self._arrays)
         self._arrays.append(out)
         self._records.append((out._node, slots, raw_inputs, raw_out, vjp, saved))
@@ -53,7 +53,7 @@ class Tape:
             g = grads[out_slot]
             if g is None:
                 continue
-            needs = tuple(s is not None for s in slots)
+            needs = tuple([s is not None for s in slots])
             for slot, grad in zip(slots, vjp(k, g, raw_inputs, raw_out, saved, needs)):
                 if slot is None or grad is None:
                     continue

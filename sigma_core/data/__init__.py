@@ -20,7 +20,7 @@ from sigma_core.data.download import download
 from sigma_core.data.errors import DataError
 from sigma_core.data.idx import load_idx, load_mnist, read_idx
 from sigma_core.data.image_folder import load_image_folder
-from sigma_core.data.iterators import EpochIterator, MinibatchIterator, UndividedIterator
+from sigma_core.data.iterators import EpochIterator, MinibatchIterator, UndividedIterator, UnifiedIterator
 from sigma_core.data.numpy_files import load_npz, load_numpy
 from sigma_core.data.prefetch import PrefetchIterator
 from sigma_core.data.preprocessing import normalise, one_hot, permute_axes, standardise
@@ -36,6 +36,7 @@ __all__ = [
     "MinibatchIterator",
     "PrefetchIterator",
     "UndividedIterator",
+    "UnifiedIterator",
     "and_",
     "build_blocks",
     "data_dir",

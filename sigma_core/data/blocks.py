@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -80,6 +80,36 @@ def is_built(directory) -> bool:
     return (Path(directory) / MANIFEST).is_file()
 
 
+def _manifest(directory: Path) -> dict:
+    try:
+        return json.loads((directory / MANIFEST).read_text())
+    except (OSError, ValueError) as error:
+        raise DataError(f"no complete block cache in {directory}: {error}") from None
+
+
+def _load_block(directory: Path, block: int, sections) -> dict[str, np.ndarray]:
+    arrays = {}
+    for section in sections:
+        path = _block_file(directory, block, section)
+        try:
+            arrays[section] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as error:
+            raise DataError(f"cannot read cached block {path}: {error}; delete {directory} to rebuild it") from None
+    return arrays
+
+
+def read_blocks(directory) -> Iterator[dict[str, np.ndarray]]:
+    """Every block of a folder written by :func:`build_blocks`, in order, one at a time.
+
+    Nothing is cached: for a sequential pass (fitting statistics, rewriting
+    blocks) that must hold only the block it is working on.
+    """
+    directory = Path(directory)
+    manifest = _manifest(directory)
+    for block in range(len(manifest["blocks"])):
+        yield _load_block(directory, block, manifest["sections"])
+
+
 class BlockDataset:
     """Records read block by block from a folder written by :func:`build_blocks`.
 
@@ -90,10 +120,7 @@ class BlockDataset:
 
     def __init__(self, directory, memory_budget: int, *, records: np.ndarray | None = None, name: str | None = None):
         self.directory = Path(directory)
-        try:
-            manifest = json.loads((self.directory / MANIFEST).read_text())
-        except (OSError, ValueError) as error:
-            raise DataError(f"no complete block cache in {self.directory}: {error}") from None
+        manifest = _manifest(self.directory)
         self.name = manifest["name"] if name is None else name
         self.memory_budget = int(memory_budget)
         self._layout = {s: (np.dtype(v["dtype"]), tuple(v["shape"])) for s, v in manifest["sections"].items()}
@@ -135,6 +162,14 @@ class BlockDataset:
             for section, array in arrays.items():
                 out[section][rows] = array[ids[rows] - self._offsets[block]]
         return out
+
+    def block_positions(self) -> list[np.ndarray]:
+        """The positions of this dataset's records, grouped by the block they are stored in, in file order.
+
+        Reading one group at a time holds one block in memory.
+        """
+        blocks = np.searchsorted(self._offsets, self._records, side="right") - 1
+        return [np.flatnonzero(blocks == block) for block in np.unique(blocks)]
 
     def epoch_order(self, rng: np.random.Generator) -> np.ndarray:
         """Positions grouped by block: blocks in random order, records shuffled within each."""
@@ -178,13 +213,6 @@ class BlockDataset:
             return self._loaded[block]
         while self._loaded and (len(self._loaded) + 1) * self._block_bytes > self.memory_budget // 2:
             self._loaded.popitem(last=False)
-        arrays = {}
-        for section in self._layout:
-            path = _block_file(self.directory, block, section)
-            try:
-                arrays[section] = np.load(path, allow_pickle=False)
-            except (OSError, ValueError) as error:
-                raise DataError(f"cannot read cached block {path}: {error}; delete {self.directory} to rebuild it") \
-                    from None
+        arrays = _load_block(self.directory, block, self._layout)
         self._loaded[block] = arrays
         return arrays

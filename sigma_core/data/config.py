@@ -18,8 +18,12 @@ path, a URL or a fallback list of them; ``md5``/``sha256`` check ``path``.
 
 ``blocks`` stores the extracted records as a block cache on disk
 (:mod:`sigma_core.data.blocks`) keyed by the data block, and serves them
-within ``memory_budget`` bytes. Preprocessing then runs per block, so steps
-that need statistics of the whole dataset are refused there.
+within ``memory_budget`` bytes. Preprocessing then runs per block while the
+cache is built. Steps with statistics of the whole dataset (adaptive
+normalise, standardise) are fitted first, each in one streaming pass over
+the extracted blocks as the steps before it leave them, so the cached
+records equal what the in-memory dataset would hold; only ``shuffle``, which
+needs every record at once, is refused there.
 
 Every key is checked: a typo is a :class:`ConfigError` naming the key and the
 allowed ones, never silently ignored.
@@ -30,17 +34,19 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-from collections.abc import Callable, Mapping
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from sigma_core import plugins
-from sigma_core.data.blocks import BlockDataset, build_blocks, is_built
-from sigma_core.data.cache import data_dir
+from sigma_core.data.blocks import BlockDataset, build_blocks, is_built, read_blocks
+from sigma_core.data.cache import PARTIAL, data_dir
 from sigma_core.data.dataset import Dataset
 from sigma_core.data.errors import DataError
-from sigma_core.data.preprocessing import normalise, permute_axes, standardise
+from sigma_core.data.preprocessing import Moments, Range, normalise, permute_axes, rescale, standardise
 from sigma_core.data.sources import resolve
 from sigma_core.errors import ConfigError, UnknownComponentError
 
@@ -48,43 +54,65 @@ COMMON_KEYS = ("source", "preprocess", "one_hot", "md5", "sha256", "blocks")
 BLOCK_KEYS = ("records", "memory_budget", "directory")
 
 
-# --- preprocessing steps: function(dataset, config value) -> dataset -----------------
+# --- preprocessing steps ---------------------------------------------------------------
 
 
-def _normalise_step(dataset: Dataset, value) -> Dataset:
+@dataclass
+class _Step:
+    """One validated ``preprocess`` step: ``apply`` maps a dataset to a dataset.
+
+    ``statistics`` (a :class:`Range` or :class:`Moments`, or None) must see
+    the inputs of every record, as the steps before left them, before
+    ``apply`` runs; ``apply`` reads them when called.
+    """
+
+    name: str
+    apply: Callable[[Dataset], Dataset]
+    statistics: Range | Moments | None = None
+
+
+def _inputs(transform: Callable[[np.ndarray], np.ndarray]) -> Callable[[Dataset], Dataset]:
+    return lambda dataset: dataset.with_section("inputs", transform(dataset.section("inputs")))
+
+
+def _normalise_step(value) -> _Step:
     if isinstance(value, (list, tuple)):
         value = {"range": value}
     if not isinstance(value, Mapping) or set(value) - {"range", "input_range", "per_feature"}:
         raise ConfigError("data.preprocess.normalise must be [min, max] or a table with range, "
                           f"input_range and per_feature, got {value!r}")
-    bounds = value.get("range", [0, 1])
     for key in ("range", "input_range"):
         if key in value and not (isinstance(value[key], (list, tuple)) and len(value[key]) == 2):
             raise ConfigError(f"data.preprocess.normalise.{key} must be [min, max], got {value[key]!r}")
-    inputs = normalise(dataset.section("inputs"), *bounds, input_range=value.get("input_range"),
-                       per_feature=bool(value.get("per_feature", False)))
-    return dataset.with_section("inputs", inputs)
+    bounds = value.get("range", [0, 1])
+    if "input_range" in value:
+        return _Step("normalise", _inputs(lambda x: normalise(x, *bounds, input_range=value["input_range"])))
+    fitted = Range(bool(value.get("per_feature", False)))
+    return _Step("normalise", _inputs(lambda x: rescale(x, fitted.bounds, *bounds)), fitted)
 
 
-def _standardise_step(dataset: Dataset, enabled) -> Dataset:
+def _standardise_step(enabled) -> _Step:
     if not isinstance(enabled, bool):
         raise ConfigError(f"data.preprocess.standardise must be true or false, got {enabled!r}")
-    return dataset.with_section("inputs", standardise(dataset.section("inputs"))) if enabled else dataset
+    if not enabled:
+        return _Step("standardise", lambda dataset: dataset)
+    fitted = Moments()
+    return _Step("standardise", _inputs(lambda x: standardise(x, fitted)), fitted)
 
 
-def _shuffle_step(dataset: Dataset, seed) -> Dataset:
+def _shuffle_step(seed) -> _Step:
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ConfigError(f"data.preprocess.shuffle must be an integer seed, got {seed!r}")
-    return dataset.shuffle(seed)
+    return _Step("shuffle", lambda dataset: dataset.shuffle(seed))
 
 
-def _permute_step(dataset: Dataset, axes) -> Dataset:
+def _permute_step(axes) -> _Step:
     if not (isinstance(axes, list) and all(isinstance(a, int) for a in axes)):
         raise ConfigError(f"data.preprocess.permute must be a list of record axes, got {axes!r}")
-    return dataset.with_section("inputs", permute_axes(dataset.section("inputs"), axes))
+    return _Step("permute", _inputs(lambda x: permute_axes(x, axes)))
 
 
-PREPROCESSORS: dict[str, Callable[[Dataset, object], Dataset]] = {
+PREPROCESSORS: dict[str, Callable[[object], _Step]] = {
     "normalise": _normalise_step,
     "standardise": _standardise_step,
     "shuffle": _shuffle_step,
@@ -92,8 +120,8 @@ PREPROCESSORS: dict[str, Callable[[Dataset, object], Dataset]] = {
 }
 
 
-def _steps(steps) -> list[tuple[str, object]]:
-    """``[(name, value), ...]`` from a list of one-key tables (or one table, taken in order)."""
+def _steps(steps) -> list[_Step]:
+    """Validated steps from a list of one-key tables (or one table, taken in order)."""
     if isinstance(steps, Mapping):
         steps = [{key: value} for key, value in steps.items()]
     if not isinstance(steps, list) or not all(isinstance(step, Mapping) for step in steps):
@@ -102,22 +130,38 @@ def _steps(steps) -> list[tuple[str, object]]:
     for key, _ in pairs:
         if key not in PREPROCESSORS:
             raise ConfigError(f"unknown key data.preprocess.{key}; allowed: {', '.join(PREPROCESSORS)}")
-    return pairs
+    return [PREPROCESSORS[key](value) for key, value in pairs]
 
 
-def _whole_dataset_steps(steps: list[tuple[str, object]]) -> list[str]:
-    """The steps whose result depends on all records at once (refused for block datasets)."""
-    return [key for key, value in steps
-            if key in ("standardise", "shuffle")
-            or (key == "normalise" and not (isinstance(value, Mapping) and "input_range" in value))]
-
-
-def _finish(dataset: Dataset, cfg: Mapping, steps: list[tuple[str, object]]) -> Dataset:
-    for key, value in steps:
-        dataset = PREPROCESSORS[key](dataset, value)
-    if "one_hot" in cfg:
-        dataset = dataset.one_hot("targets", cfg["one_hot"])
+def _apply(dataset: Dataset, steps: list[_Step]) -> Dataset:
+    for step in steps:
+        dataset = step.apply(dataset)
     return dataset
+
+
+def _one_hot(dataset: Dataset, cfg: Mapping) -> Dataset:
+    return dataset.one_hot("targets", cfg["one_hot"]) if "one_hot" in cfg else dataset
+
+
+def _preprocess(dataset: Dataset, cfg: Mapping, steps: list[_Step]) -> Dataset:
+    """Run ``steps`` on an in-memory dataset, fitting each one's statistics on what reaches it."""
+    for step in steps:
+        if step.statistics is not None:
+            step.statistics.update(dataset.section("inputs"))
+        dataset = step.apply(dataset)
+    return _one_hot(dataset, cfg)
+
+
+def _fit(blocks: Callable[[], Iterable[Dataset]], steps: list[_Step]) -> None:
+    """Fit every step's statistics over all ``blocks``: one pass per fitted step, one block in memory.
+
+    Each pass runs the blocks through the steps before (already fitted), so
+    the statistics are those the in-memory path computes on the whole array.
+    """
+    for position, step in enumerate(steps):
+        if step.statistics is not None:
+            for block in blocks():
+                step.statistics.update(_apply(block, steps[:position]).section("inputs"))
 
 
 # --- extractors ---------------------------------------------------------------------
@@ -189,15 +233,30 @@ def _cache_directory(cfg: Mapping, arguments: Mapping, blocks: Mapping) -> Path:
 
 def _block_dataset(cfg, source, extractor, arguments, steps) -> BlockDataset:
     blocks = _block_options(cfg)
-    refused = _whole_dataset_steps(steps)
-    if refused:
-        raise ConfigError(f"data.preprocess.{refused[0]} needs the whole dataset, which data.blocks does not "
-                          "hold in memory; use fixed ranges (normalise with input_range) or drop data.blocks")
+    if any(step.name == "shuffle" for step in steps):
+        raise ConfigError("data.preprocess.shuffle needs the whole dataset, which data.blocks does not hold in "
+                          "memory; drop it (the minibatch iterator shuffles every epoch) or drop data.blocks")
     directory = _cache_directory(cfg, arguments, blocks)
-    if not is_built(directory):
-        result = extractor(**arguments)
-        chunks = [result] if isinstance(result, Dataset) else (Dataset(c, source) for c in result)
-        build_blocks(((_finish(chunk, cfg, steps)[:]) for chunk in chunks), directory,
+    if is_built(directory):
+        return BlockDataset(directory, blocks["memory_budget"])
+    result = extractor(**arguments)
+    chunks = [result] if isinstance(result, Dataset) else (Dataset(c, source) for c in result)
+    if not any(step.statistics is not None for step in steps):
+        build_blocks((_one_hot(_apply(chunk, steps), cfg)[:] for chunk in chunks), directory,
+                     block_records=blocks["records"], name=source)
+        return BlockDataset(directory, blocks["memory_budget"])
+    # Fitted steps need every record before the first block can be written: stage the raw
+    # records as blocks beside the cache (removed afterwards), fit over them, then write.
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=directory.parent, prefix=f"{directory.name}{PARTIAL}") as staging:
+        raw = build_blocks((chunk[:] for chunk in chunks), Path(staging) / "raw", block_records=blocks["records"],
+                           name=source)
+
+        def raw_blocks() -> Iterable[Dataset]:
+            return (Dataset(block, source) for block in read_blocks(raw))
+
+        _fit(raw_blocks, steps)
+        build_blocks((_one_hot(_apply(block, steps), cfg)[:] for block in raw_blocks()), directory,
                      block_records=blocks["records"], name=source)
     return BlockDataset(directory, blocks["memory_budget"])
 
@@ -213,5 +272,5 @@ def dataset_from_config(cfg: Mapping) -> Dataset | BlockDataset:
     steps = _steps(cfg.get("preprocess", []))
     if "blocks" in cfg:
         return _block_dataset(cfg, source, extractor, arguments, steps)
-    return _finish(_in_memory(extractor(**arguments), source), cfg, steps)
+    return _preprocess(_in_memory(extractor(**arguments), source), cfg, steps)
 

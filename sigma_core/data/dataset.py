@@ -109,6 +109,10 @@ class Dataset:
         """The records in a seeded random order: one permutation applied to every section."""
         return self.select(np.random.default_rng(seed).permutation(len(self)), f"{self.name}[shuffled]")
 
+    def block_positions(self) -> list[slice]:
+        """An in-memory dataset is one block (see :meth:`BlockDataset.block_positions`)."""
+        return [slice(None)]
+
     def epoch_order(self, rng: np.random.Generator) -> np.ndarray:
         """A random order of every record for one epoch of a shuffling iterator."""
         return rng.permutation(len(self))

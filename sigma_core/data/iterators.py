@@ -50,8 +50,12 @@ class EpochIterator:
             # Counted before the yield: a checkpoint taken while the trainer
             # works on this batch must resume with the next one.
             self.position += 1
-            yield self.dataset[index]
+            yield self._fetch(index)
         self._roll_over()
+
+    def _fetch(self, index) -> dict[str, np.ndarray]:
+        """The batch at ``index`` (subclasses may cache it)."""
+        return self.dataset[index]
 
     def _roll_over(self) -> None:
         """A finished epoch is the same state as the start of the next one."""
@@ -118,10 +122,44 @@ class MinibatchIterator(EpochIterator):
 
 
 class UndividedIterator(EpochIterator):
-    """The whole dataset as one batch per epoch (full-batch training)."""
+    """Each block of the dataset as one batch, in file order (Sigma's UndividedIterator).
+
+    An in-memory dataset is one block, so it comes as one batch; a
+    :class:`~sigma_core.data.blocks.BlockDataset` gives one batch per block
+    it has records in, so no batch is larger than a block.
+    """
+
+    def __init__(self, dataset: Dataset):
+        super().__init__(dataset)
+        self._blocks = dataset.block_positions()
+
+    def __len__(self) -> int:
+        return len(self._blocks)
+
+    def batch_indices(self, epoch: int) -> list:
+        return self._blocks
+
+
+class UnifiedIterator(EpochIterator):
+    """The whole dataset as one batch, merged from all its blocks (Sigma's UnifiedIterator).
+
+    For full-batch training or validation on a block dataset that fits in
+    memory once merged. The merged batch is kept after the first epoch, so
+    later epochs do not read every block from disk again; callers must not
+    change its arrays.
+    """
+
+    def __init__(self, dataset: Dataset):
+        super().__init__(dataset)
+        self._merged: dict[str, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return 1
 
     def batch_indices(self, epoch: int) -> list:
         return [slice(None)]
+
+    def _fetch(self, index) -> dict[str, np.ndarray]:
+        if self._merged is None:
+            self._merged = self.dataset[index]
+        return self._merged

@@ -1,8 +1,11 @@
 """Array transforms applied to whole sections: one-hot, normalise, standardise, permute.
 
 These are plain functions from array to array so that a :class:`Dataset`, the
-run-file loader and extractor plugins can all share them. Statistics are
-computed from the array they are given, never stored. Shuffling reorders
+run-file loader and extractor plugins can all share them. The adaptive ones
+(normalise without a fixed range, standardise) compute their statistics with
+:class:`Range` and :class:`Moments`, which also accumulate over chunks, so a
+block dataset that never holds all records at once gets the same statistics
+(:mod:`sigma_core.data.config` fits them in one pass over the blocks). Shuffling reorders
 records, so it lives on :class:`~sigma_core.data.dataset.Dataset` (one
 permutation for every section), not here.
 """
@@ -52,6 +55,71 @@ def one_hot(labels, classes: int, *, name: str = "labels") -> np.ndarray:
     return np.eye(classes, dtype=np.float32)[labels]
 
 
+class Range:
+    """Running minimum and maximum over chunks of records: overall, or ``per_feature`` (over axis 0).
+
+    Exact whatever the chunking: min and max do not round.
+    """
+
+    def __init__(self, per_feature: bool = False):
+        self.per_feature = per_feature
+        self.low = self.high = None
+
+    def update(self, values) -> Range:
+        values = _float(values)
+        if len(values) == 0:
+            return self
+        axis = 0 if self.per_feature else None
+        low, high = values.min(axis=axis), values.max(axis=axis)
+        self.low = low if self.low is None else np.minimum(self.low, low)
+        self.high = high if self.high is None else np.maximum(self.high, high)
+        return self
+
+    @property
+    def bounds(self) -> tuple:
+        if self.low is None:
+            raise DataError("normalise: no records to take the range of")
+        return self.low, self.high
+
+
+class Moments:
+    """Per-feature mean and standard deviation over chunks of records (over axis 0).
+
+    Each chunk's count, mean and sum of squared deviations are merged with
+    Chan et al.'s pairwise update, in float64, so the result does not depend
+    on how the records were chunked beyond float64 rounding, and large means
+    do not cancel the variance as summing squares would.
+    """
+
+    def __init__(self):
+        self.count = 0
+        self.mean = self._m2 = None
+
+    def update(self, values) -> Moments:
+        values = np.asarray(values, dtype=np.float64)
+        n = len(values)
+        if n == 0:
+            return self
+        mean = values.mean(axis=0)
+        m2 = np.square(values - mean).sum(axis=0)
+        if self.count == 0:
+            self.count, self.mean, self._m2 = n, mean, m2
+            return self
+        total = self.count + n
+        delta = mean - self.mean
+        self.mean = self.mean + delta * (n / total)
+        self._m2 = self._m2 + m2 + np.square(delta) * (self.count * n / total)
+        self.count = total
+        return self
+
+    @property
+    def std(self) -> np.ndarray:
+        """The population standard deviation (as NumPy's ``std``)."""
+        if self.count == 0:
+            raise DataError("standardise: no records to take the mean and deviation of")
+        return np.sqrt(self._m2 / self.count)
+
+
 def normalise(values, low: float = 0.0, high: float = 1.0, *, input_range: Sequence[float] | None = None,
               per_feature: bool = False) -> np.ndarray:
     """Rescale linearly into ``[low, high]``.
@@ -62,30 +130,40 @@ def normalise(values, low: float = 0.0, high: float = 1.0, *, input_range: Seque
     with ``per_feature`` each feature's min and max over the records (axis 0).
     A constant input maps to ``low``.
     """
+    if input_range is None:
+        return rescale(values, Range(per_feature).update(values).bounds, low, high)
+    lo, hi = input_range
+    if not lo < hi:
+        raise DataError(f"normalise: input range {list(input_range)} must be [min, max] with min < max")
+    return rescale(values, (lo, hi), low, high)
+
+
+def rescale(values, input_range: tuple, low: float = 0.0, high: float = 1.0) -> np.ndarray:
+    """Map ``input_range`` (scalars, or per-feature arrays such as a :class:`Range`'s bounds) onto ``[low, high]``.
+
+    Where the input range is empty (a constant feature) values map to ``low``.
+    """
     if not low < high:
         raise DataError(f"normalise: low ({low}) must be below high ({high})")
     values = _float(values)
-    if input_range is not None:
-        lo, hi = input_range
-        if not lo < hi:
-            raise DataError(f"normalise: input range {list(input_range)} must be [min, max] with min < max")
-    elif per_feature:
-        lo, hi = values.min(axis=0), values.max(axis=0)
-    else:
-        lo, hi = values.min(), values.max()
+    lo, hi = input_range
     span = np.asarray(hi - lo, dtype=values.dtype)
     scale = np.where(span > 0, (high - low) / np.where(span > 0, span, 1), 0)
     return ((values - lo) * scale + low).astype(values.dtype, copy=False)
 
 
-def standardise(values) -> np.ndarray:
+def standardise(values, moments: Moments | None = None) -> np.ndarray:
     """Shift and scale each feature (over axis 0) to mean 0 and standard deviation 1.
 
-    A feature that never varies is only centred, so it does not become NaN.
+    ``moments`` are statistics fitted beforehand (over all blocks of a block
+    dataset); without them they are taken from ``values``. A feature that
+    never varies is only centred, so it does not become NaN.
     """
     values = _float(values)
-    std = values.std(axis=0)
-    return (values - values.mean(axis=0)) / np.where(std > 0, std, 1)
+    moments = Moments().update(values) if moments is None else moments
+    std = moments.std
+    mean, std = moments.mean.astype(values.dtype), np.where(std > 0, std, 1).astype(values.dtype)
+    return (values - mean) / std
 
 
 def permute_axes(values, axes: Sequence[int]) -> np.ndarray:

@@ -74,10 +74,14 @@ class HookDispatcher:
         """Publish the registry, let hooks prepare, and fire ``start`` hooks."""
         if not self.hooks:
             return
+        self.publish(trainer, started)
+        self.event(TimeScale.START)
+
+    def publish(self, trainer, started: float) -> None:
+        """Build the registry hooks read and let them prepare (at each start, or before a reset outside a run)."""
         self.publication = Publication(trainer, started)
         for hook in invocation_order(self.hooks):
             hook.prepare(self.publication.registry, self.publication.resolver)
-        self.event(TimeScale.START)
 
     def event(self, scale: TimeScale) -> None:
         """One event of ``scale``: run every hook whose time step is due and whose criteria pass."""

@@ -43,9 +43,13 @@ class NumberAccumulator(Hook):
 
 
 class RunningTime(Hook):
-    """Times the events of ``scale``: ``shared.time_<scale>_last/_average/_min/_max`` in milliseconds.
+    """Times the events of ``scale``: ``shared.time_<scale>_span<span>_last/_average/_min/_max`` in ms.
 
-    The average, minimum and maximum are over the last ``span`` events. With
+    The average, minimum and maximum are over the last ``span`` events. The
+    span is part of the key because two timers of one scale with different
+    spans (the README's MNIST program reports iterations over 32) would
+    otherwise overwrite each other's results; equal timers are attached
+    once and share theirs. With
     ``remove_extrema`` (and more than two samples) the average leaves out the
     fastest and slowest, so one garbage-collection pause does not skew it.
     """
@@ -57,7 +61,7 @@ class RunningTime(Hook):
         scale = TimeScale.parse(scale)
         super().__init__(timestep.every(1, scale), parameters={"scale": scale.value, "span": span,
                                                       "remove_extrema": remove_extrema})
-        self.key = f"shared.time_{scale.value}"
+        self.key = f"shared.time_{scale.value}_span{span}"
         self.remove_extrema = remove_extrema
         self._times = deque(maxlen=span)
         self._last = None

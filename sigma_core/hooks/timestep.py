@@ -15,8 +15,7 @@ from ..errors import ConfigError
 
 
 class TimeScale(str, Enum):
-    """The events an operator emits. ``pause``, ``resume`` and ``reset`` exist for
-    operators with those states; the single-worker operator emits the other four."""
+    """The events an operator emits (see :mod:`sigma_core.operators` for when each fires)."""
 
     ITERATION = "iteration"
     EPOCH = "epoch"

@@ -78,6 +78,8 @@ class Optimiser:
 
     def trainable(self, ids) -> list[str]:
         """The ids (in their order) that no freeze pattern matches."""
+        if not self._filters:  # the usual case, on every step
+            return list(ids)
         return [i for i in ids if not self.is_frozen(i)]
 
     # -- the update ------------------------------------------------------------------

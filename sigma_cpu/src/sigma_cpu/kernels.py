@@ -16,6 +16,14 @@ a warm training step allocates nothing. An override that meets an array it
 was not written for (not C-contiguous, an unusual dtype) hands the call to
 the reference kernel, which handles everything.
 
+The passes over large arrays (optimiser updates, dropout, bias + relu, the
+activation backward) are written with ``prange`` and compiled twice: serial,
+and ``parallel=True`` for when :mod:`sigma_cpu.blas_pool` has put BLAS on
+numba's thread pool. Without that shared pool a parallel pass fights
+OpenBLAS's spinning threads and loses to the serial one, so then, and for
+arrays below :data:`PARALLEL_MIN` elements, the serial version runs. Every
+element's result depends on that element alone, so both give the same bits.
+
 Compilation (see :data:`_jit`): ``error_model="numpy"`` lets LLVM vectorise
 loops containing a division (the default Python error model checks every
 divisor for zero); the fast-math flags allow reassociation and fused
@@ -27,13 +35,14 @@ the NaN the trainer stops on. ``cache=True`` keeps the machine code on disk
 from __future__ import annotations
 
 import math
+import types
 
 import numpy
 
 from sigma_core.errors import ShapeError
 from sigma_core.kernels import ArrayKernels
 
-from . import numba_cache
+from . import blas_pool, numba_cache
 
 numba_cache.configure()
 
@@ -42,6 +51,29 @@ import numba  # noqa: E402  (after the cache directory is chosen)
 FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
 _jit = numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+_jit_parallel = numba.njit(parallel=True, fastmath=FASTMATH, error_model="numpy", cache=True)
+
+#: Below this many elements a pass stays serial even on the shared pool: handing
+#: half of it to the other thread costs more than the half takes.
+PARALLEL_MIN = 1 << 15
+
+
+def _serial_and_parallel(loop):
+    """``loop`` (written with ``prange``) compiled serial, where ``prange`` is ``range``, and parallel.
+
+    The parallel one compiles a renamed copy: numba's disk cache names entries
+    after the function and does not tell the two compilations apart, so with
+    one name a serial call could load the parallel machine code.
+    """
+    twin = types.FunctionType(loop.__code__, loop.__globals__, loop.__name__, loop.__defaults__, loop.__closure__)
+    twin.__qualname__ = f"{loop.__qualname__}_parallel"
+    twin.__doc__ = loop.__doc__
+    return _jit(loop), _jit_parallel(twin)
+
+
+def _pick(compiled, size):
+    """The parallel version of a :func:`_serial_and_parallel` pair when the shared pool is on and ``size`` is large."""
+    return compiled[1] if blas_pool.PARALLEL and size >= PARALLEL_MIN else compiled[0]
 
 #: Activation names as the integer codes the compiled loops branch on.
 ACTIVATION_CODES = {"none": 0, "relu": 1, "sigmoid": 2, "tanh": 3}
@@ -66,11 +98,11 @@ def _derivative(y, code):
     return 1
 
 
-@_jit
+@_serial_and_parallel
 def _bias_relu(out, bias, use_bias, relu):
     """out += bias (row-broadcast), then max(out, 0); each row is still in L1 for the second loop."""
     rows, cols = out.shape
-    for i in range(rows):
+    for i in numba.prange(rows):
         row = out[i]
         if use_bias:
             for j in range(cols):
@@ -81,13 +113,13 @@ def _bias_relu(out, bias, use_bias, relu):
                     row[j] = 0
 
 
-@_jit
+@_serial_and_parallel
 def _activation_backward(g, y, out, code):
     if code == 1:  # a select, not a multiply: keeps the loop in the array dtype
-        for i in range(out.size):
+        for i in numba.prange(out.size):
             out[i] = g[i] if y[i] > 0 else 0 * g[i]
     else:
-        for i in range(out.size):
+        for i in numba.prange(out.size):
             out[i] = g[i] * _derivative(y[i], code)
 
 
@@ -163,7 +195,7 @@ def _mix64(z):
     return z ^ (z >> numpy.uint64(31))
 
 
-@_jit
+@_serial_and_parallel
 def _dropout(x, stream, threshold, scale, y, mask):
     """Element i is kept when the top 53 bits of mix(stream + (i+1)·golden) fall below threshold.
 
@@ -171,44 +203,44 @@ def _dropout(x, stream, threshold, scale, y, mask):
     iterated, so each element's draw depends on (stream, i) alone: the result
     does not depend on how the loop is split between threads.
     """
-    for i in range(x.size):
+    for i in numba.prange(x.size):
         z = _mix64(stream + numpy.uint64(i + 1) * _GOLDEN)
         m = scale if (z >> numpy.uint64(11)) < threshold else 0 * scale
         mask[i] = m
         y[i] = x[i] * m
 
 
-@_jit
+@_serial_and_parallel
 def _l2_gradient(grad, param, out, weight_decay):
-    for i in range(out.size):
+    for i in numba.prange(out.size):
         out[i] = grad[i] + weight_decay * param[i]
 
 
-@_jit
+@_serial_and_parallel
 def _sgd(param, grad, lr):
-    for i in range(param.size):
+    for i in numba.prange(param.size):
         param[i] -= lr * grad[i]
 
 
-@_jit
+@_serial_and_parallel
 def _momentum(param, grad, velocity, lr, momentum, nesterov):
-    for i in range(param.size):
+    for i in numba.prange(param.size):
         v = momentum * velocity[i] + grad[i]
         velocity[i] = v
         param[i] -= lr * (grad[i] + momentum * v) if nesterov else lr * v
 
 
-@_jit
+@_serial_and_parallel
 def _adagrad(param, grad, sq, lr, eps):
-    for i in range(param.size):
+    for i in numba.prange(param.size):
         s = sq[i] + grad[i] * grad[i]
         sq[i] = s
         param[i] -= lr * grad[i] / (math.sqrt(s) + eps)
 
 
-@_jit
+@_serial_and_parallel
 def _adadelta(param, grad, acc_grad, acc_update, lr, rho, eps):
-    for i in range(param.size):
+    for i in numba.prange(param.size):
         a = rho * acc_grad[i] + (1 - rho) * grad[i] * grad[i]
         acc_grad[i] = a
         delta = math.sqrt(acc_update[i] + eps) / math.sqrt(a + eps) * grad[i]
@@ -216,17 +248,17 @@ def _adadelta(param, grad, acc_grad, acc_update, lr, rho, eps):
         param[i] -= lr * delta
 
 
-@_jit
+@_serial_and_parallel
 def _rmsprop(param, grad, sq, lr, rho, eps):
-    for i in range(param.size):
+    for i in numba.prange(param.size):
         s = rho * sq[i] + (1 - rho) * grad[i] * grad[i]
         sq[i] = s
         param[i] -= lr * grad[i] / (math.sqrt(s) + eps)
 
 
-@_jit
+@_serial_and_parallel
 def _adam(param, grad, m, v, step_size, beta1, beta2, root_correction, eps):
-    for i in range(param.size):
+    for i in numba.prange(param.size):
         mi = beta1 * m[i] + (1 - beta1) * grad[i]
         vi = beta2 * v[i] + (1 - beta2) * grad[i] * grad[i]
         m[i] = mi
@@ -252,6 +284,7 @@ class NumbaKernels(ArrayKernels):
 
     def __init__(self, dtype, seed=None):
         super().__init__(dtype, seed)
+        blas_pool.install()
         self._scalar = self.dtype.type  # hyperparameters enter the loops in the array dtype
         # The dropout generator's key: an independent child of the seed, so it
         # never shares a stream with the NumPy generator seeded the same way.
@@ -275,14 +308,14 @@ class NumbaKernels(ArrayKernels):
         if out.ndim == 0 or (bias is None and activation == "none"):  # nothing to fuse
             return super().dense(x, weights, bias, activation) if out.ndim == 0 else out
         rows = out.reshape(-1, out.shape[-1])
-        _bias_relu(rows, rows[0] if bias is None else bias, bias is not None, activation == "relu")
+        _pick(_bias_relu, rows.size)(rows, rows[0] if bias is None else bias, bias is not None, activation == "relu")
         return out
 
     def activation_backward(self, name, g, y):
         if name not in ACTIVATION_CODES or name == "none" or g.shape != y.shape or not _c_contiguous(g, y) or g.dtype != y.dtype:
             return super().activation_backward(name, g, y)
         out = self.empty(y.shape)
-        _activation_backward(g.reshape(-1), y.reshape(-1), out.reshape(-1), ACTIVATION_CODES[name])
+        _pick(_activation_backward, out.size)(g.reshape(-1), y.reshape(-1), out.reshape(-1), ACTIVATION_CODES[name])
         return out
 
     def _fits_softmax_ce(self, logits, targets) -> bool:
@@ -331,7 +364,7 @@ class NumbaKernels(ArrayKernels):
         keep = 1.0 - p
         threshold = numpy.uint64(min(int(keep * 2.0**53), 2**53))
         y, mask = self.empty(x.shape), self.empty(x.shape)
-        _dropout(x.reshape(-1), numpy.uint64(stream), threshold, self._scalar(1.0 / keep), y.reshape(-1), mask.reshape(-1))
+        _pick(_dropout, x.size)(x.reshape(-1), numpy.uint64(stream), threshold, self._scalar(1.0 / keep), y.reshape(-1), mask.reshape(-1))
         return y, mask
 
     def rng_state(self) -> dict:
@@ -348,50 +381,52 @@ class NumbaKernels(ArrayKernels):
     # -- one-pass optimiser updates ----------------------------------------------------------------
     def _flat(self, *arrays):
         """1-D views of same-shaped C-contiguous arrays of the handler's dtype, or None."""
-        if not all(a.flags.c_contiguous and a.dtype == self.dtype for a in arrays):
-            return None
-        return tuple(a.reshape(-1) for a in arrays)
+        dtype = self.dtype
+        for a in arrays:  # a loop, not all(...): this runs for every parameter on every step
+            if not a.flags.c_contiguous or a.dtype != dtype:
+                return None
+        return tuple([a.reshape(-1) for a in arrays])
 
     def l2_gradient(self, grad, param, weight_decay):
         out = self.empty(param.shape)
         flat = self._flat(grad, param, out)
         if flat is None:
             return super().l2_gradient(grad, param, weight_decay)
-        _l2_gradient(*flat, self._scalar(weight_decay))
+        _pick(_l2_gradient, out.size)(*flat, self._scalar(weight_decay))
         return out
 
     def sgd_update_(self, param, grad, lr):
         flat = self._flat(param, grad)
         if flat is None:
             return super().sgd_update_(param, grad, lr)
-        _sgd(*flat, self._scalar(lr))
+        _pick(_sgd, param.size)(*flat, self._scalar(lr))
 
     def momentum_update_(self, param, grad, velocity, lr, momentum, nesterov):
         flat = self._flat(param, grad, velocity)
         if flat is None:
             return super().momentum_update_(param, grad, velocity, lr, momentum, nesterov)
         s = self._scalar
-        _momentum(*flat, s(lr), s(momentum), bool(nesterov))
+        _pick(_momentum, param.size)(*flat, s(lr), s(momentum), bool(nesterov))
 
     def adagrad_update_(self, param, grad, sq, lr, eps):
         flat = self._flat(param, grad, sq)
         if flat is None:
             return super().adagrad_update_(param, grad, sq, lr, eps)
-        _adagrad(*flat, self._scalar(lr), self._scalar(eps))
+        _pick(_adagrad, param.size)(*flat, self._scalar(lr), self._scalar(eps))
 
     def adadelta_update_(self, param, grad, acc_grad, acc_update, lr, rho, eps):
         flat = self._flat(param, grad, acc_grad, acc_update)
         if flat is None:
             return super().adadelta_update_(param, grad, acc_grad, acc_update, lr, rho, eps)
         s = self._scalar
-        _adadelta(*flat, s(lr), s(rho), s(eps))
+        _pick(_adadelta, param.size)(*flat, s(lr), s(rho), s(eps))
 
     def rmsprop_update_(self, param, grad, sq, lr, rho, eps):
         flat = self._flat(param, grad, sq)
         if flat is None:
             return super().rmsprop_update_(param, grad, sq, lr, rho, eps)
         s = self._scalar
-        _rmsprop(*flat, s(lr), s(rho), s(eps))
+        _pick(_rmsprop, param.size)(*flat, s(lr), s(rho), s(eps))
 
     def adam_update_(self, param, grad, m, v, lr, beta1, beta2, eps, step):
         """As the reference: the bias corrections fold into two scalars computed in double."""
@@ -401,4 +436,4 @@ class NumbaKernels(ArrayKernels):
         s = self._scalar
         step_size = lr / (1.0 - beta1**step)
         root_correction = 1.0 / math.sqrt(1.0 - beta2**step)
-        _adam(*flat, s(step_size), s(beta1), s(beta2), s(root_correction), s(eps))
+        _pick(_adam, param.size)(*flat, s(step_size), s(beta1), s(beta2), s(root_correction), s(eps))
