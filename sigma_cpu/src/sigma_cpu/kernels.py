@@ -124,26 +124,34 @@ def _activation_backward(g, y, out, code):
 
 
 @_jit
+def _softmax_row(logits, probabilities, i):
+    """Writes softmax(logits[i]) into probabilities[i]; returns (row max, log Σ exp(logit − max))."""
+    cols = logits.shape[1]
+    top = logits[i, 0]
+    for j in range(1, cols):
+        top = max(top, logits[i, j])
+    s = 0.0
+    for j in range(cols):
+        e = math.exp(logits[i, j] - top)
+        probabilities[i, j] = e
+        s += e
+    inverse = 1.0 / s
+    for j in range(cols):
+        probabilities[i, j] *= inverse
+    return top, math.log(s)
+
+
+@_jit
 def _softmax_ce_indices(logits, targets, probabilities):
     """Writes softmax rows into ``probabilities``; returns the summed cross-entropy."""
     rows, cols = logits.shape
     total = 0.0
     for i in range(rows):
-        top = logits[i, 0]
-        for j in range(1, cols):
-            top = max(top, logits[i, j])
-        s = 0.0
-        for j in range(cols):
-            e = math.exp(logits[i, j] - top)
-            probabilities[i, j] = e
-            s += e
-        inverse = 1.0 / s
-        for j in range(cols):
-            probabilities[i, j] *= inverse
+        top, log_s = _softmax_row(logits, probabilities, i)
         t = targets[i]
         if t < 0 or t >= cols:
             raise IndexError("softmax_cross_entropy: a class index is out of range")
-        total += math.log(s) + top - logits[i, t]
+        total += log_s + top - logits[i, t]
     return total
 
 
@@ -153,18 +161,8 @@ def _softmax_ce_probabilities(logits, targets, probabilities):
     rows, cols = logits.shape
     total = 0.0
     for i in range(rows):
-        top = logits[i, 0]
-        for j in range(1, cols):
-            top = max(top, logits[i, j])
-        s = 0.0
+        top, log_s = _softmax_row(logits, probabilities, i)
         for j in range(cols):
-            e = math.exp(logits[i, j] - top)
-            probabilities[i, j] = e
-            s += e
-        log_s = math.log(s)
-        inverse = 1.0 / s
-        for j in range(cols):
-            probabilities[i, j] *= inverse
             total -= targets[i, j] * (logits[i, j] - top - log_s)
     return total
 
