@@ -23,7 +23,6 @@ class BufferPool:
         self.xp = xp
         self.active = False
         self.allocations = 0  # fresh buffers allocated inside sessions, ever
-        self.allocated_bytes = 0
         self._free = defaultdict(list)
         self._in_use = []
 
@@ -38,7 +37,6 @@ class BufferPool:
         else:
             buffer = self.xp.empty(shape, dtype)
             self.allocations += 1
-            self.allocated_bytes += buffer.nbytes
         self._in_use.append((key, buffer))
         return buffer
 

@@ -225,7 +225,7 @@ class CheckpointSaver:
     """An operator observer that saves a checkpoint every n iterations and/or epochs, keeping the last ``keep``.
 
     Files are named ``<trainer>-e<epochs done>-i<iterations into the next epoch>.ckpt``;
-    ``latest_checkpoint`` finds the newest one again.
+    ``latest_checkpoint`` finds the one written last.
     """
 
     def __init__(self, directory, *, every_iterations: int = 0, every_epochs: int = 0, keep: int = 3,
@@ -263,14 +263,19 @@ class CheckpointSaver:
 
 
 def checkpoints(directory, name: str) -> list[Path]:
-    """The checkpoints of the trainer ``name`` in ``directory``, oldest first."""
+    """The checkpoints of the trainer ``name`` in ``directory``, oldest written first.
+
+    Ordered by modification time, not by the epoch in the name: after a
+    reset a trainer counts epochs from 1 again, and its newest checkpoint
+    must not sort (and be rotated away) as the oldest.
+    """
     pattern = re.compile(rf"{re.escape(name)}-e(\d+)-i(\d+){re.escape(SUFFIX)}")
     found = []
     for path in Path(directory).glob(f"*{SUFFIX}"):
         match = pattern.fullmatch(path.name)
         if match:
-            found.append(((int(match[1]), int(match[2])), path))
-    return [path for _, path in sorted(found)]
+            found.append((path.stat().st_mtime_ns, int(match[1]), int(match[2]), path))
+    return [entry[-1] for entry in sorted(found)]
 
 
 def latest_checkpoint(directory, name: str) -> Path | None:

@@ -69,6 +69,14 @@ SCHEMA = {
     "hooks": list,  # [[hooks]] tables, validated by sigma_core.hooks.config
 }
 
+#: lower bounds of numeric settings, checked after defaults are filled in
+MINIMUMS = {
+    "training.epochs": 1,
+    "training.batch_size": 1,
+    "training.validation_batch_size": 1,
+    "training.prefetch": 0,
+}
+
 DEFAULTS = {
     "name": "run",
     "seed": 0,
@@ -140,6 +148,10 @@ def validate(raw: dict, source: str = "config") -> dict:
             config[key].update(value)
         else:
             config[key] = value
+    for key, least in MINIMUMS.items():
+        section, name = key.split(".")
+        if config[section][name] < least:
+            raise ConfigError(f"{source}: {key} must be at least {least}, got {config[section][name]}")
     return config
 
 

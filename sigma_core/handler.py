@@ -21,7 +21,7 @@ import numpy
 from . import autodiff
 from .autodiff import vjps
 from .autodiff.tape import Tape
-from .errors import SigmaError
+from .errors import ShapeError, SigmaError
 from .kernels import ACTIVATIONS, ArrayKernels
 from .ndarray import NDArray, Number
 
@@ -258,8 +258,17 @@ class Handler:
         or integer class indices, one per row.
         """
         raws = (self._raw(logits), self._raw(targets))
-        if raws[1].dtype.kind not in "iu" and raws[1].shape != raws[0].shape:
-            raise SigmaError(
+        if raws[1].dtype.kind in "iu":
+            # Checked here, once for every handler: NumPy indexing would wrap -1 silently.
+            classes, low, high = raws[0].shape[-1], int(raws[1].min()), int(raws[1].max())
+            if low < 0 or high >= classes:
+                bad = low if low < 0 else high
+                raise ShapeError(
+                    f"softmax_cross_entropy: class label {bad} is outside 0..{classes - 1} "
+                    f"(the logits have {classes} classes)"
+                )
+        elif raws[1].shape != raws[0].shape:
+            raise ShapeError(
                 f"softmax_cross_entropy: logits shape {raws[0].shape} and targets shape {raws[1].shape} differ"
             )
         cost, probabilities = self.kernels.softmax_cross_entropy(*raws)

@@ -329,7 +329,7 @@ class ArrayKernels(OptimiserKernels):
         exp: with s = logits - rowmax and Z = Σ exp(s), log p = s - log Z.
         """
         xp = self.xp
-        rows, classes = logits.shape
+        rows = logits.shape[0]
         shifted = self.empty(logits.shape)
         row_max = self.empty((rows, 1))
         xp.maximum.reduce(logits, 1, out=row_max[:, 0])

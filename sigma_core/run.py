@@ -31,7 +31,6 @@ class Run:
     handler: object
     trainer: Trainer
     epochs: int
-    handler_source: str = "config"
     hooks: list = field(default_factory=list)  # attached to the operator by train()
     history: list = field(default_factory=list)
     seconds: float = 0.0
@@ -76,7 +75,7 @@ class Run:
             "name": self.config["name"],
             "handler": self.handler.name,
             "dtype": self.handler.dtype,
-            "epochs": len(self.history),
+            "epochs": self.trainer.epoch,  # epochs done, counting those before a resume
             "seconds": round(self.seconds, 3),
             "cost": last.cost if last else None,
             "accuracy": held_out.get("accuracy"),
@@ -142,7 +141,7 @@ def build_initialisers(spec: dict) -> dict:
     return bindings
 
 
-def build_run(config: dict, *, handler_name: str | None = None, handler_source: str = "config") -> Run:
+def build_run(config: dict, *, handler_name: str | None = None) -> Run:
     """Create handler, data, network, optimiser and trainer from a validated config."""
     seed = config["seed"]
     training_cfg = config["training"]
@@ -176,4 +175,4 @@ def build_run(config: dict, *, handler_name: str | None = None, handler_source: 
     )
     log.info("run %s: %d training and %d held-out records, %s parameters on %s",
              config["name"], len(training), len(held_out), f"{network.parameter_count:,}", handler)
-    return Run(config, handler, trainer, training_cfg["epochs"], source, hooks=hooks)
+    return Run(config, handler, trainer, training_cfg["epochs"], hooks=hooks)

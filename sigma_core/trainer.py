@@ -50,10 +50,11 @@ class Trainer:
         self.total_iterations = 0
         self.last_cost = float("nan")
         self.epoch_cost = 0.0  # sum of this epoch's iteration costs so far
-        self.in_epoch = False  # True between an epoch's start and its end
-        self._resume_epoch = False  # set by load_state_dict: continue the interrupted epoch
+        self.in_epoch = False  # True between an epoch's start and its end: the next run_epoch continues it
         self._trainable = []  # (id, NDArray) of parameters the optimiser may change
         self._initial = None  # (handler RNG state, optimiser state) from before initialise, for reset()
+        self._parameter_generation = 0  # bumped whenever parameters are replaced other than by training
+        self._evaluation = None  # (key, (ranks, cost)) of the last evaluate() pass
 
     def add_validation(self, name: str, iterator):
         if name in self.validation:
@@ -69,6 +70,7 @@ class Trainer:
 
     def _initialise_parameters(self):
         self.network.initialise(self.handler, self.initialisers)
+        self._parameter_generation += 1
         # Once training has begun, arrays made between sessions expire at the next one, and
         # parameters must outlive every session.
         for array in self.network.parameters.values():
@@ -92,7 +94,7 @@ class Trainer:
         self.optimiser.load_state_dict(optimiser, self.handler)
         self.epoch = self.iteration = self.total_iterations = 0
         self.last_cost, self.epoch_cost = float("nan"), 0.0
-        self.in_epoch = self._resume_epoch = False
+        self.in_epoch = False
         for iterator in (self.training_iterator, *self.validation.values()):
             iterator.set_epoch(0)
 
@@ -141,14 +143,14 @@ class Trainer:
     def run_epoch(self, on_iteration=None) -> float:
         """Train on every batch of one epoch; returns the mean cost.
 
-        After :meth:`load_state_dict` restored a checkpoint taken mid-epoch,
-        this finishes that epoch instead of starting a new one: the iterator
-        resumes at its first unseen batch and the iteration count and cost sum
-        carry on, so the epoch ends exactly as if it had never been interrupted.
+        An epoch that was interrupted (a stop mid-epoch, or a checkpoint taken
+        mid-epoch and restored by :meth:`load_state_dict`) is finished instead
+        of starting a new one: the iterator resumes at its first unseen batch
+        and the iteration count and cost sum carry on, so the epoch ends exactly
+        as if it had never been interrupted.
         """
         batches = self.training_iterator
-        if self._resume_epoch:
-            self._resume_epoch = False
+        if self.in_epoch:
             # A checkpoint taken on an epoch's last batch: the iterator has already rolled
             # over to the next epoch, so iterating it would train that one as this one.
             if self.iteration >= len(self.training_iterator):
@@ -219,7 +221,8 @@ class Trainer:
         self.total_iterations = int(state["total_iterations"])
         self.last_cost = float(state["last_cost"])
         self.epoch_cost = float(state["epoch_cost"])
-        self._resume_epoch = bool(state["in_epoch"])
+        self._parameter_generation += 1  # restore() has just loaded parameters from the checkpoint
+        self.in_epoch = bool(state["in_epoch"])
         self.training_iterator.set_state(state["training_iterator"])
         for name, iterator_state in state["validation_iterators"].items():
             self.validation[name].set_state(iterator_state)
@@ -231,33 +234,50 @@ class Trainer:
                         self.name, rng["handler"], self.handler.name)
 
     # -- evaluation ----------------------------------------------------------------------------
-    def evaluate(self, iterator, top: tuple = (1,)) -> dict:
-        """Cost and top-k accuracy over one pass of ``iterator``, in inference mode."""
+    def evaluate(self, iterator, top: tuple = (1,), threshold: float = 0.5) -> dict:
+        """Cost and top-k accuracy over one pass of ``iterator``, in inference mode.
+
+        A network with one output is a binary classifier: a hit when
+        ``output > threshold`` agrees with ``target > 0.5``. Each pass ranks
+        every class, so any ``top`` costs the same; the ranks are kept until
+        the next training step, (re)initialisation or restored checkpoint, so
+        the operator's end-of-epoch evaluation and a scorer hook at the same
+        moment share one pass. (Parameters changed by hand in between are not
+        noticed: train a step or call :meth:`initialise` again.)
+        """
+        key = (id(iterator), self.total_iterations, self._parameter_generation, threshold)
+        if self._evaluation is None or self._evaluation[0] != key:
+            self._evaluation = (key, self._rank_targets(iterator, threshold))
+        ranks, cost = self._evaluation[1]
+        rows = max(ranks.size, 1)
+        report = {f"top{k}": int((ranks < k).sum()) / rows for k in top}
+        report["accuracy"] = report.get("top1", report[f"top{top[0]}"])
+        report["cost"] = cost
+        report["records"] = int(ranks.size)
+        return report
+
+    def _rank_targets(self, iterator, threshold: float):
+        """Per record, the rank of its target among the predicted classes (0 = top); and the mean cost."""
         h = self.handler
-        hits = {k: 0 for k in top}
-        cost_sum, rows = 0.0, 0
+        ranks, cost_sum = [], 0.0
         for batch in iterator:
             with h.no_grad():
                 result = self.network.forward(self._externals(batch), training=False)
             predictions = result.outputs["predictions"].to_numpy()
             predictions = predictions.reshape(-1, predictions.shape[-1])
-            n = predictions.shape[0]
             labels = numpy.asarray(batch["targets"])
             labels = labels.argmax(-1).reshape(-1) if labels.ndim > 1 and labels.shape[-1] > 1 else labels.reshape(-1)
             if result.cost is not None:
-                cost_sum += float(result.cost) * n
-            if predictions.shape[1] == 1:  # one output: binary, thresholded at 0.5
-                predictions = numpy.concatenate([0.5 - predictions, predictions - 0.5], axis=1)
+                cost_sum += float(result.cost) * predictions.shape[0]
+            if predictions.shape[1] == 1:  # one output: binary, thresholded
+                predictions = numpy.concatenate([threshold - predictions, predictions - threshold], axis=1)
                 labels = (labels > 0.5).astype(numpy.int64)
-            order = numpy.argsort(-predictions, axis=1)
-            for k in top:
-                hits[k] += int((order[:, :k] == labels[:, None]).any(axis=1).sum())
-            rows += n
-        report = {f"top{k}": hits[k] / max(rows, 1) for k in top}
-        report["accuracy"] = report.get("top1", report[f"top{top[0]}"])
-        report["cost"] = cost_sum / max(rows, 1)
-        report["records"] = rows
-        return report
+            if labels.shape[0] != predictions.shape[0]:
+                raise SigmaError(f"trainer {self.name!r}: {labels.shape[0]} targets for {predictions.shape[0]} predictions")
+            order = numpy.argsort(-predictions, axis=1, kind="stable")
+            ranks.append(numpy.argmax(order == labels[:, None], axis=1))
+        ranks = numpy.concatenate(ranks) if ranks else numpy.zeros(0, dtype=numpy.int64)
+        return ranks, cost_sum / max(ranks.size, 1)
 
 
 def _first_non_finite(values: numpy.ndarray) -> str:

@@ -329,3 +329,28 @@ def test_resume_with_nothing_left_to_train_says_so(tmp_path, capsys):
     code, out, err = cli(capsys, "train", str(DIGITS), "--set", "training.epochs=1",
                          "--resume", str(latest_checkpoint(tmp_path, "digits")))
     assert code == 2 and "nothing left to train" in err
+
+
+def test_rotation_keeps_the_checkpoint_written_last_even_after_a_reset(tmp_path):
+    """After a reset epochs count from 1 again; the new e1 file is the newest, not the oldest."""
+    from sigma_core.backend import create_handler
+    from sigma_core.checkpoint import CheckpointSaver, latest_checkpoint
+    from sigma_core.constructs import Dense, Input, SoftmaxCE
+    from sigma_core.data import MinibatchIterator, load_sklearn
+    from sigma_core.network import Network
+    from sigma_core.optimisers import GradientDescent
+    from sigma_core.trainer import Trainer
+
+    trainer = Trainer(Network(Input(64) + Dense(10) + SoftmaxCE()), GradientDescent(0.01),
+                      MinibatchIterator(load_sklearn("digits"), 600, seed=0))
+    trainer.initialise(create_handler("numpy", seed=0))
+    saver = CheckpointSaver(tmp_path, keep=2)
+    for _ in range(3):
+        trainer.run_epoch()
+        saver.save(trainer)
+    trainer.reset()
+    trainer.run_epoch()
+    newest = saver.save(trainer)
+    assert newest.exists()
+    assert latest_checkpoint(tmp_path, trainer.name) == newest
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trainer-e1-i0.ckpt", "trainer-e3-i0.ckpt"]

@@ -387,3 +387,26 @@ def test_checkpoint_hook_keeps_the_best_epochs_and_they_resume(tmp_path):
     best = load_checkpoint(saved[-1])
     assert best.config["name"] == "digits"
     assert best.trainer["epoch"] >= 1
+
+
+def test_binary_accuracy_scorer_thresholds_the_single_output():
+    """XOR's sigmoid output scored at two thresholds; a multi-output network is refused."""
+    from sigma_core.hooks.access import HookError
+    from sigma_core.hooks.publication import Publication
+    from sigma_core.hooks.scorers import BinaryAccuracyScorer
+    from sigma_core.run import build_run
+
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    run = build_run(run_config.validate(tomllib.loads((examples / "xor.toml").read_text())))
+    run.train()
+    published = Publication(run.trainer)
+    BinaryAccuracyScorer(threshold=0.5).invoke(published.registry, published.resolver)
+    assert published.registry["shared"]["validation"]["accuracy"] == 1.0
+    BinaryAccuracyScorer(threshold=1.0).invoke(published.registry, published.resolver)  # nothing exceeds 1
+    assert published.registry["shared"]["validation"]["accuracy"] == 0.5  # only the two 0-targets agree
+
+    digits = build_run(run_config.validate(tomllib.loads((examples / "digits.toml").read_text())))
+    digits.trainer.initialise(digits.handler)
+    published = Publication(digits.trainer)
+    with pytest.raises(HookError, match="one output per record, it has 10"):
+        BinaryAccuracyScorer().invoke(published.registry, published.resolver)

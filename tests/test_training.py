@@ -11,7 +11,7 @@ import pytest
 
 from sigma_core import config as run_config
 from sigma_core.cli import main
-from sigma_core.constructs import Dense, Input, SquaredDifference
+from sigma_core.constructs import Dense, Input, SoftmaxCE, SquaredDifference
 from sigma_core.errors import ArchitectureError, ConfigError, NonFiniteError, SigmaError
 from sigma_core.handlers.numpy_handler import NumpyHandler
 from sigma_core.network import Network
@@ -422,3 +422,35 @@ def test_nan_in_a_later_layer_is_named_exactly_and_no_parameter_changes():
     after = network.state_dict()
     for pid in before:
         numpy.testing.assert_array_equal(after[pid], before[pid])
+
+
+def test_evaluate_ranks_once_per_parameter_state_and_counts_top_k():
+    """The operator's epoch evaluation and a scorer at the same moment share one pass."""
+    from sigma_core.data import MinibatchIterator, load_sklearn
+
+    digits = load_sklearn("digits")
+    network = Network(Input(64) + Dense(10) + SoftmaxCE())
+    trainer = Trainer(network, optimiser_from_config({"type": "sgd", "learning_rate": 0.001}),
+                      MinibatchIterator(digits, 100, seed=0))
+    trainer.initialise(NumpyHandler("float64", seed=0))
+    held_out = MinibatchIterator(digits.take(0, 300), 100, shuffle=False)
+    passes = []
+    forward = network.forward
+    network.forward = lambda *a, **k: passes.append(1) or forward(*a, **k)
+    first = trainer.evaluate(held_out, top=(1, 3))
+    again = trainer.evaluate(held_out, top=(1, 2, 3, 10))
+    assert len(passes) == 3  # three batches, one pass
+    assert again["top1"] == first["top1"] and again["top3"] == first["top3"]
+    assert first["top1"] <= again["top2"] <= again["top3"] <= again["top10"] == 1.0
+    trainer.run_iteration(next(iter(trainer.training_iterator)))
+    trainer.evaluate(held_out)
+    assert len(passes) == 3 + 1 + 3  # the step's forward, then a fresh pass
+
+
+def test_named_validation_iterators_are_unique():
+    trainer = Trainer(Network(Input(4) + Dense(3) + SquaredDifference()),
+                      optimiser_from_config({"type": "sgd"}), [], validation={"validation": []})
+    trainer.add_validation("test", [])
+    assert list(trainer.validation) == ["validation", "test"]
+    with pytest.raises(SigmaError, match="already has a validation iterator named 'test'"):
+        trainer.add_validation("test", [])

@@ -56,10 +56,10 @@ def run_train(args: argparse.Namespace) -> int:
         observers.append(EpochProgress(run.epochs))
     summary = run.train(observers)
     accuracy = "n/a" if summary["accuracy"] is None else f"{summary['accuracy']:.2%}"
+    cost = "n/a" if summary["cost"] is None else f"{summary['cost']:.4f}"  # e.g. stopped inside epoch 1
     print(
         f"{summary['name']}: {summary['epochs']} epochs in {summary['seconds']:.1f}s on "
-        f"{summary['handler']} ({summary['dtype']}); final cost {summary['cost']:.4f}, "
-        f"held-out accuracy {accuracy}"
+        f"{summary['handler']} ({summary['dtype']}); final cost {cost}, held-out accuracy {accuracy}"
     )
     if args.out:
         _write_json_atomically(Path(args.out), summary)

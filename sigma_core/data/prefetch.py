@@ -19,6 +19,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from sigma_core.data.errors import DataError
+
 _DONE = object()
 
 
@@ -27,7 +29,7 @@ class PrefetchIterator:
 
     def __init__(self, iterator, depth: int = 2):
         if depth < 1:
-            raise ValueError(f"prefetch depth must be at least 1, got {depth}")
+            raise DataError(f"prefetch depth must be at least 1, got {depth}")
         self.iterator = iterator
         self.depth = depth
         self._progress = None  # (epoch and position at iter() start, batches handed out) while iterating

@@ -53,21 +53,10 @@ class HookDispatcher:
         self._reorder()
         return added
 
-    def detach(self, hook: Hook) -> None:
-        dependents = [h for h in self.hooks if any(r is hook for r in h.required_hooks)]
-        if dependents:
-            raise HookError(f"cannot detach {hook!r}: required by {', '.join(map(repr, dependents))}")
-        self.hooks = [h for h in self.hooks if h is not hook]
-        self._countdowns.pop(id(hook), None)
-        self._reorder()
-
     def _reorder(self):
         self._by_scale = {}
         for hook in invocation_order(self.hooks):
             self._by_scale.setdefault(hook.time_step.scale, []).append(hook)
-
-    def has(self, scale: TimeScale) -> bool:
-        return bool(self._by_scale.get(scale))
 
     # -- the run ------------------------------------------------------------------------------
     def start(self, trainer, started: float) -> None:

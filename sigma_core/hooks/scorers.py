@@ -6,8 +6,6 @@ criteria (``shared.validation.accuracy_top1``) and early stopping can read them.
 
 from __future__ import annotations
 
-import numpy
-
 from . import timestep
 from .access import HookError, write
 from .base import Hook
@@ -57,15 +55,15 @@ class BinaryAccuracyScorer(Hook):
 
     def invoke(self, registry, resolver):
         trainer, iterator = _validation_iterator(registry, self.iterator, self)
-        handler, hits, rows = trainer.handler, 0, 0
-        for batch in iterator:
-            with handler.no_grad():
-                result = trainer.network.forward(trainer._externals(batch), training=False)
-            outputs = result.outputs["predictions"].to_numpy().reshape(-1)
-            targets = numpy.asarray(batch["targets"]).reshape(-1)
-            if outputs.shape != targets.shape:
-                raise HookError(f"{self!r}: needs one output per record, got {outputs.size} outputs "
-                                f"for {targets.size} targets")
-            hits += int(((outputs > self.threshold) == (targets > 0.5)).sum())
-            rows += targets.size
-        write(resolver, f"shared.{self.iterator}.accuracy", hits / max(rows, 1))
+        width = _prediction_width(trainer)
+        if width != 1:
+            raise HookError(f"{self!r}: needs a network with one output per record, it has {width}")
+        report = trainer.evaluate(iterator, threshold=self.threshold)
+        write(resolver, f"shared.{self.iterator}.accuracy", report["accuracy"])
+
+
+def _prediction_width(trainer) -> int:
+    """Width of the predictions: the last non-cost layer's output."""
+    layer = [layer for layer in trainer.network.layers.values() if not layer.is_cost][-1]
+    shape = layer.output_shape
+    return shape[-1] if shape else 1

@@ -48,7 +48,10 @@ class SoftmaxCrossEntropy(CostLayer):
                 )
         else:
             targets = self.rows(h, targets)
-        return h.softmax_cross_entropy(logits, targets)
+        try:
+            return h.softmax_cross_entropy(logits, targets)
+        except ShapeError as error:
+            raise ShapeError(f"cost layer {self.name!r}: {error}") from None
 
 
 class SquaredDifference(CostLayer):

@@ -447,6 +447,12 @@ class HandlerConformance:
         for part in (op, str(first), str(second)):
             assert part in message, f"{op}: {part!r} missing from the error message {message!r}"
 
+    @pytest.mark.parametrize("labels", [[0, -1], [0, 3]], ids=["negative", "too-large"])
+    def test_cross_entropy_rejects_labels_outside_the_classes(self, handler, labels):
+        logits = handler.zeros((2, 3))
+        with pytest.raises(ShapeError, match=rf"class label {labels[1]} is outside 0..2"):
+            handler.softmax_cross_entropy(logits, handler.asarray(numpy.array(labels)))
+
     def test_reduction_over_a_missing_axis_raises(self, handler):
         with pytest.raises(ShapeError):
             handler.sum(handler.zeros((3, 4)), axis=2)
