@@ -260,7 +260,7 @@ class Handler:
         raws = (self._raw(logits), self._raw(targets))
         if raws[1].dtype.kind in "iu":
             # Checked here, once for every handler: NumPy indexing would wrap -1 silently.
-            classes, low, high = raws[0].shape[-1], int(raws[1].min()), int(raws[1].max())
+            classes, (low, high) = raws[0].shape[-1], self.kernels.label_range(raws[1])
             if low < 0 or high >= classes:
                 bad = low if low < 0 else high
                 raise ShapeError(
@@ -329,18 +329,9 @@ class Handler:
         return self.kernels.all_finite(self._raw(array))
 
     # -- autodiff --------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def tape(self):
+    def tape(self) -> Tape:
         """Record a forward pass: ``with h.tape() as tape: tape.watch(w); ...; tape.gradient(cost, [w])``."""
-        if self._tape is not None:
-            raise SigmaError("a tape is already recording on this handler; nested tapes are not supported")
-        tape = Tape(self)
-        self._tape = tape
-        try:
-            yield tape
-        finally:
-            self._tape = None
-            tape.release()
+        return Tape(self)
 
     @contextlib.contextmanager
     def no_grad(self):

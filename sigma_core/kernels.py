@@ -349,6 +349,10 @@ class ArrayKernels(OptimiserKernels):
             cost = (float(mass @ log_z[:, 0]) - float(shifted.sum())) / rows
         return xp.asarray(cost, dtype=self.dtype), probabilities
 
+    def label_range(self, labels) -> tuple[int, int]:
+        """(lowest, highest) of integer class labels, checked before they index anything."""
+        return int(labels.min()), int(labels.max())
+
     def softmax_cross_entropy_backward(self, g, probabilities, targets):
         """(softmax - targets) * g / rows, into a fresh buffer."""
         rows = probabilities.shape[0]

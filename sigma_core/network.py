@@ -112,20 +112,19 @@ class Network:
         handler = self._require_handler()
         context = ForwardContext(training=training, externals=externals)
         values, result = {}, ForwardResult()
-        params = self._params_by_layer()
         total = None
-        for name, layer in self.layers.items():
-            inputs = [values[s] for s in self._sources[name]]
+        for name, layer, sources, params in self._plan():
+            inputs = [values[s] for s in sources]
             if layer.is_cost:
                 if layer.targets_alias not in externals:
                     continue
-                cost = layer.forward(handler, inputs, params[name], context)
+                cost = layer.forward(handler, inputs, params, context)
                 result.partial_costs[name] = cost
                 weighted = cost if layer.importance == 1.0 else cost * layer.importance
                 total = weighted if total is None else total + weighted
                 result.outputs.setdefault("predictions", inputs[0])
                 continue
-            values[name] = layer.forward(handler, inputs, params[name], context)
+            values[name] = layer.forward(handler, inputs, params, context)
             alias = getattr(layer, "alias", None)
             if alias is not None and layer.input_shapes:  # an Output layer
                 result.outputs[alias] = values[name]
@@ -135,11 +134,13 @@ class Network:
         result.cost = total
         return result
 
-    def _params_by_layer(self) -> dict:
-        cache = getattr(self, "_param_cache", None)
+    def _plan(self) -> list:
+        """(name, layer, source names, parameters by name) per layer, in order: built once per
+        parameter set instead of on every forward pass."""
+        cache = getattr(self, "_plan_cache", None)
         if cache is None or cache[0] is not self.parameters:
-            by_layer = {name: self.layer_parameters(name) for name in self.layers}
-            self._param_cache = cache = (self.parameters, by_layer)
+            plan = [(name, layer, self._sources[name], self.layer_parameters(name)) for name, layer in self.layers.items()]
+            self._plan_cache = cache = (self.parameters, plan)
         return cache[1]
 
     # -- inspection and copies ----------------------------------------------------------------

@@ -10,6 +10,7 @@ reuse the previous iteration's buffers.
 from __future__ import annotations
 
 import logging
+import math
 
 import numpy
 
@@ -51,7 +52,9 @@ class Trainer:
         self.last_cost = float("nan")
         self.epoch_cost = 0.0  # sum of this epoch's iteration costs so far
         self.in_epoch = False  # True between an epoch's start and its end: the next run_epoch continues it
-        self._trainable = []  # (id, NDArray) of parameters the optimiser may change
+        self._trainable = {}  # id -> NDArray of the parameters the optimiser may change
+        self._trainable_ids = []  # its keys and values as lists, built once, not on every step
+        self._trainable_arrays = []
         self._initial = None  # (handler RNG state, optimiser state) from before initialise, for reset()
         self._parameter_generation = 0  # bumped whenever parameters are replaced other than by training
         self._evaluation = None  # (key, (ranks, cost)) of the last evaluate() pass
@@ -101,7 +104,9 @@ class Trainer:
     def refresh_trainable(self):
         """Re-read which parameters the optimiser may change (after freezing or a reload)."""
         params = self.network.parameters
-        self._trainable = [(pid, params[pid]) for pid in self.optimiser.trainable(list(params))]
+        self._trainable = {pid: params[pid] for pid in self.optimiser.trainable(list(params))}
+        self._trainable_ids = list(self._trainable)
+        self._trainable_arrays = list(self._trainable.values())
 
     # -- the training step -----------------------------------------------------------------
     def _externals(self, batch: dict) -> dict:
@@ -117,8 +122,7 @@ class Trainer:
         h.begin_session()
         try:
             externals = self._externals(batch)
-            ids = [pid for pid, _ in self._trainable]
-            params = [array for _, array in self._trainable]
+            ids, params = self._trainable_ids, self._trainable_arrays
             with h.tape() as tape:
                 tape.watch(*params)
                 result = self.network.forward(externals, training=True)
@@ -126,13 +130,13 @@ class Trainer:
                     raise SigmaError(f"trainer {self.name!r}: the network has no cost layer, so there is nothing to optimise")
                 cost = float(result.cost)
                 # Checked before the update, so a bad step changes no parameter.
-                if not numpy.isfinite(cost):
+                if not math.isfinite(cost):
                     raise NonFiniteError(
                         f"trainer {self.name!r}: cost became {cost} at epoch {self.epoch + 1}, "
                         f"iteration {self.iteration + 1}"
                     )
                 grads = tape.gradient(result.cost, params)
-            self.optimiser.step(h, dict(zip(ids, params)), dict(zip(ids, grads)))
+            self.optimiser.step(h, self._trainable, dict(zip(ids, grads)))
         finally:
             h.end_session()
         self.last_cost = cost

@@ -95,6 +95,18 @@ def _dropout_masks(handler, calls=3):
     return [handler.dropout(x, 0.4).to_numpy() for _ in range(calls)]
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_column_sums_and_label_range_give_the_reference_bits(dtype):
+    """The compiled axis-0 sum adds in NumPy's order, so bias gradients keep their bits."""
+    rng = numpy.random.default_rng(0)
+    ours, reference = NumbaKernels(dtype), NumpyHandler(dtype).kernels
+    for shape in [(100, 128), (100, 10), (100, 1000), (3, 7), (1, 4)]:
+        x = (rng.standard_normal(shape) * 50).astype(dtype)
+        numpy.testing.assert_array_equal(ours.sum(x, axis=0), reference.sum(x, axis=0))
+    labels = rng.integers(-3, 20, 50)
+    assert ours.label_range(labels) == reference.label_range(labels) == (int(labels.min()), int(labels.max()))
+
+
 def test_dropout_is_reproducible_from_the_seed_and_the_rng_state():
     first, again, other = (_dropout_masks(NumbaHandler("float32", seed=s)) for s in (5, 5, 6))
     for a, b, c in zip(first, again, other):

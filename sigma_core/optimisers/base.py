@@ -112,12 +112,11 @@ class Optimiser:
                 self._update(kernels, param.data, raw_grad, [m.data for m in memory], self.steps)
                 if updates is not None:
                     updates[param_id] = handler.subtract(param, before)
-        trained = set(ids)
-        self.published = {
-            "learning_rate": self.learning_rate,
-            "step": self.steps,
-            "frozen": [i for i in params if i not in trained],
-        }
+        frozen = []
+        if len(ids) != len(params):  # ids is a subset of params: as many means nothing is frozen
+            trained = set(ids)
+            frozen = [i for i in params if i not in trained]
+        self.published = {"learning_rate": self.learning_rate, "step": self.steps, "frozen": frozen}
         if updates is not None:
             self.published["updates"] = updates
 
@@ -181,8 +180,8 @@ class Optimiser:
 
 
 def _check_pair(handler, param_id, param, grad):
-    for role, array in (("parameter", param), ("gradient", grad)):
-        if array.handler is not handler:
-            raise SigmaError(f"{role} {param_id!r} belongs to handler {array.handler!r}, not {handler!r}")
+    if param.handler is not handler or grad.handler is not handler:
+        role, array = ("parameter", param) if param.handler is not handler else ("gradient", grad)
+        raise SigmaError(f"{role} {param_id!r} belongs to handler {array.handler!r}, not {handler!r}")
     if grad.shape != param.shape:
         raise ShapeError(f"gradient of {param_id!r} has shape {grad.shape}, the parameter {param.shape}")
