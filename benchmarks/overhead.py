@@ -26,6 +26,8 @@ medians. Thread settings (BLAS threads) are left as the environment has them.
 
 Usage: ``python benchmarks/overhead.py [--quick] [--json]``; exits 1 when a
 sigma/hand-written ratio is over the 1.3x target (never with ``--quick``).
+The trainer, NumPy loop and timer are ``sigma bench``'s: install
+``plugins/sigmann-bench`` (requirements-dev.txt does).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import sys
 
 import numpy as np
 
-from sigma_core.bench import build_hand, build_trainer, dense_parameters, make_batches, time_round
+from sigmann_bench.bench import build_hand, build_trainer, dense_parameters, make_batches, time_round
 
 TARGET_RATIO = 1.3
 
@@ -66,7 +68,7 @@ def check_agreement(name, spec, batches, steps=3, tolerance=1e-4):
     worst = 0.0
     for i in range(steps):
         batch = batches[i % len(batches)]
-        s = trainer.run_iteration(batch)
+        s = float(trainer.run_iteration(batch))
         n = hand.step(batch["inputs"], batch["targets"])
         worst = max(worst, abs(s - n))
         assert abs(s - n) <= tolerance, f"{name}: iteration {i + 1} loss sigma {s!r} vs hand-written {n!r}"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 
 from . import plugins
+from .arguments import require
 from .errors import ArchitectureError, UnknownComponentError
 
 
@@ -29,6 +30,7 @@ class Construct:
             raise ArchitectureError(f"construct name {self.name!r} may contain at most one '#'")
         self.params = params
         self.inputs: list[Construct] = []
+        self.where: str | None = None  # the run-file key it came from, for errors
 
     def link(self, *sources: "Construct") -> "Construct":
         """Feed this construct from ``sources`` (in order); returns self for chaining."""
@@ -145,12 +147,15 @@ def from_layer_list(specs: list[dict]) -> Architecture:
     """
     constructs, by_name = [], {}
     for position, spec in enumerate(specs):
+        where = f"network.layers[{position}]"
+        if not isinstance(spec, dict) or "type" not in spec:
+            raise ArchitectureError(f"{where} must be a table with a type, e.g. {{ type = \"dense\", size = 10 }}")
         spec = dict(spec)
-        if "type" not in spec:
-            raise ArchitectureError(f"network.layers[{position}]: missing key 'type'")
-        layer_type = spec.pop("type")
-        sources = spec.pop("inputs", None)
-        construct = Construct(layer_type, spec.pop("name", None), **spec)
+        layer_type, sources, name = spec.pop("type"), spec.pop("inputs", None), spec.pop("name", None)
+        require(f"{where}.name", "str", name or "")
+        require(f"{where}.inputs", "names", sources or [])
+        construct = Construct(layer_type, name, **spec)
+        construct.where = where
         constructs.append((construct, sources))
         by_name[construct.name] = construct
     for position, (construct, sources) in enumerate(constructs):

@@ -1,41 +1,98 @@
-"""Atomic file writes: a file appears complete under its final name, or not at all.
+"""Atomic writes: a file or folder appears complete under its final name, or not at all.
 
-Results, checkpoints and cached data are written to a temporary file in the
-same directory, flushed and fsynced, renamed over the final name (atomic on
-one file system), and the directory is fsynced so the rename itself survives
-a crash. A crash mid-write — even SIGKILL — leaves the previous file intact.
+Everything a later run trusts (checkpoints, results, downloads, unpacked
+archives, block caches) is written under a temporary name beside its final
+path, fsynced, renamed over it (atomic on one file system), and the directory
+is fsynced so the rename itself survives a crash. A crash, even SIGKILL,
+leaves the previous file intact and at most a hidden leftover
+``.<name>.partial-<pid>-<random>``; :func:`remove_stale` deletes those whose
+process is gone.
+
+Files are created with ``open`` (0666 minus the umask), not
+``tempfile.mkstemp`` (always 0600), so they get the permissions of any other
+file the user writes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import re
+import secrets
+import shutil
 from pathlib import Path
+
+PARTIAL = ".partial-"
+_LEFTOVER = re.compile(rf"\..+{re.escape(PARTIAL)}(\d+)-\w+")
+
+
+def partial_prefix(final: Path) -> str:
+    """The start of a temporary name for ``final``: hidden, naming this process so others can tell it is live."""
+    return f".{final.name}{PARTIAL}{os.getpid()}-"
+
+
+@contextlib.contextmanager
+def atomic_path(final, *, folder: bool = False):
+    """Yield a temporary path beside ``final`` (an empty folder if ``folder``); on success it replaces ``final``."""
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    partial = final.with_name(partial_prefix(final) + secrets.token_hex(4))
+    if folder:
+        partial.mkdir()
+    try:
+        yield partial
+        _fsync(partial, tree=True)
+        if folder and final.exists():  # a stale copy (a cache being rebuilt) gives way to the new one
+            shutil.rmtree(final)
+        os.replace(partial, final)
+    except BaseException:
+        _remove(partial)
+        raise
+    _fsync(final.parent)
 
 
 @contextlib.contextmanager
 def atomic_write(path, mode: str = "wb"):
-    """Yield an open temporary file; on success it replaces ``path`` durably."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, mode) as stream:
-            yield stream
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    fsync_directory(path.parent)
+    """Yield an open file; on success it replaces ``path`` durably."""
+    with atomic_path(path) as partial, open(partial, mode.replace("w", "x")) as stream:
+        yield stream
 
 
-def fsync_directory(directory) -> None:
-    """Make a rename in ``directory`` durable (a no-op where directories cannot be opened)."""
+def remove_stale(directory) -> list[Path]:
+    """Delete leftovers of writes whose process has gone (killed mid-write); return them."""
+    stale = []
+    for path in Path(directory).glob(f".*{PARTIAL}*"):
+        match = _LEFTOVER.fullmatch(path.name)
+        if match and not _alive(int(match[1])):
+            _remove(path)
+            stale.append(path)
+    return stale
+
+
+def _alive(pid: int) -> bool:
     try:
-        fd = os.open(directory, os.O_RDONLY)
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _fsync(path: Path, tree: bool = False) -> None:
+    """Flush ``path`` (and, with ``tree``, everything in a folder) to disk; skipped where it cannot be opened."""
+    if tree and path.is_dir():
+        for child in path.iterdir():
+            _fsync(child, tree=True)
+    try:
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
         return
     try:

@@ -1,16 +1,10 @@
 """Choosing the computation handler: by name, or ``auto`` for the best that runs.
 
-Handlers are registered components of kind ``"handler"`` (see
-:mod:`sigma_core.plugins`). Whether one can run is asked twice, cheaply first:
-the registry ``check`` (no heavy imports), then, once the class is loaded, its
-``availability()`` classmethod, which may look at the hardware.
-
-The handler in effect is the innermost :func:`use_handler` block of the current
-context, else the process default (:func:`set_default_handler`, or ``auto``
-created on first use). Scoping uses :mod:`contextvars`, so threads and asyncio
-tasks do not see each other's ``use_handler`` blocks.
-
-Environment: ``SIGMA_HANDLER`` names the handler when the command line does not.
+Whether a handler can run is asked cheaply first (its registry ``check``, no
+heavy imports), then by the loaded class's ``availability()``, which may look
+at the hardware. The handler in effect is the innermost :func:`use_handler`
+block of the current context (threads and asyncio tasks do not see each
+other's), else the process default.
 """
 
 from __future__ import annotations
@@ -28,31 +22,21 @@ from sigma_core.errors import ComponentLoadError, HandlerUnavailableError
 AUTO = "auto"
 
 _log = logging.getLogger("sigma")
+_default: Any = None
+_default_lock = threading.Lock()
+_scoped: contextvars.ContextVar[Any] = contextvars.ContextVar("sigma_handler", default=None)
 
 
 def resolve_handler_name(*, cli: str | None = None, config: str | None = None) -> tuple[str, str]:
-    """The handler name to use and where it came from.
-
-    Precedence: command line > ``SIGMA_HANDLER`` > run config > ``"auto"``.
-    Empty values count as unset.
-    """
-    for name, source in (
-        (cli, "--handler"),
-        (os.environ.get("SIGMA_HANDLER"), "SIGMA_HANDLER"),
-        (config, "config"),
-    ):
+    """The handler name and where it came from: command line > ``SIGMA_HANDLER`` > run config > ``auto``."""
+    for name, source in ((cli, "--handler"), (os.environ.get("SIGMA_HANDLER"), "SIGMA_HANDLER"), (config, "config")):
         if name and name.strip():
             return name.strip(), source
     return AUTO, "default"
 
 
-def create_handler(
-    name: str = AUTO, *, dtype: str = "float32", seed: int | None = None, source: str = "code"
-) -> Any:
-    """Construct the handler ``name`` (or the best available for ``"auto"``).
-
-    ``source`` says where the name came from, for the log line.
-    """
+def create_handler(name: str = AUTO, *, dtype: str = "float32", seed: int | None = None, source: str = "code") -> Any:
+    """Construct the handler ``name`` (or the best available for ``"auto"``); ``source`` is for the log line."""
     if name == AUTO:
         component = _best_available()
         _log.info("handler auto -> %s (fastest available; from %s)", component.name, source)
@@ -60,18 +44,14 @@ def create_handler(
         component = plugins.get("handler", name)  # UnknownComponentError lists the names
         available, reason = _can_run(component)
         if not available:
-            raise HandlerUnavailableError(
-                f"handler {name!r} cannot run here: {reason} (available: {_available_names()})"
-            )
+            names = ", ".join(c.name for c in plugins.components("handler") if _can_run(c)[0]) or "none"
+            raise HandlerUnavailableError(f"handler {name!r} cannot run here: {reason} (available: {names})")
         _log.info("handler %s (from %s)", component.name, source)
     return component.load()(dtype=dtype, seed=seed)
 
 
 def set_default_handler(handler_or_name: Any, **kwargs: Any) -> Any:
-    """Make a handler (or the handler named, built with ``kwargs``) the process default.
-
-    ``None`` forgets the default, so the next :func:`current_handler` picks again.
-    """
+    """Make a handler (or the one named, built with ``kwargs``) the process default; ``None`` forgets it."""
     global _default
     handler = None if handler_or_name is None else _as_handler(handler_or_name, kwargs)
     with _default_lock:
@@ -80,10 +60,7 @@ def set_default_handler(handler_or_name: Any, **kwargs: Any) -> Any:
 
 
 def current_handler() -> Any:
-    """The handler in effect: the innermost :func:`use_handler`, else the default.
-
-    The default is created on first use from ``SIGMA_HANDLER``, else ``auto``.
-    """
+    """The handler in effect: the innermost :func:`use_handler`, else the default (created on first use)."""
     global _default
     scoped = _scoped.get()
     if scoped is not None:
@@ -97,18 +74,13 @@ def current_handler() -> Any:
 
 @contextlib.contextmanager
 def use_handler(handler_or_name: Any, **kwargs: Any) -> Iterator[Any]:
-    """Make a handler (or the handler named, built with ``kwargs``) current inside the block."""
+    """Make a handler (or the one named, built with ``kwargs``) current inside the block."""
     handler = _as_handler(handler_or_name, kwargs)
     token = _scoped.set(handler)
     try:
         yield handler
     finally:
         _scoped.reset(token)
-
-
-_default: Any = None
-_default_lock = threading.Lock()
-_scoped: contextvars.ContextVar[Any] = contextvars.ContextVar("sigma_handler", default=None)
 
 
 def _as_handler(handler_or_name: Any, kwargs: dict[str, Any]) -> Any:
@@ -131,11 +103,7 @@ def _best_available() -> plugins.Component:
 
 
 def _can_run(component: plugins.Component) -> tuple[bool, str]:
-    """The registry check first (cheap), then the loaded class's ``availability()``.
-
-    Only the class can look at the hardware; a handler that fails to import
-    counts as unavailable, so one broken plugin cannot stop ``auto``.
-    """
+    """``(available, reason)``; a handler that fails to import is unavailable (a broken plugin must not stop auto)."""
     available, reason = component.availability()
     if not available:
         return False, reason
@@ -149,8 +117,3 @@ def _can_run(component: plugins.Component) -> tuple[bool, str]:
     except Exception as exc:
         return False, f"availability check failed: {type(exc).__name__}: {exc}"
     return bool(available), " ".join(str(reason).split())
-
-
-def _available_names() -> str:
-    names = [c.name for c in plugins.components("handler") if _can_run(c)[0]]
-    return ", ".join(names) or "none"

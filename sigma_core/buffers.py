@@ -50,8 +50,3 @@ class BufferPool:
 
     def end(self):
         self.active = False
-
-    def clear(self):
-        """Forget every pooled buffer (e.g. after the batch shape changed for good)."""
-        self._free.clear()
-        self._in_use = []

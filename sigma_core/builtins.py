@@ -73,21 +73,11 @@ def register_initialisers(register):
 
 @hookimpl
 def register_extractors(register):
-    import importlib.util  # cheap: looks for Pillow without importing it
-
     data = "sigma_core.data"
     register("csv", f"{data}.csv_extractor:read_csv", description="columns of a delimited text file")
     register("idx", f"{data}.idx:load_idx", description="IDX files (MNIST format), header checked")
     register("numpy", f"{data}.numpy_files:load_numpy", aliases=("npy",), description=".npy or .npz, no pickle")
     register("npz", f"{data}.numpy_files:load_npz", description="inputs and targets arrays of an .npz archive")
-    register("sklearn", f"{data}.sklearn_datasets:load_sklearn", description="scikit-learn's bundled datasets")
-    register("image_folder", f"{data}.image_folder:load_image_folder", aliases=("images",),
-             check=lambda: (importlib.util.find_spec("PIL") is not None, "Pillow is not installed"),
-             description="one subfolder of images per class")
-    register("mnist", f"{data}.defaults:mnist", description="MNIST digits: local folder or official download")
-    register("iris", f"{data}.defaults:iris", description="Fisher's irises (150 records)")
-    register("wdbc", f"{data}.defaults:wdbc", aliases=("breast_cancer",), description="Wisconsin breast cancer")
-    register("digits", f"{data}.defaults:digits", description="scikit-learn's 8×8 digits")
     register("xor", f"{data}.synthetic:xor", description="the four XOR cases")
     register("and", f"{data}.synthetic:and_", description="the four AND cases")
     register("synthetic", f"{data}.synthetic:synthetic_classification", description="random data of a chosen size")
@@ -124,3 +114,17 @@ def register_hooks(register):
              description="saves a resumable checkpoint when it fires, keeping the last k")
     register("clip", f"{hooks}.modifiers:Clip", description="clips parameters matching a glob after each step")
     register("scale", f"{hooks}.modifiers:Scale", description="scales parameters matching a glob after each step")
+
+
+@hookimpl
+def register_monitors(register):
+    register("progress", "sigma_core.progress:ProgressMonitor",
+             description="a progress bar per epoch on the terminal (sigma train adds it unless --quiet)")
+    register("metrics", "sigma_core.metrics:MetricsMonitor",
+             description="appends costs, scores, learning rate and chosen registry keys to metrics.csv and .jsonl")
+
+
+@hookimpl
+def register_operators(register):
+    register("single_worker", "sigma_core.operators:SingleWorkerOperator", aliases=("single",),
+             description="trains on one thread; pause, resume, step, stop and reset from monitors")

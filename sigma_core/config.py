@@ -58,19 +58,26 @@ from .errors import ConfigError
 SCHEMA = {
     "name": str,
     "seed": int,
-    "handler": {"name": str, "dtype": str},
+    "handler": {"name": str, "dtype": ("float32", "float64")},  # a tuple: the allowed values
     "data": None,
     "split": {"validation": None, "train": None, "shuffle": bool, "seed": int},
     "network": {"layers": list},
     "initialisers": None,
     "optimiser": None,
-    "training": {"batch_size": int, "epochs": int, "last_batch": str, "shuffle": bool, "validation_batch_size": int, "prefetch": int},
+    "training": {"batch_size": int, "epochs": int, "last_batch": ("keep", "drop"), "shuffle": bool, "validation_batch_size": int, "prefetch": int},
     "checkpoint": {"directory": str, "every_iterations": int, "every_epochs": int, "keep": int},
     "hooks": list,  # [[hooks]] tables, validated by sigma_core.hooks.config
+    "monitors": list,  # [[monitors]] tables: { type = "metrics", ... }, see sigma_core.monitors
+    "operator": None,  # { type = "single_worker", ... }: who runs the trainer, see sigma_core.operators
 }
 
 #: lower bounds of numeric settings, checked after defaults are filled in
 MINIMUMS = {
+    "seed": 0,
+    "split.seed": 0,
+    "checkpoint.every_iterations": 0,
+    "checkpoint.every_epochs": 0,
+    "checkpoint.keep": 1,
     "training.epochs": 1,
     "training.batch_size": 1,
     "training.validation_batch_size": 1,
@@ -88,6 +95,8 @@ DEFAULTS = {
     # off unless every_iterations or every_epochs is set; see sigma_core.checkpoint
     "checkpoint": {"directory": "checkpoints", "every_iterations": 0, "every_epochs": 0, "keep": 3},
     "hooks": [],
+    "monitors": [],
+    "operator": {},
 }
 
 
@@ -98,6 +107,8 @@ def load(path, overrides=()) -> dict:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise ConfigError(f"cannot read run file {path}: {error.strerror or error}") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {error.object[error.start]:#04x} at offset {error.start})") from None
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
@@ -149,15 +160,16 @@ def validate(raw: dict, source: str = "config") -> dict:
         else:
             config[key] = value
     for key, least in MINIMUMS.items():
-        section, name = key.split(".")
-        if config[section][name] < least:
-            raise ConfigError(f"{source}: {key} must be at least {least}, got {config[section][name]}")
+        *section, name = key.split(".")
+        table = config.get(section[0], {}) if section else config
+        if name in table and table[name] < least:
+            raise ConfigError(f"{source}: {key} must be at least {least}, got {table[name]}")
     return config
 
 
 def _check(key: str, value, rule, source: str):
     if rule is None:
-        if key in ("data", "optimiser", "initialisers") and not isinstance(value, dict):
+        if key in ("data", "optimiser", "initialisers", "operator") and not isinstance(value, dict):
             raise ConfigError(f"{source}: {key} must be a table")
         return
     if isinstance(rule, dict):
@@ -167,6 +179,10 @@ def _check(key: str, value, rule, source: str):
             if sub not in rule:
                 raise ConfigError(f"{source}: unknown key {key}.{sub} (allowed: {', '.join(rule)})")
             _check(f"{key}.{sub}", subvalue, rule[sub], source)
+        return
+    if isinstance(rule, tuple):
+        if value not in rule:
+            raise ConfigError(f"{source}: {key} must be one of {', '.join(rule)}, got {value!r}")
         return
     if rule is int and isinstance(value, bool) or not isinstance(value, rule):
         raise ConfigError(f"{source}: {key} must be {rule.__name__}, got {value!r}")

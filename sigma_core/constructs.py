@@ -1,9 +1,6 @@
-"""Python shorthands for the built-in layer constructs.
+"""Python shorthands for the built-in layers: ``Input(28, 28) + Dense(100, "relu") + Dense(10) + SoftmaxCE()``.
 
-``Input(28, 28) + Dropout(0.2) + Dense(1000, "relu") + Dense(10) + SoftmaxCE()``
-is the Python form of a run file's ``[[network.layers]]`` list. Plugin layers
-use :class:`~sigma_core.architecture.Construct` directly:
-``Construct("maxout", size=64, pieces=2)``.
+Plugin layers use :class:`~sigma_core.architecture.Construct` directly: ``Construct("maxout", size=64, pieces=2)``.
 """
 
 from __future__ import annotations
@@ -21,9 +18,6 @@ def Output(name=None, alias="outputs"):
 
 def Dense(size, activation="none", name=None, bias=True, time_distributed=False):
     return Construct("dense", name, size=size, activation=activation, bias=bias, time_distributed=time_distributed)
-
-
-FullyConnected = Dense
 
 
 def Elementwise(activation="tanh", name=None):

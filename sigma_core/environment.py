@@ -18,14 +18,14 @@ class Environment:
 
     def __init__(self, name: str = "sigma"):
         self.name = name
-        self._runs = {}  # trainer name -> (trainer, handler, epochs, observers, hooks)
+        self._runs = {}  # trainer name -> (trainer, handler, epochs, hooks, monitors)
         self.operators = {}
 
-    def add_trainer(self, trainer, handler, *, epochs: int, observers=(), hooks=()):
-        """Add ``trainer`` to run on ``handler`` for ``epochs``, with its operator's observers and hooks."""
+    def add_trainer(self, trainer, handler, *, epochs: int, hooks=(), monitors=()):
+        """Add ``trainer`` to run on ``handler`` for ``epochs``, with its operator's hooks and monitors."""
         if trainer.name in self._runs:
             raise SigmaError(f"environment {self.name!r} already has a trainer named {trainer.name!r}")
-        self._runs[trainer.name] = (trainer, handler, epochs, list(observers), list(hooks))
+        self._runs[trainer.name] = (trainer, handler, epochs, list(hooks), list(monitors))
 
     @property
     def trainers(self) -> list:
@@ -40,10 +40,10 @@ class Environment:
         """
         if concurrent:
             self._check_handlers_unshared()
-        for name, (trainer, handler, epochs, observers, hooks) in self._runs.items():
+        for name, (trainer, handler, epochs, hooks, monitors) in self._runs.items():
             if trainer.handler is None:
                 trainer.initialise(handler)
-            self.operators[name] = SingleWorkerOperator(trainer, epochs=epochs, observers=observers, hooks=hooks)
+            self.operators[name] = SingleWorkerOperator(trainer, epochs=epochs, hooks=hooks, monitors=monitors)
         if not concurrent:
             return {name: operator.run() for name, operator in self.operators.items()}
         for operator in self.operators.values():

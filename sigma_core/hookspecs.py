@@ -8,8 +8,8 @@ implements any of the hooks below with :data:`hookimpl`::
     from sigma_core.hookspecs import hookimpl
 
     @hookimpl
-    def register_activations(register):
-        register("maxout", "sigmann_maxout.activation:Maxout", aliases=("mo",))
+    def register_layers(register):
+        register("maxout", "sigmann_maxout:Maxout", description="max over k linear pieces")
 
 Every hook receives one argument, ``register``, with the signature of
 :class:`Register`. Discovery runs every plugin's hooks at start-up, so a hook
@@ -77,39 +77,87 @@ def register_handlers(register: Register) -> None:
 
 @hookspec
 def register_layers(register: Register) -> None:
-    """Register layer classes, by the name a run file uses for them."""
+    """Register layer classes (``sigma_core.layers.base.Layer`` subclasses) by the ``type`` a run file uses.
+
+    A layer writes only its forward pass in handler ops; autodiff gives its
+    gradients. ``[[network.layers]]`` keys other than ``type``, ``name`` and
+    ``inputs`` are its constructor arguments.
+    """
 
 
 @hookspec
 def register_activations(register: Register) -> None:
-    """Register activation functions or classes, by the name a run file uses."""
+    """Register activations by the name a layer's ``activation = ...`` uses.
+
+    The target is an activation object (see ``sigma_core.layers.activations``)
+    that applies itself through handler ops, so its gradient comes for free.
+    """
 
 
 @hookspec
 def register_optimisers(register: Register) -> None:
-    """Register optimiser classes (``"sgd"``, ``"adam"``, ...)."""
+    """Register optimisers (``sigma_core.optimisers.base.Optimiser`` subclasses) for ``[optimiser] type``."""
 
 
 @hookspec
 def register_initialisers(register: Register) -> None:
-    """Register weight initialisers (``"xavier"``, ``"he"``, ...)."""
+    """Register parameter initialisers for ``[initialisers]`` bindings (``"xavier"``, ``"he"``, ...)."""
 
 
 @hookspec
 def register_hooks(register: Register) -> None:
-    """Register training hooks: callbacks run at points of the training loop."""
+    """Register hooks (``sigma_core.hooks.Hook`` subclasses) for ``[[hooks]] type``.
+
+    A hook is part of the training logic: it fires on the operator's time
+    steps, reads and writes the run's registry on the training thread, and
+    may change the run (schedules, stoppers, checkpoints).
+    """
 
 
 @hookspec
 def register_extractors(register: Register) -> None:
-    """Register data extractors: things that turn a source into arrays."""
+    """Register data extractors for ``[data] source``: callables returning a dataset.
+
+    Called with the ``[data]`` table's other keys; return a
+    ``sigma_core.data.Dataset`` (or ``{"inputs": ..., "targets": ...}``
+    arrays). Put heavy dependencies behind a lazy target and a ``check``.
+    """
 
 
 @hookspec
 def register_monitors(register: Register) -> None:
-    """Register monitors: things that record or display training progress."""
+    """Register monitors (``sigma_core.monitors.Monitor`` subclasses) for ``[[monitors]]`` and ``--monitor``.
+
+    A monitor watches a run from outside the training logic: it is called at
+    the operator's events, reads the registry, and sends commands back
+    (pause, resume, stop, reset, step, set). Constructed from the table's
+    keys other than ``type``.
+    """
 
 
 @hookspec
 def register_operators(register: Register) -> None:
-    """Register operators: differentiable functions usable in a network graph."""
+    """Register training operators for ``[operator] type``: classes that run a trainer.
+
+    Constructed as ``cls(trainer, epochs=..., hooks=..., monitors=...,
+    **settings)`` and driven with ``run()``; they own the epoch loop and the
+    pause/resume/stop/reset signals (see ``sigma_core.operators``), and may
+    delegate work to several workers.
+    """
+
+
+@hookspec
+def register_commands(cli) -> None:
+    """Add ``sigma`` subcommands, as llm's hook of the same name does.
+
+    ``cli`` is the ``sigma`` command's argparse sub-parsers object, so a
+    plugin adds a command as the built-in ones do::
+
+        parser = cli.add_parser("bench", help="one line for sigma --help")
+        parser.add_argument("--quick", action="store_true")
+        parser.set_defaults(run=lambda args: 0)  # takes the parsed arguments, returns the exit status
+
+    Every ``sigma`` invocation runs this hook to build its parser: import heavy
+    modules inside ``run``, not here. A name that a built-in command already
+    has is an error naming the plugin's distribution.
+    """

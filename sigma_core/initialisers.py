@@ -163,11 +163,7 @@ def apply_initialisers(handler, params: dict, bindings: dict) -> dict[str, str]:
     wrong initial weights.
     """
     ids = list(params)
-    for pattern in bindings:
-        if not any(fnmatch.fnmatchcase(i, pattern) for i in ids):
-            raise ConfigError(
-                f"initialiser pattern {pattern!r} matches no parameter (parameters: {', '.join(ids) or 'none'})"
-            )
+    check_patterns(bindings, ids, "initialiser")
     winners = {}
     for pattern in sorted(bindings, key=specificity):  # stable: equal specificity keeps binding order
         for param_id in ids:
@@ -176,6 +172,13 @@ def apply_initialisers(handler, params: dict, bindings: dict) -> dict[str, str]:
     for param_id, pattern in winners.items():
         bindings[pattern].initialise(handler, params[param_id])
     return winners
+
+
+def check_patterns(patterns, ids, what: str) -> None:
+    """A glob that matches no parameter id is almost always a typo: a :class:`ConfigError` naming ``what``."""
+    for pattern in patterns:
+        if not any(fnmatch.fnmatchcase(i, pattern) for i in ids):
+            raise ConfigError(f"{what}: pattern {pattern!r} matches no parameter (parameters: {', '.join(ids) or 'none'})")
 
 
 def initialiser_from_config(config: dict) -> Initialiser:

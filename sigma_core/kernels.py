@@ -5,7 +5,10 @@ CuPy for the CUDA handler), in the spirit of Thinc's ``Ops``. Every kernel
 takes raw arrays (or Python scalars) and returns a raw array taken from the
 handler's :class:`~sigma_core.buffers.BufferPool`, so a training step reuses
 its buffers. A backend subclasses this and overrides only its hot kernels
-(fused dense + activation, softmax cross-entropy, optimiser updates, ...).
+(fused dense + activation, softmax cross-entropy, ...). The one-pass optimiser
+updates are a second class, :class:`UpdateKernels`, that the array kernels
+hold (``kernels.updates``) rather than inherit, so a backend overrides them
+separately and this module imports nothing from the optimisers.
 
 Kernels know nothing of NDArrays or autodiff; the handler wraps them, and the
 vector-Jacobian products in :mod:`sigma_core.autodiff.vjps` are written in
@@ -14,11 +17,12 @@ terms of these same kernels, so every backend gets gradients for free.
 
 from __future__ import annotations
 
+import math
+
 import numpy
 
 from .buffers import BufferPool
 from .errors import ShapeError
-from .optimisers.kernels import OptimiserKernels
 
 ACTIVATIONS = ("none", "relu", "sigmoid", "tanh", "softplus")
 
@@ -46,18 +50,126 @@ def normalise_axes(axis, ndim: int) -> tuple:
     return tuple(sorted(a % ndim if ndim else 0 for a in axes))
 
 
-class ArrayKernels(OptimiserKernels):
-    """Every kernel a handler needs, written once over ``self.xp``.
+class UpdateKernels:
+    """In-place optimiser updates, one method per rule: ``updates.<rule>(param, grad, *memory, **hyperparameters)``.
 
-    The one-pass optimiser updates come from :class:`OptimiserKernels`.
+    Raw arrays of one shape, updated with ``out=`` through at most two pooled
+    temporaries, so a warm training step allocates nothing. A backend
+    overrides a rule with one compiled pass and every optimiser using it
+    speeds up. Complements such as 1 − β are computed in double (Python
+    floats) before meeting the array's dtype; a backend must do the same
+    (1 − β from β = 0.9999 rounded to float32 is wrong by 2e-4).
     """
 
+    def __init__(self, kernels):
+        self.xp, self.empty = kernels.xp, kernels.empty
+
+    def l2_gradient(self, grad, param, weight_decay):
+        """grad + weight_decay·param, into a pooled buffer (L2 regularisation)."""
+        out = self.empty(param.shape)
+        self.xp.multiply(param, weight_decay, out=out)
+        self.xp.add(out, grad, out=out)
+        return out
+
+    def sgd(self, param, grad, *, lr):
+        """param −= lr·grad."""
+        tmp = self.empty(param.shape)
+        self.xp.multiply(grad, lr, out=tmp)
+        self.xp.subtract(param, tmp, out=param)
+
+    def momentum(self, param, grad, velocity, *, lr, momentum, nesterov):
+        """velocity = momentum·velocity + grad; param −= lr·velocity (Nesterov: lr·(grad + momentum·velocity))."""
+        xp, tmp = self.xp, self.empty(param.shape)
+        xp.multiply(velocity, momentum, out=velocity)
+        xp.add(velocity, grad, out=velocity)
+        if nesterov:
+            xp.multiply(velocity, momentum, out=tmp)
+            xp.add(tmp, grad, out=tmp)
+            xp.multiply(tmp, lr, out=tmp)
+        else:
+            xp.multiply(velocity, lr, out=tmp)
+        xp.subtract(param, tmp, out=param)
+
+    def _scaled_step(self, param, grad, sq, tmp, lr, eps):
+        """param −= lr·grad / (√sq + eps), through ``tmp``."""
+        xp = self.xp
+        xp.sqrt(sq, out=tmp)
+        xp.add(tmp, eps, out=tmp)
+        xp.divide(grad, tmp, out=tmp)
+        xp.multiply(tmp, lr, out=tmp)
+        xp.subtract(param, tmp, out=param)
+
+    def _decay(self, average, value, rho, tmp):
+        """average = ρ·average + (1−ρ)·value², through ``tmp``."""
+        xp = self.xp
+        xp.multiply(value, value, out=tmp)
+        xp.multiply(tmp, 1.0 - rho, out=tmp)
+        xp.multiply(average, rho, out=average)
+        xp.add(average, tmp, out=average)
+
+    def adagrad(self, param, grad, sq, *, lr, eps):
+        """sq += grad²; param −= lr·grad / (√sq + eps)."""
+        tmp = self.empty(param.shape)
+        self.xp.multiply(grad, grad, out=tmp)
+        self.xp.add(sq, tmp, out=sq)
+        self._scaled_step(param, grad, sq, tmp, lr, eps)
+
+    def rmsprop(self, param, grad, sq, *, lr, rho, eps):
+        """sq = ρ·sq + (1−ρ)·grad²; param −= lr·grad / (√sq + eps)."""
+        tmp = self.empty(param.shape)
+        self._decay(sq, grad, rho, tmp)
+        self._scaled_step(param, grad, sq, tmp, lr, eps)
+
+    def adadelta(self, param, grad, acc_grad, acc_update, *, lr, rho, eps):
+        """Zeiler (2012), Algorithm 1, with the step scaled by ``lr``.
+
+        acc_grad = ρ·acc_grad + (1−ρ)·grad²;  delta = √(acc_update + eps) / √(acc_grad + eps) · grad
+        acc_update = ρ·acc_update + (1−ρ)·delta²;  param −= lr·delta
+        """
+        xp, tmp, delta = self.xp, self.empty(param.shape), self.empty(param.shape)
+        self._decay(acc_grad, grad, rho, tmp)
+        xp.add(acc_update, eps, out=delta)
+        xp.sqrt(delta, out=delta)
+        xp.add(acc_grad, eps, out=tmp)
+        xp.sqrt(tmp, out=tmp)
+        xp.divide(delta, tmp, out=delta)
+        xp.multiply(delta, grad, out=delta)
+        self._decay(acc_update, delta, rho, tmp)
+        xp.multiply(delta, lr, out=delta)
+        xp.subtract(param, delta, out=param)
+
+    def adam(self, param, grad, m, v, *, lr, beta1, beta2, eps, step):
+        """Adam (Kingma & Ba) with bias correction for this parameter's ``step`` (from 1), eps outside the root.
+
+        m = β1·m + (1−β1)·grad;  v = β2·v + (1−β2)·grad²
+        param −= lr/(1−β1^step) · m / (√v / √(1−β2^step) + eps): the paper's
+        m̂/(√v̂ + eps) without materialising m̂ and v̂.
+        """
+        xp, tmp = self.xp, self.empty(param.shape)
+        xp.multiply(m, beta1, out=m)
+        xp.multiply(grad, 1.0 - beta1, out=tmp)
+        xp.add(m, tmp, out=m)
+        self._decay(v, grad, beta2, tmp)
+        xp.sqrt(v, out=tmp)
+        xp.multiply(tmp, 1.0 / math.sqrt(1.0 - beta2**step), out=tmp)
+        xp.add(tmp, eps, out=tmp)
+        xp.divide(m, tmp, out=tmp)
+        xp.multiply(tmp, lr / (1.0 - beta1**step), out=tmp)
+        xp.subtract(param, tmp, out=param)
+
+
+class ArrayKernels:
+    """Every kernel a handler needs, written once over ``self.xp``; optimiser updates in :attr:`updates`."""
+
     xp = numpy
+    updates_class = UpdateKernels
+    normalise_axes = staticmethod(normalise_axes)  # for the VJPs
 
     def __init__(self, dtype, seed=None):
         self.dtype = numpy.dtype(dtype)
         self.pool = BufferPool(self.xp)
         self.rng = numpy.random.Generator(numpy.random.PCG64(seed))
+        self.updates = self.updates_class(self)
 
     # -- creation -------------------------------------------------------------------
     def empty(self, shape, dtype=None):
@@ -210,12 +322,6 @@ class ArrayKernels(OptimiserKernels):
         self.xp.clip(x, low, high, out=out)
         return out
 
-    def activation(self, name, x):
-        """Apply a built-in activation by name (see ACTIVATIONS)."""
-        if name == "none":
-            return x
-        return getattr(self, name)(x)
-
     def activation_backward(self, name, g, y):
         """Gradient through a built-in activation, from its *output* ``y``.
 
@@ -354,14 +460,22 @@ class ArrayKernels(OptimiserKernels):
         return int(labels.min()), int(labels.max())
 
     def softmax_cross_entropy_backward(self, g, probabilities, targets):
-        """(softmax - targets) * g / rows, into a fresh buffer."""
+        """(mass·softmax − targets)·g/rows, into a fresh buffer; ``g`` is the incoming 0-d gradient.
+
+        A target row's mass (its sum) weights log Z in the cost, so it weights
+        the softmax here: an all-zero (masked) row gets no gradient, a
+        multi-hot row its full share. Integer labels are rows of mass 1.
+        """
+        xp = self.xp
         rows = probabilities.shape[0]
-        out = self.copy(probabilities)
         if targets.dtype.kind in "iu":
-            out[self.xp.arange(rows), targets] -= 1
+            out = self.copy(probabilities)
+            out[xp.arange(rows), targets] -= 1
         else:
-            self.xp.subtract(out, targets, out=out)
-        self.xp.multiply(out, g / rows, out=out)
+            out = self.empty(probabilities.shape)
+            xp.multiply(probabilities, self.sum(targets, axis=1, keepdims=True), out=out)
+            xp.subtract(out, targets, out=out)
+        xp.multiply(out, g * (1.0 / rows), out=out)
         return out
 
     # -- fused dense layer -------------------------------------------------------------
@@ -487,4 +601,7 @@ class ArrayKernels(OptimiserKernels):
             self.xp.add(dst, tmp, out=dst)
 
     def all_finite(self, x) -> bool:
+        if not x.ndim:  # a cost, every step: ~2 µs faster than the reduction
+            return math.isfinite(x)
         return bool(self.xp.isfinite(x).all())
+

@@ -46,7 +46,8 @@ class NDArray:
     # -- metadata -------------------------------------------------------------------
     @property
     def shape(self) -> tuple:
-        return tuple(self.data.shape)
+        data = self._data  # not self.data: read on every op, and a property call costs
+        return (data if data is not None else self.data).shape
 
     @property
     def ndim(self) -> int:
@@ -59,6 +60,11 @@ class NDArray:
     @property
     def dtype(self) -> str:
         return str(self.data.dtype)
+
+    @property
+    def is_integer(self) -> bool:
+        """True for integer arrays (class labels), False for floating-point and boolean ones."""
+        return self.data.dtype.kind in "iu"
 
     def __len__(self):
         return self.shape[0]

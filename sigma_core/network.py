@@ -7,13 +7,15 @@ initialiser bindings match those ids with glob patterns.
 
 from __future__ import annotations
 
-import inspect
+import math
 from dataclasses import dataclass, field
 
-from . import plugins
+import numpy
+
+from . import memory, plugins
 from .architecture import Architecture, Construct
-from .errors import ArchitectureError, ConfigError, SigmaError
-from .layers.base import ForwardContext
+from .errors import ArchitectureError, SigmaError
+from .layers.base import ForwardContext, with_current_ids
 
 
 @dataclass
@@ -49,27 +51,20 @@ class Network:
             name = names[id(construct)]
             sources = [names[id(s)] for s in construct.inputs]
             input_shapes = [self.layers[s].output_shape for s in sources]
-            cls = plugins.load("layer", construct.layer_type)
-            self._check_params(cls, construct, name)
-            self.layers[name] = cls(name, input_shapes, **construct.params)
+            spec = {"type": construct.layer_type, **construct.params}
+            self.layers[name] = plugins.build("layer", spec, name, input_shapes, where=construct.where or name)
             self._sources[name] = sources
         if not any(getattr(layer, "alias", None) is not None and not layer.input_shapes for layer in self.layers.values()):
             raise ArchitectureError("the network has no input layer")
 
-    @staticmethod
-    def _check_params(cls, construct, name):
-        """Unknown or missing construct parameters, named, instead of a TypeError."""
-        signature = inspect.signature(cls.__init__)
-        accepted = list(signature.parameters)[3:]  # after self, name, input_shapes
-        unknown = [key for key in construct.params if key not in accepted]
-        if unknown:
-            raise ConfigError(
-                f"layer {name!r} ({construct.layer_type}): unknown parameter {unknown[0]!r} "
-                f"(accepted: {', '.join(accepted) or 'none'})"
-            )
-        for param in accepted:
-            if signature.parameters[param].default is inspect.Parameter.empty and param not in construct.params:
-                raise ConfigError(f"layer {name!r} ({construct.layer_type}): missing parameter {param!r}")
+    def check_memory(self, dtype, copies: int = 1) -> None:
+        """Refuse, before allocating, parameters (times ``copies``: gradients, optimiser memory)
+        that would not fit in the memory available, naming the layer where they stop fitting."""
+        itemsize, total = numpy.dtype(dtype).itemsize * copies, 0
+        for name, layer in self.layers.items():
+            total += sum(math.prod(shape) for shape in layer.parameter_shapes.values()) * itemsize
+            extra = " with their gradients and optimiser memory" if copies > 1 else ""
+            memory.require(total, f"layer {name!r}: the {dtype} parameters up to this layer{extra}", ArchitectureError)
 
     def initialise(self, handler, initialisers: dict | None = None) -> dict:
         """Create every parameter on ``handler`` and initialise it.
@@ -79,6 +74,7 @@ class Network:
         """
         from .initialisers import apply_initialisers
 
+        self.check_memory(handler.dtype)
         self.handler = handler
         self.parameters = {}
         defaults = {}
@@ -146,22 +142,16 @@ class Network:
     # -- inspection and copies ----------------------------------------------------------------
     @property
     def parameter_count(self) -> int:
-        count = 0
-        for layer in self.layers.values():
-            for shape in layer.parameter_shapes.values():
-                n = 1
-                for d in shape:
-                    n *= d
-                count += n
-        return count
+        return sum(math.prod(shape) for layer in self.layers.values() for shape in layer.parameter_shapes.values())
 
     def state_dict(self) -> dict:
         """Every parameter as a NumPy copy, by id."""
         return {pid: array.to_numpy() for pid, array in self.parameters.items()}
 
     def load_state_dict(self, state: dict):
-        """Overwrite parameters from NumPy arrays (any handler, any dtype)."""
+        """Overwrite parameters from NumPy arrays (any handler, any dtype); old parameter names are accepted."""
         handler = self._require_handler()
+        state = with_current_ids(state, self.parameters)
         missing = sorted(set(self.parameters) - set(state))
         extra = sorted(set(state) - set(self.parameters))
         if missing or extra:

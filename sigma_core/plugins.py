@@ -23,11 +23,14 @@ Environment variables:
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
 import re
+import sys
 import threading
+import time
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Callable
@@ -54,7 +57,20 @@ HOOKS = {
     "monitor": "register_monitors",
     "operator": "register_operators",
 }
-KINDS = tuple(HOOKS)
+#: ``sigma`` subcommands: ``register_commands(cli)`` adds them to the argparse parser instead.
+KINDS = (*HOOKS, "command")
+
+#: Components of this repository's plugin distributions: asking for one that is not
+#: installed names the distribution to install rather than only saying "unknown".
+PROVIDED_BY = {
+    ("extractor", name): distribution
+    for distribution, names in (
+        ("sigmann-sklearn", ("sklearn", "digits", "iris", "wdbc", "breast_cancer")),
+        ("sigmann-images", ("image_folder", "images")),
+        ("sigmann-mnist", ("mnist",)),
+    )
+    for name in names
+}
 
 ENTRY_POINT_GROUP = "sigma"
 CORE_DISTRIBUTION = "sigmann"
@@ -145,6 +161,8 @@ def components(kind: str | None = None) -> list[Component]:
 def get(kind: str, name: str) -> Component:
     """The component registered as ``name`` (or with that alias) for ``kind``."""
     table = _registry().tables[_checked_kind(kind)]
+    if not isinstance(name, str):  # e.g. a run file's ``type = 3``
+        raise UnknownComponentError(f"{kind} names are strings, not {name!r}")
     try:
         return table[name]
     except KeyError:
@@ -159,6 +177,11 @@ def load(kind: str, name: str) -> Any:
 def failures() -> list[PluginFailure]:
     """Plugins that failed to load in this process, in load order."""
     return list(_registry().failures)
+
+
+def load_seconds() -> dict[str, float]:
+    """Seconds each plugin distribution took to load in this process: a slow one slows every command."""
+    return dict(_registry().load_seconds)
 
 
 def reset() -> None:
@@ -181,6 +204,7 @@ class _Registry:
     def __init__(self):
         self.tables: dict[str, dict[str, Component]] = {kind: {} for kind in KINDS}
         self.failures: list[PluginFailure] = []
+        self.load_seconds: dict[str, float] = {}  # distribution -> seconds its plugins took to import and register
 
     def primary(self, kind: str) -> list[Component]:
         return [c for key, c in self.tables[kind].items() if key == c.name]
@@ -216,11 +240,19 @@ def _discover() -> _Registry:
         registry.add(component)
     for entry_point in _selected_entry_points():
         distribution, version = _distribution_of(entry_point)
+        started = time.perf_counter()
         try:
-            found = _collect(entry_point.load(), distribution, version)
-        except Exception as exc:
-            failure = PluginFailure(entry_point.name, distribution, version, _describe(exc))
-            _record_failure(registry, failure, exc)
+            with contextlib.redirect_stdout(sys.stderr):  # a plugin's prints must not corrupt `sigma plugins --json`
+                found = _collect(entry_point.load(), distribution, version)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # sys.exit() at import fails that plugin only, like any exception
+            found = None
+            _record_failure(registry, PluginFailure(entry_point.name, distribution, version, _describe(exc)), exc)
+        seconds = time.perf_counter() - started
+        registry.load_seconds[distribution] = registry.load_seconds.get(distribution, 0.0) + seconds
+        _log.debug("plugin %r (%s %s) took %.3f s to load", entry_point.name, distribution, version, seconds)
+        if found is None:
             continue
         # A clash is not this plugin's failure alone, so it is not swallowed.
         for component in found:
@@ -241,7 +273,26 @@ def _collect(plugin: object, distribution: str, version: str) -> list[Component]
     found: list[Component] = []
     for kind, hook in HOOKS.items():
         getattr(manager.hook, hook)(register=_registrar(kind, distribution, version, found))
+    if manager.hook.register_commands.get_hookimpls():
+        found += _commands(manager.hook.register_commands, distribution, version)
     return found
+
+
+def _commands(hook, distribution: str, version: str) -> list[Component]:
+    """Run a plugin's ``register_commands`` on a scratch parser to learn which commands it adds.
+
+    The target is the hook itself: the CLI calls it again with the real parser.
+    """
+    import argparse
+
+    scratch = argparse.ArgumentParser(prog="sigma").add_subparsers()
+    hook(cli=scratch)
+    helps = {action.dest: action.help or "" for action in scratch._get_subactions()}
+    by_parser: dict[int, list[str]] = {}
+    for name, parser in scratch.choices.items():  # an alias maps to its command's parser
+        by_parser.setdefault(id(parser), []).append(name)
+    return [Component("command", name, hook, distribution, version, tuple(aliases), description=helps.get(name, ""))
+            for name, *aliases in by_parser.values()]
 
 
 def _registrar(kind: str, distribution: str, version: str, found: list[Component]) -> hookspecs.Register:
@@ -272,7 +323,7 @@ def _allowlist_names(entry_point: metadata.EntryPoint) -> set[str]:
     return {_normalise(entry_point.name), _normalise(_distribution_of(entry_point)[0])}
 
 
-def _record_failure(registry: _Registry, failure: PluginFailure, exc: Exception) -> None:
+def _record_failure(registry: _Registry, failure: PluginFailure, exc: BaseException) -> None:
     message = (
         f"plugin {failure.name!r} ({failure.distribution} {failure.version}) "
         f"failed to load: {failure.error}"
@@ -301,7 +352,7 @@ def _core_version() -> str:
 
 
 def _checked_kind(kind: str) -> str:
-    if kind not in HOOKS:
+    if kind not in KINDS:
         raise ValueError(f"unknown component kind {kind!r}; kinds are {', '.join(KINDS)}")
     return kind
 
@@ -309,6 +360,8 @@ def _checked_kind(kind: str) -> str:
 def _unknown_message(kind: str, name: str, table: dict[str, Component]) -> str:
     import difflib  # only on the error path
 
+    if (kind, name) in PROVIDED_BY:
+        return f"unknown {kind} {name!r}: install {PROVIDED_BY[kind, name]}, which provides it"
     names = sorted({c.name for c in table.values()})
     available = ", ".join(names) or "none"
     close = difflib.get_close_matches(name, table, n=1)
@@ -329,29 +382,31 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def build(kind: str, config: dict) -> Any:
+def build(kind: str, config: dict, *context, where: str | None = None, **context_keywords) -> Any:
     """Construct a registered component from ``{"type": name, **constructor arguments}``.
 
-    Run files describe optimisers, initialisers and hooks this way, e.g.
-    ``{"type": "adagrad", "learning_rate": 0.02}``. A missing ``type``, an
-    unknown key or a missing argument is a :class:`ConfigError` naming it.
+    Run files describe optimisers, initialisers, monitors, operators and hooks
+    this way, e.g. ``{"type": "adagrad", "learning_rate": 0.02}``. ``context``
+    and ``context_keywords`` are what the caller supplies, not the run file
+    (an operator's trainer). A missing ``type``, an unknown key or a missing
+    argument is a :class:`ConfigError` naming it (``where``: the run-file key), and
+    so is a value of the wrong type or range (:func:`sigma_core.arguments.check`),
+    all before the constructor runs.
     """
-    import inspect
+    from .arguments import check, require
+    from .errors import ConfigError, SigmaError
 
-    from .errors import ConfigError
-
+    where = where or kind
     if not isinstance(config, dict) or "type" not in config:
-        raise ConfigError(f"a {kind} config needs a 'type' key, got {config!r}")
+        raise ConfigError(f"{where}: a {kind} config needs a 'type' key, got {config!r}")
     arguments = dict(config)
     name = arguments.pop("type")
+    require(f"{where}.type", "str", name)
     cls = load(kind, name)
-    signature = inspect.signature(cls)
-    unknown = sorted(set(arguments) - set(signature.parameters))
-    if unknown:
-        accepted = ", ".join(signature.parameters) or "none"
-        raise ConfigError(f"{kind} {name!r}: unknown key(s) {', '.join(unknown)} (accepted: {accepted})")
+    check(where, cls, arguments, label=f"{kind} {name!r}", skip=len(context), given=context_keywords)
     try:
-        signature.bind(**arguments)
-    except TypeError as error:
-        raise ConfigError(f"{kind} {name!r}: {error}") from None
-    return cls(**arguments)
+        return cls(*context, **arguments, **context_keywords)
+    except SigmaError:
+        raise
+    except (TypeError, ValueError) as error:  # a value no declared rule caught; --debug shows where it failed
+        raise ConfigError(f"{where}: {kind} {name!r}: {error}") from error

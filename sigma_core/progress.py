@@ -1,66 +1,113 @@
-"""Terminal progress for ``sigma train``: a rich progress bar per epoch.
+"""The ``progress`` monitor: a bar per epoch on the terminal, then one line per epoch.
 
-An observer of :class:`~sigma_core.operators.SingleWorkerOperator`: the bar
-shows the running cost and iterations/s during an epoch; the finished line
-keeps the epoch's mean cost, held-out accuracy and time.
+The bar shows the running training cost, iterations/s and the time left; the
+line replacing it, the epoch's mean training cost, each held-out iterator's
+scores under its name (``validation accuracy``) and the time taken. Pipes get
+only the lines, plain. If the handler compiles kernels on first use
+(``compiles_kernels``) and the first iteration takes over a second, a notice
+says why. ``sigma train`` attaches it unless ``--quiet``. It runs inline:
+drawing is cheap, and it reads the live trainer.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from .monitors import Monitor
+
+COMPILING = "compiling kernels (first run only)…"
 
 
-class EpochProgress:
-    """Draws one bar per epoch on stderr; refreshes at most ~10 times a second."""
+class ProgressMonitor(Monitor):
+    """Draws one bar per epoch on stderr; refreshes its numbers at most ~10 times a second."""
 
-    def __init__(self, epochs: int, console: Console | None = None):
-        self.epochs = epochs
+    name = "progress"
+
+    def __init__(self, console: Console | None = None):
+        super().__init__()
         self.console = console or Console(stderr=True)
-        self._progress = None
-        self._task = None
-        self._started = 0.0
-        self._last_refresh = 0.0
+        self._progress = self._task = self._timer = self._status = None
+        self._started = self._last_refresh = 0.0
+        self._first = 0  # the iteration the bar started at (a resumed epoch does not start at 0)
 
-    def on_epoch_start(self, trainer, batches: int):
-        if not self.console.is_terminal:  # logs and pipes get only the epoch lines
-            return
-        self._progress = Progress(
-            TextColumn("epoch {task.fields[epoch]}/{task.fields[epochs]}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("cost {task.fields[cost]:.4f}  {task.fields[rate]:.0f} it/s"),
-            TimeElapsedColumn(),
-            console=self.console,
-            transient=True,
-        )
-        self._progress.start()
-        self._task = self._progress.add_task(
-            "train", total=batches, epoch=trainer.epoch + 1, epochs=self.epochs, cost=float("nan"), rate=0.0
-        )
-        self._started = self._last_refresh = time.perf_counter()
+    def on_start(self):
+        if getattr(self.trainer.handler, "compiles_kernels", False):
+            self._timer = threading.Timer(1.0, self._compiling)
+            self._timer.daemon = True
+            self._timer.start()
 
-    def on_iteration(self, trainer):
+    def _compiling(self):  # timer thread; _end_notice waits for it
+        if self.console.is_terminal:
+            self._status = self.console.status(COMPILING)
+            self._status.start()
+        else:
+            self.console.print(COMPILING, markup=False, highlight=False)
+
+    def _end_notice(self):
+        self._timer.cancel()
+        self._timer.join()
+        self._timer = None
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    def on_iteration(self):
+        if self._timer is not None:
+            self._end_notice()
         if self._progress is None:
-            return
+            if not self.console.is_terminal:
+                return
+            self._open_bar()
         now = time.perf_counter()
         if now - self._last_refresh < 0.1:
             self._progress.advance(self._task)
             return
         self._last_refresh = now
-        rate = trainer.iteration / max(now - self._started, 1e-9)
-        self._progress.update(self._task, completed=trainer.iteration, cost=trainer.last_cost, rate=rate)
+        trainer = self.trainer
+        rate = (trainer.iteration - self._first) / max(now - self._started, 1e-9)
+        self._progress.update(self._task, completed=trainer.iteration,
+                              cost=trainer.epoch_cost / max(trainer.iteration, 1), rate=rate)
 
-    def on_epoch_end(self, trainer, report):
+    def _open_bar(self):
+        trainer = self.trainer
+        self._progress = Progress(
+            TextColumn("epoch {task.fields[epoch]}/{task.fields[epochs]}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("train cost {task.fields[cost]:.4f}  {task.fields[rate]:,.0f} it/s  eta"),
+            TimeRemainingColumn(),
+            console=self.console,
+            transient=True,
+        )
+        self._progress.start()
+        self._first = trainer.iteration
+        self._task = self._progress.add_task(
+            "train", total=len(trainer.training_iterator), completed=trainer.iteration,
+            epoch=trainer.epoch + 1, epochs=self.operator.epochs, rate=0.0,
+            cost=trainer.epoch_cost / trainer.iteration,
+        )
+        self._started = self._last_refresh = time.perf_counter()
+
+    def on_epoch(self, report):
+        self._close_bar()
+        scores = "".join(f"  {name} accuracy {scores['accuracy']:.2%} cost {scores['cost']:.4f}"
+                         for name, scores in report.validation.items())
+        rate = report.iterations / max(report.seconds, 1e-9)
+        self.console.print(f"epoch {report.epoch}/{self.operator.epochs}  train cost {report.cost:.4f}{scores}  "
+                           f"{report.iterations} it in {report.seconds:.2f}s ({rate:,.0f} it/s)",
+                           markup=False, highlight=False, soft_wrap=True)
+
+    def _close_bar(self):
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
-        rate = report.iterations / max(report.seconds, 1e-9)
-        held_out = report.validation.get("validation")
-        accuracy = f"  accuracy {held_out['accuracy']:.2%}" if held_out else ""
-        self.console.print(
-            f"epoch {report.epoch}/{self.epochs}  cost {report.cost:.4f}{accuracy}  "
-            f"{report.iterations} it in {report.seconds:.2f}s ({rate:.0f} it/s)"
-        )
+
+    def detach(self):
+        if self._timer is not None:  # a run that failed in its first iteration
+            self._end_notice()
+        self._close_bar()  # a run stopped or failed mid-epoch leaves no bar behind
+        super().detach()

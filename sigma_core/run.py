@@ -11,12 +11,14 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from . import backend
+from . import backend, plugins
 from .architecture import from_layer_list
-from .checkpoint import Checkpoint, load_checkpoint, restore, saver_from_config
+from .checkpoint import Checkpoint, load_checkpoint, restore
 from .data import MinibatchIterator, PrefetchIterator, dataset_from_config
 from .errors import ConfigError
 from .hooks.config import hooks_from_config
+from .hooks.savers import checkpoint_hooks_from_config
+from .initialisers import check_patterns
 from .network import Network
 from .trainer import Trainer
 
@@ -32,18 +34,18 @@ class Run:
     trainer: Trainer
     epochs: int
     hooks: list = field(default_factory=list)  # attached to the operator by train()
+    monitors: list = field(default_factory=list)  # the run file's [[monitors]], attached by train()
     history: list = field(default_factory=list)
     seconds: float = 0.0
 
-    def train(self, observers=()) -> dict:
-        """Train for the configured epochs and return the result summary."""
-        from .operators import SingleWorkerOperator
-
+    def train(self, monitors=()) -> dict:
+        """Train for the configured epochs with the run file's monitors and ``monitors``; return the summary."""
         if self.trainer.handler is None:
             self.trainer.initialise(self.handler)
-        saver = saver_from_config(self.config)
-        observers = [*observers, saver] if saver else list(observers)
-        operator = SingleWorkerOperator(self.trainer, epochs=self.epochs, observers=observers, hooks=self.hooks)
+        monitors = [*self.monitors, *monitors]
+        hooks = [*self.hooks, *checkpoint_hooks_from_config(self.config)]
+        operator = build_operator(self.config.get("operator", {}), self.trainer, epochs=self.epochs,
+                                  hooks=hooks, monitors=monitors)
         started = time.perf_counter()
         self.history = operator.run()
         self.seconds = time.perf_counter() - started
@@ -98,28 +100,54 @@ def _changed_keys(old, new, prefix="") -> list[str]:
 
 
 def split_dataset(dataset, split: dict, seed: int):
-    """(training, held-out) per the ``[split]`` table: a fraction or [start, stop) ranges."""
-    validation = split.get("validation")
-    train = split.get("train")
+    """(training, held-out) per the ``[split]`` table: a fraction or [start, stop) ranges.
+
+    Ranges must lie within the data and neither part may be empty (an empty
+    held-out set would silently report nothing).
+    """
+    validation, train, n = split.get("validation"), split.get("train"), len(dataset)
     if isinstance(validation, (int, float)) and not isinstance(validation, bool):
         if not 0.0 < validation < 1.0:
             raise ConfigError(f"split.validation must be a fraction in (0, 1) or [start, stop], got {validation!r}")
         if train is not None:
             raise ConfigError("split.train is only allowed with a [start, stop] split.validation range")
         parts = dataset.split(1.0 - validation, validation, shuffle=split.get("shuffle", True), seed=split.get("seed", seed))
-        return parts[0], parts[1]
-    ranges = {}
-    for key, value in (("validation", validation), ("train", train)):
-        if value is None:
-            continue
-        if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) for v in value)):
-            raise ConfigError(f"split.{key} must be [start, stop] record indices, got {value!r}")
-        ranges[key] = value
-    if "validation" not in ranges:
-        raise ConfigError("split.validation is required: a fraction or a [start, stop] range")
-    held_out = dataset.take(*ranges["validation"])
-    training = dataset.take(*ranges["train"]) if "train" in ranges else dataset.take(0, ranges["validation"][0])
-    return training, held_out
+    else:
+        ranges = {}
+        for key, value in (("validation", validation), ("train", train)):
+            if value is None:
+                continue
+            if not (isinstance(value, list) and len(value) == 2 and all(type(v) is int for v in value)):
+                raise ConfigError(f"split.{key} must be [start, stop] record indices, got {value!r}")
+            if not 0 <= value[0] <= value[1] <= n:
+                raise ConfigError(f"split.{key} = {value} is not within the {n} records of the data "
+                                  f"(0 <= start <= stop <= {n})")
+            ranges[key] = value
+        if "validation" not in ranges:
+            raise ConfigError("split.validation is required: a fraction or a [start, stop] range")
+        parts = dataset.take(*ranges.get("train", (0, ranges["validation"][0]))), dataset.take(*ranges["validation"])
+    for key, part, role in (("train" if train else "validation", parts[0], "training"), ("validation", parts[1], "held-out")):
+        if len(part) == 0:
+            raise ConfigError(f"split.{key}: the {role} set is empty (the data has {n} records)")
+    return parts[0], parts[1]
+
+
+def build_operator(spec: dict, trainer, *, epochs: int, hooks=(), monitors=()):
+    """The operator ``[operator]`` names (default: the single-worker one), running ``trainer``."""
+    spec = {"type": "single_worker", **spec}
+    return plugins.build("operator", spec, trainer, epochs=epochs, hooks=hooks, monitors=monitors)
+
+
+def build_monitors(tables: list, where: str = "monitors") -> list:
+    """One monitor per ``[[monitors]]`` table (or ``--monitor`` spec), named by its type."""
+    if not isinstance(tables, list):
+        raise ConfigError(f"{where} must be an array of tables: [[monitors]] with type = ...")
+    monitors = []
+    for index, table in enumerate(tables):
+        monitor = plugins.build("monitor", table, where=f"{where}[{index}]")
+        monitor.name = table["type"]
+        monitors.append(monitor)
+    return monitors
 
 
 def build_optimiser(spec: dict):
@@ -129,15 +157,13 @@ def build_optimiser(spec: dict):
 
 
 def build_initialisers(spec: dict) -> dict:
-    from .initialisers import initialiser_from_config
-
     if not isinstance(spec, dict):
         raise ConfigError("initialisers must be a table of pattern = { type = ..., ... }")
     bindings = {}
     for pattern, init in spec.items():
         if not isinstance(init, dict):
             raise ConfigError(f"initialisers.{pattern!r} must be a table like {{ type = \"gaussian\", std = 0.1 }}")
-        bindings[pattern] = initialiser_from_config(init)
+        bindings[pattern] = plugins.build("initialiser", init, where=f'initialisers."{pattern}"')
     return bindings
 
 
@@ -151,6 +177,14 @@ def build_run(config: dict, *, handler_name: str | None = None) -> Run:
     optimiser = build_optimiser(config["optimiser"])
     initialisers = build_initialisers(config["initialisers"])
     hooks = hooks_from_config(config["hooks"])
+    monitors = build_monitors(config["monitors"])
+    ids = [f"{name}.{param}" for name, layer in network.layers.items() for param in layer.parameter_shapes]
+    check_patterns(initialisers, ids, "initialisers")
+    freeze = config["optimiser"].get("freeze", ())
+    check_patterns([freeze] if isinstance(freeze, str) else freeze, ids, "optimiser.freeze")
+    # parameters, gradients and the optimiser's per-parameter memory
+    network.check_memory(config["handler"]["dtype"], copies=2 + len(getattr(optimiser, "memory_names", ())))
+    plugins.get("operator", config["operator"].get("type", "single_worker"))  # an unknown operator fails before the data is read
 
     dataset = dataset_from_config(config["data"])
     training, held_out = split_dataset(dataset, config["split"], seed)
@@ -175,4 +209,4 @@ def build_run(config: dict, *, handler_name: str | None = None) -> Run:
     )
     log.info("run %s: %d training and %d held-out records, %s parameters on %s",
              config["name"], len(training), len(held_out), f"{network.parameter_count:,}", handler)
-    return Run(config, handler, trainer, training_cfg["epochs"], hooks=hooks)
+    return Run(config, handler, trainer, training_cfg["epochs"], hooks=hooks, monitors=monitors)

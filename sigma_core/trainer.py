@@ -5,12 +5,17 @@ the handler, run the network forward under a tape watching the trainable
 parameters, take the gradients, let the optimiser update the parameters in
 place, end the session. The session makes every iteration after the first
 reuse the previous iteration's buffers.
+
+The cost stays a handler number: the trainer copies it into a number it keeps
+and adds it to the epoch's sum, both on the handler, and reads it to the host
+only when asked (:attr:`Trainer.last_cost`, :attr:`Trainer.epoch_cost`, the
+epoch mean). The one check made every step, that the cost is finite before the
+update, is :meth:`Handler.all_finite`, so a device handler decides what it costs.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 
 import numpy
 
@@ -49,8 +54,7 @@ class Trainer:
         self.epoch = 0
         self.iteration = 0  # iterations in the current epoch
         self.total_iterations = 0
-        self.last_cost = float("nan")
-        self.epoch_cost = 0.0  # sum of this epoch's iteration costs so far
+        self._costs = None  # (last cost, sum of this epoch's costs): float64 numbers on the handler
         self.in_epoch = False  # True between an epoch's start and its end: the next run_epoch continues it
         self._trainable = {}  # id -> NDArray of the parameters the optimiser may change
         self._trainable_ids = []  # its keys and values as lists, built once, not on every step
@@ -68,6 +72,7 @@ class Trainer:
     def initialise(self, handler):
         """Instantiate the network's parameters on ``handler`` and apply the initialisers."""
         self.handler = handler
+        self._costs = (handler.number(float("nan"), dtype="float64"), handler.number(0.0, dtype="float64"))
         self._initial = (handler.rng_state(), self.optimiser.state_dict())
         self._initialise_parameters()
 
@@ -101,6 +106,24 @@ class Trainer:
         for iterator in (self.training_iterator, *self.validation.values()):
             iterator.set_epoch(0)
 
+    @property
+    def last_cost(self) -> float:
+        """The latest iteration's cost (NaN before the first), read from the handler now."""
+        return float(self._costs[0]) if self._costs else float("nan")
+
+    @last_cost.setter
+    def last_cost(self, value: float):
+        self.handler.fill(self._costs[0], value)
+
+    @property
+    def epoch_cost(self) -> float:
+        """The sum of this epoch's iteration costs so far, read from the handler now."""
+        return float(self._costs[1]) if self._costs else 0.0
+
+    @epoch_cost.setter
+    def epoch_cost(self, value: float):
+        self.handler.fill(self._costs[1], value)
+
     def refresh_trainable(self):
         """Re-read which parameters the optimiser may change (after freezing or a reload)."""
         params = self.network.parameters
@@ -116,8 +139,11 @@ class Trainer:
             externals[self.targets_alias] = h.adopt(batch["targets"])
         return externals
 
-    def run_iteration(self, batch: dict) -> float:
-        """One optimisation step on ``batch``; returns its cost."""
+    def run_iteration(self, batch: dict):
+        """One optimisation step on ``batch``; returns its cost, a handler number readable until the next step.
+
+        ``float()`` of it, or :attr:`last_cost`, reads it to the host.
+        """
         h = self.handler
         h.begin_session()
         try:
@@ -128,18 +154,18 @@ class Trainer:
                 result = self.network.forward(externals, training=True)
                 if result.cost is None:
                     raise SigmaError(f"trainer {self.name!r}: the network has no cost layer, so there is nothing to optimise")
-                cost = float(result.cost)
+                cost = result.cost
                 # Checked before the update, so a bad step changes no parameter.
-                if not math.isfinite(cost):
+                if not h.all_finite(cost):
                     raise NonFiniteError(
-                        f"trainer {self.name!r}: cost became {cost} at epoch {self.epoch + 1}, "
+                        f"trainer {self.name!r}: cost became {float(cost)} at epoch {self.epoch + 1}, "
                         f"iteration {self.iteration + 1}"
                     )
-                grads = tape.gradient(result.cost, params)
+                grads = tape.gradient(cost, params)
             self.optimiser.step(h, self._trainable, dict(zip(ids, grads)))
         finally:
             h.end_session()
-        self.last_cost = cost
+        h.fill(self._costs[0], cost)
         self.iteration += 1
         self.total_iterations += 1
         return cost
@@ -164,7 +190,7 @@ class Trainer:
         self.in_epoch = True
         for batch in batches:
             try:
-                self.epoch_cost += self.run_iteration(batch)
+                self.handler.add_(self._costs[1], self.run_iteration(batch))
             except NonFiniteError as error:
                 raise NonFiniteError(f"{error}; {self._non_finite_source(batch)}") from None
             if on_iteration is not None:
@@ -188,7 +214,10 @@ class Trainer:
         for parameter_id, array in self.network.parameters.items():
             if not self.handler.all_finite(array):
                 return f"parameter {parameter_id!r} holds {_first_non_finite(array.to_numpy())}"
-        return "the batch and every parameter are finite"
+        largest = max(((float(numpy.abs(a.to_numpy()).max(initial=0)), pid) for pid, a in self.network.parameters.items()),
+                      default=(0.0, "none"))
+        return (f"the network overflowed {self.handler.dtype} computing it (parameters have grown to "
+                f"{largest[0]:.3g}, in {largest[1]!r}); lower the learning rate")
 
     # -- checkpoints ---------------------------------------------------------------------------
     def state_dict(self) -> dict:

@@ -14,7 +14,6 @@ import pytest
 from sigma_core import config as run_config
 from sigma_core.checkpoint import (
     CheckpointError,
-    CheckpointSaver,
     checkpoints,
     latest_checkpoint,
     load_checkpoint,
@@ -26,6 +25,9 @@ from sigma_core.constructs import Dense, Input, SquaredDifference
 from sigma_core.data import MinibatchIterator, from_arrays
 from sigma_core.errors import ConfigError, SigmaError
 from sigma_core.handlers.numpy_handler import NumpyHandler
+from sigma_core.hooks.savers import CheckpointHook
+from sigma_core.hooks.timestep import every
+from sigma_core.monitors import Monitor
 from sigma_core.network import Network
 from sigma_core.optimisers import optimiser_from_config
 from sigma_core.run import build_run
@@ -47,20 +49,15 @@ def digits_config(directory=None, **changes) -> dict:
     return run_config.validate(raw)
 
 
-class IterationLog:
-    """An operator observer that records every iteration's cost."""
+class IterationLog(Monitor):
+    """A monitor that records every iteration's cost."""
 
     def __init__(self):
+        super().__init__()
         self.costs: list[float] = []
 
-    def on_epoch_start(self, trainer, batches):
-        pass
-
-    def on_iteration(self, trainer):
-        self.costs.append(trainer.last_cost)
-
-    def on_epoch_end(self, trainer, report):
-        pass
+    def on_iteration(self):
+        self.costs.append(self.operator.trainer.last_cost)
 
 
 def train(run) -> tuple[list[float], dict]:
@@ -217,19 +214,30 @@ def test_missing_file_and_foreign_zip(tmp_path):
 # -- saving during training ------------------------------------------------------------------------------------
 
 
-def test_saver_names_and_keeps_the_newest(tmp_path):
+def test_checkpoint_hooks_name_and_keep_the_newest(tmp_path):
+    from sigma_core.operators import SingleWorkerOperator
+
     trainer = tiny_trainer()  # 3 batches an epoch
-    saver = CheckpointSaver(tmp_path, every_iterations=2, every_epochs=1, keep=3)
-    for _ in range(3):
-        trainer.run_epoch(on_iteration=saver.on_iteration)
-        saver.on_epoch_end(trainer, None)
+    hooks = [CheckpointHook(tmp_path, keep=3, every=every(2, "iteration")), CheckpointHook(tmp_path, keep=3)]
+    SingleWorkerOperator(trainer, epochs=3, hooks=hooks).run()
     names = [p.name for p in checkpoints(tmp_path, "tiny")]
     # Saved: e0-i2, e1-i0, e1-i1, e1-i3 (an epoch's last batch), e2-i0, e2-i2, e3-i0; the newest 3 stay.
     assert names == ["tiny-e2-i0.ckpt", "tiny-e2-i2.ckpt", "tiny-e3-i0.ckpt"]
     assert latest_checkpoint(tmp_path, "tiny").name == "tiny-e3-i0.ckpt"
     assert not list(tmp_path.glob(".*"))  # no temporary files left behind
-    with pytest.raises(SigmaError, match="keep must be at least 1"):
-        CheckpointSaver(tmp_path, keep=0)
+    with pytest.raises(SigmaError, match="keep must be an integer >= 1"):
+        CheckpointHook(tmp_path, keep=0)
+
+
+def test_checkpoint_section_builds_one_hook_per_time_scale(tmp_path):
+    from sigma_core.hooks.savers import checkpoint_hooks_from_config
+
+    assert checkpoint_hooks_from_config(digits_config()) == []
+    hooks = checkpoint_hooks_from_config(digits_config(tmp_path))  # every 15 iterations and every epoch
+    assert [(h.directory, h.keep, str(h.time_step)) for h in hooks] == [
+        (tmp_path, 100, "every 15 iterations"), (tmp_path, 100, "every 1 epoch")]
+    with pytest.raises(ConfigError, match="checkpoint.every_epochs must be at least 0, got -1"):
+        digits_config(checkpoint__every_epochs=-1)  # checked with the run file, before any data is read
 
 
 def test_checkpoint_section_is_validated():
@@ -334,17 +342,14 @@ def test_resume_with_nothing_left_to_train_says_so(tmp_path, capsys):
 def test_rotation_keeps_the_checkpoint_written_last_even_after_a_reset(tmp_path):
     """After a reset epochs count from 1 again; the new e1 file is the newest, not the oldest."""
     from sigma_core.backend import create_handler
-    from sigma_core.checkpoint import CheckpointSaver, latest_checkpoint
-    from sigma_core.constructs import Dense, Input, SoftmaxCE
-    from sigma_core.data import MinibatchIterator, load_sklearn
-    from sigma_core.network import Network
+    from sigma_core.constructs import SoftmaxCE
+    from sigma_core.data import synthetic_classification
     from sigma_core.optimisers import GradientDescent
-    from sigma_core.trainer import Trainer
 
     trainer = Trainer(Network(Input(64) + Dense(10) + SoftmaxCE()), GradientDescent(0.01),
-                      MinibatchIterator(load_sklearn("digits"), 600, seed=0))
+                      MinibatchIterator(synthetic_classification(1800, 64, 10), 600, seed=0))
     trainer.initialise(create_handler("numpy", seed=0))
-    saver = CheckpointSaver(tmp_path, keep=2)
+    saver = CheckpointHook(tmp_path, keep=2)
     for _ in range(3):
         trainer.run_epoch()
         saver.save(trainer)

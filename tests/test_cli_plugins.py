@@ -96,3 +96,63 @@ def test_a_subcommand_is_required(capsys):
         cli.main([])
     assert caught.value.code == 2
     assert "plugins" in capsys.readouterr().err
+
+
+# -- commands added by plugins (register_commands) ------------------------------------------------
+
+HELLO_PLUGIN = """
+    from sigma_core.hookspecs import hookimpl
+
+    def hello(args):
+        print(f"hello, {args.who}")
+        return 3
+
+    @hookimpl
+    def register_commands(cli):
+        parser = cli.add_parser("hello", aliases=["hi"], help="greets someone")
+        parser.add_argument("who")
+        parser.set_defaults(run=hello)
+"""
+
+
+def command_plugin(fake_site, distribution: str, body: str) -> None:
+    module = distribution.replace("-", "_") + "_mod"
+    fake_site.add(distribution, entry_points={"cmd": module}, modules={module: body})
+
+
+def test_a_plugin_command_runs_and_is_listed_with_its_distribution(fake_site, capsys):
+    command_plugin(fake_site, "hello-plugin", HELLO_PLUGIN)
+    assert cli.main(["hi", "world"]) == 3
+    assert capsys.readouterr().out == "hello, world\n"
+    assert cli.main(["plugins", "--json"]) == 0
+    [hello] = [e for e in json.loads(capsys.readouterr().out) if e["kind"] == "command" and e["name"] == "hello"]
+    assert (hello["aliases"], hello["distribution"], hello["description"]) == (["hi"], "hello-plugin", "greets someone")
+
+
+def test_a_plugin_command_named_like_a_built_in_is_one_error_line_naming_the_distribution(fake_site, capsys):
+    command_plugin(fake_site, "shadow-plugin", """
+        from sigma_core.hookspecs import hookimpl
+
+        @hookimpl
+        def register_commands(cli):
+            cli.add_parser("train").set_defaults(run=lambda args: 0)
+    """)
+    assert cli.main(["plugins"]) == 2
+    assert capsys.readouterr().err == ("error: command 'train' of shadow-plugin clashes with sigma's built-in 'train'; "
+                                       "uninstall shadow-plugin, or leave it out with SIGMA_PLUGINS\n")
+
+
+def test_a_register_commands_hook_that_raises_is_reported_like_any_plugin_failure(fake_site, capsys):
+    command_plugin(fake_site, "hello-plugin", HELLO_PLUGIN)
+    command_plugin(fake_site, "faulty-plugin", """
+        from sigma_core.hookspecs import hookimpl
+
+        @hookimpl
+        def register_commands(cli):
+            raise ValueError("no parser today")
+    """)
+    assert cli.main(["plugins", "--json"]) == 0
+    entries = json.loads(capsys.readouterr().out)
+    [failure] = [e for e in entries if e["kind"] == "plugin-failure"]
+    assert (failure["distribution"], failure["reason"]) == ("faulty-plugin", "ValueError: no parser today")
+    assert cli.main(["hello", "you"]) == 3  # the other plugin's command still works

@@ -56,39 +56,6 @@ def test_cache_dir_precedence():
     assert fallback.endswith("numba") and "sigmann" in fallback
 
 
-# -- kernels against the NumPy reference -----------------------------------------------------------
-OPTIMISER_UPDATES = {
-    "sgd": ("sgd_update_", 0, (0.1,)),
-    "momentum": ("momentum_update_", 1, (0.1, 0.9, False)),
-    "nesterov": ("momentum_update_", 1, (0.1, 0.9, True)),
-    "adagrad": ("adagrad_update_", 1, (0.02, 1e-6)),
-    "adadelta": ("adadelta_update_", 2, (1.0, 0.95, 1e-6)),
-    "rmsprop": ("rmsprop_update_", 1, (0.01, 0.9, 1e-8)),
-    "adam": ("adam_update_", 2, (0.001, 0.9, 0.999, 1e-8, 3)),
-}
-
-
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("name", sorted(OPTIMISER_UPDATES))
-def test_optimiser_kernels_match_the_reference(name, dtype):
-    method, n_memory, hyper = OPTIMISER_UPDATES[name]
-    rng = numpy.random.default_rng(0)
-    param = rng.standard_normal((30, 40)).astype(dtype)
-    memory = [numpy.abs(rng.standard_normal(param.shape)).astype(dtype) for _ in range(n_memory)]
-    ours, reference = NumbaKernels(dtype), NumpyHandler(dtype).kernels
-    states = {k: (param.copy(), [m.copy() for m in memory]) for k in ("ours", "reference")}
-    for step in range(3):  # several steps: the memory buffers feed back
-        grad = rng.standard_normal(param.shape).astype(dtype)
-        for key, kernels in (("ours", ours), ("reference", reference)):
-            p, mem = states[key]
-            getattr(kernels, method)(p, grad, *mem, *hyper)
-    tolerance = {"float32": {"rtol": 1e-5, "atol": 1e-6}, "float64": {"rtol": 1e-12, "atol": 1e-12}}[dtype]
-    for ours_array, reference_array in zip([states["ours"][0], *states["ours"][1]], [states["reference"][0], *states["reference"][1]]):
-        numpy.testing.assert_allclose(ours_array, reference_array, **tolerance, err_msg=name)
-    grad = rng.standard_normal(param.shape).astype(dtype)
-    numpy.testing.assert_allclose(ours.l2_gradient(grad, param, 1e-3), reference.l2_gradient(grad, param, 1e-3), **tolerance)
-
-
 # -- dropout: a counter-based generator ---------------------------------------------------------------
 def _dropout_masks(handler, calls=3):
     x = handler.ones((64, 50))
@@ -187,10 +154,18 @@ def test_without_the_cpu_plugin_the_core_still_trains_and_names_the_missing_hand
 # -- the shared thread pool (sigma_cpu.blas_pool) -------------------------------------------------------
 _POOL_RUN = """
 import numpy
-from sigma_core.bench import WORKLOADS, build_trainer, make_batches
 from sigma_cpu import blas_pool
-trainer = build_trainer(dict(WORKLOADS["sigma-mlp"], name="pool"), "cpu")
-costs = [trainer.run_iteration(batch).hex() for batch in make_batches(n=4)]
+from sigma_core.constructs import Dense, Dropout, Input, SoftmaxCE
+from sigma_core.network import Network
+from sigma_core.optimisers import Adagrad
+from sigma_core.trainer import Trainer
+from sigma_cpu.handler import NumbaHandler
+network = Network(Input(784) + Dropout(0.2) + Dense(1000, "relu") + Dense(800, "relu") + Dense(10) + SoftmaxCE())
+trainer = Trainer(network, Adagrad(0.02), training_iterator=[])
+trainer.initialise(NumbaHandler("float32", seed=0))
+rng = numpy.random.default_rng(0)
+batches = [{"inputs": rng.random((100, 784), dtype=numpy.float32), "targets": rng.integers(0, 10, 100)} for _ in range(4)]
+costs = [float(trainer.run_iteration(batch)).hex() for batch in batches]
 digest = sum(float(numpy.abs(a).astype(numpy.float64).sum()) for a in trainer.network.state_dict().values())
 print(blas_pool.PARALLEL, costs, digest.hex())
 """

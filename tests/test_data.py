@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import struct
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,15 +16,11 @@ from sigma_core.data import (
     and_,
     dataset_from_config,
     from_arrays,
-    load_mnist,
-    load_sklearn,
     read_idx,
     synthetic_classification,
     xor,
 )
 from sigma_core.errors import ConfigError, SigmaError
-
-MNIST_DIR = Path("/work/shared/data/mnist")
 
 
 def numbered(n: int) -> Dataset:
@@ -152,16 +147,6 @@ def test_undivided_yields_whole_dataset_once_per_epoch():
 # --- Loaders --------------------------------------------------------------
 
 
-def test_sklearn_digits():
-    digits = load_sklearn("digits")
-    assert digits.section("inputs").shape == (1797, 64)
-    assert np.issubdtype(digits.section("inputs").dtype, np.floating)
-    assert set(np.unique(digits.section("targets"))) == set(range(10))
-    assert len(load_sklearn("wdbc")) == 569
-    with pytest.raises(DataError, match="available: digits, iris"):
-        load_sklearn("mnist")
-
-
 def test_synthetic_datasets():
     np.testing.assert_array_equal(xor().section("targets")[:, 0], [0, 1, 1, 0])
     np.testing.assert_array_equal(and_().section("targets")[:, 0], [0, 0, 0, 1])
@@ -169,17 +154,6 @@ def test_synthetic_datasets():
     data = synthetic_classification(32, (3, 4), classes=5, seed=1)
     assert data.section("inputs").shape == (32, 3, 4) and data.section("targets").max() < 5
     np.testing.assert_array_equal(data.section("inputs"), synthetic_classification(32, (3, 4), 5, 1).section("inputs"))
-
-
-@pytest.mark.skipif(not MNIST_DIR.is_dir(), reason=f"MNIST test set not present at {MNIST_DIR}")
-def test_real_mnist_test_set():
-    images = read_idx(MNIST_DIR / "t10k-images-idx3-ubyte.gz")
-    assert images.shape == (10_000, 28, 28) and images.dtype == np.uint8
-    mnist = load_mnist(MNIST_DIR, train=False)
-    assert mnist.section("inputs").shape == (10_000, 28, 28)
-    assert 0 <= mnist.section("inputs").min() and mnist.section("inputs").max() <= 1
-    counts = np.bincount(mnist.section("targets"), minlength=10)
-    assert counts.tolist() == [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]
 
 
 def idx_bytes(code: int, shape: tuple[int, ...], payload: bytes) -> bytes:
@@ -209,12 +183,6 @@ def test_bad_idx_magic_names_file_and_bytes(tmp_path):
         read_idx(path)
 
 
-def test_missing_mnist_names_directory_and_files(tmp_path):
-    with pytest.raises(DataError, match=r"t10k-images-idx3-ubyte\[\.gz\], t10k-labels-idx1-ubyte\[\.gz\]") as error:
-        load_mnist(tmp_path, train=False)
-    assert str(tmp_path) in str(error.value)
-
-
 # --- Run-file configs -----------------------------------------------------
 
 
@@ -231,15 +199,10 @@ def test_config_sources_and_preprocessing(tmp_path):
     np.testing.assert_array_equal(npz.section("targets"), np.arange(5))
 
 
-@pytest.mark.skipif(not MNIST_DIR.is_dir(), reason=f"MNIST test set not present at {MNIST_DIR}")
-def test_config_mnist():
-    assert len(dataset_from_config({"source": "mnist", "directory": str(MNIST_DIR), "train": False})) == 10_000
-
-
 @pytest.mark.parametrize(
     "cfg, message",
     [
-        ({"source": "parquet"}, r"unknown data.source 'parquet'; allowed: .*csv.*mnist.*sklearn"),
+        ({"source": "parquet"}, r"data.source: unknown extractor 'parquet' \(available: and, csv, .*xor\)"),
         ({"name": "digits"}, r"data.source is missing"),
         ({"source": "sklearn", "name": "digits", "nmae": 1}, r"unknown key data.nmae .*allowed: .*name"),
         ({"source": "sklearn"}, r"data.name is required"),

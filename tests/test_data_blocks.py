@@ -9,6 +9,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
+from sigma_core.atomic import PARTIAL
 from sigma_core.data import (
     BlockDataset,
     DataError,
@@ -20,7 +21,6 @@ from sigma_core.data import (
     dataset_from_config,
 )
 from sigma_core.data.blocks import is_built
-from sigma_core.data.cache import PARTIAL
 from sigma_core.errors import ConfigError
 
 FEATURES = 256  # float64: 2 KiB per record

@@ -1,9 +1,8 @@
-"""Extractors (CSV, NumPy, IDX, image folders, defaults), preprocessors, and bad input named by file and record."""
+"""The core's extractors (CSV, NumPy, IDX, synthetic), preprocessors, and bad input named by file and record."""
 
 from __future__ import annotations
 
 import struct
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +11,6 @@ from sigma_core.data import (
     DataError,
     Dataset,
     dataset_from_config,
-    load_image_folder,
     load_numpy,
     normalise,
     one_hot,
@@ -22,7 +20,6 @@ from sigma_core.data import (
 from sigma_core.data.csv_extractor import parse_columns
 from sigma_core.errors import ConfigError
 
-MNIST_DIR = Path("/work/shared/data/mnist")
 IRIS_ROWS = "sepal,petal,x,y,species\n5.1,3.5,1.4,0.2,setosa\n4.9,3.0,1.4,0.2,versicolor\n\n4.7,3.2,1.3,0.2,virginica\n"
 
 
@@ -87,7 +84,7 @@ def test_missing_file_is_named(tmp_path):
         dataset_from_config({"source": "numpy", "path": str(tmp_path / "absent.npy")})
 
 
-# --- NumPy, IDX, images, defaults -------------------------------------------------
+# --- NumPy, IDX, synthetic --------------------------------------------------------
 
 
 def test_numpy_npy_and_npz_without_pickle(tmp_path):
@@ -116,64 +113,9 @@ def test_idx_extractor_pairs_images_and_labels(tmp_path):
         dataset_from_config({"source": "idx", "path": str(short)})
 
 
-def test_image_folder_one_class_per_subfolder(tmp_path):
-    image = pytest.importorskip("PIL.Image")
-    for label, name in enumerate(["cat", "dog"]):
-        (tmp_path / "pets" / name).mkdir(parents=True)
-        for i in range(2):
-            image.fromarray(np.full((4, 5), 50 * label + i, np.uint8)).save(tmp_path / "pets" / name / f"{i}.png")
-    dataset = load_image_folder(tmp_path / "pets")
-    assert dataset.section("inputs").shape == (4, 4, 5) and dataset.section("targets").tolist() == [0, 0, 1, 1]
-    resized = dataset_from_config({"source": "image_folder", "path": str(tmp_path / "pets"), "size": [3, 2]})
-    assert resized.section("inputs").shape == (4, 2, 3)
-
-
-def test_image_folder_without_pillow_says_how_to_install(tmp_path, monkeypatch):
-    import sys
-
-    monkeypatch.setitem(sys.modules, "PIL", None)  # makes ``import PIL`` fail
-    (tmp_path / "a").mkdir()
-    with pytest.raises(DataError, match=r"needs Pillow: pip install Pillow"):
-        load_image_folder(tmp_path)
-
-
-@pytest.mark.parametrize("name, records", [("iris", 150), ("wdbc", 569), ("breast_cancer", 569), ("digits", 1797),
-                                           ("xor", 4), ("and", 4)])
-def test_default_datasets_by_name(name, records):
+@pytest.mark.parametrize("name, records", [("xor", 4), ("and", 4)])
+def test_core_datasets_by_name(name, records):
     assert len(dataset_from_config({"source": name})) == records
-
-
-@pytest.mark.skipif(not MNIST_DIR.is_dir(), reason=f"MNIST test set not present at {MNIST_DIR}")
-def test_mnist_default_from_a_local_folder_is_uint8_with_known_label_counts():
-    mnist = dataset_from_config({"source": "mnist", "directory": str(MNIST_DIR), "train": False, "scale": False})
-    images = mnist.section("inputs")
-    assert images.shape == (10_000, 28, 28) and images.dtype == np.uint8
-    counts = np.bincount(mnist.section("targets"), minlength=10)
-    assert counts.tolist() == [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]
-
-
-def test_mnist_default_downloads_with_checksums_into_the_data_dir(tmp_path, monkeypatch):
-    from sigma_core.data import defaults
-
-    mirror = tmp_path / "mirror"
-    mirror.mkdir()
-    idx_file(mirror / "t10k-images-idx3-ubyte", 0x08, (2, 28, 28), bytes(2 * 784))
-    idx_file(mirror / "t10k-labels-idx1-ubyte", 0x08, (2,), bytes([3, 4]))
-    import gzip
-    import hashlib
-
-    checksums = {}
-    for stem in ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
-        data = gzip.compress((mirror / stem).read_bytes())
-        (mirror / f"{stem}.gz").write_bytes(data)
-        checksums[f"{stem}.gz"] = hashlib.md5(data).hexdigest()
-    monkeypatch.setattr(defaults, "MNIST_MD5", checksums)
-    monkeypatch.setattr(defaults, "MNIST_MIRRORS", ((tmp_path / "down").as_uri() + "/", mirror.as_uri() + "/"))
-    dataset = defaults.mnist(train=False)
-    assert dataset.section("targets").tolist() == [3, 4]
-    assert (tmp_path / "cache" / "mnist" / "t10k-labels-idx1-ubyte.gz").is_file()
-    with pytest.raises(DataError, match=r"MNIST files not found in .*train-images"):
-        defaults.mnist(train=True, download=False)
 
 
 # --- preprocessors ----------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -10,7 +11,8 @@ from sigma_core import cli, plugins
 from sigma_core.data import dataset_from_config
 from sigma_core.errors import ConfigError
 
-BUILT_IN = {"csv", "idx", "numpy", "npz", "sklearn", "image_folder", "mnist", "iris", "wdbc", "digits", "xor", "and"}
+CORE = {"csv", "idx", "numpy", "npz", "xor", "and", "synthetic"}
+ROOT = Path(__file__).resolve().parents[1]
 
 RING_PLUGIN = """
     import numpy as np
@@ -63,9 +65,26 @@ epochs = 2
 """
 
 
-def test_built_in_extractors_are_registered():
-    assert BUILT_IN <= {c.name for c in plugins.components("extractor")}
-    assert plugins.get("extractor", "breast_cancer").name == "wdbc"
+def test_the_core_ships_only_plain_file_and_synthetic_extractors():
+    core = {c.name for c in plugins.components("extractor") if c.distribution == "sigmann"}
+    assert core == CORE
+
+
+@pytest.mark.parametrize("source, distribution", [("digits", "sigmann-sklearn"), ("sklearn", "sigmann-sklearn"),
+                                                  ("images", "sigmann-images"), ("mnist", "sigmann-mnist")])
+def test_an_extractor_of_an_uninstalled_plugin_names_the_distribution(monkeypatch, source, distribution):
+    monkeypatch.setenv("SIGMA_PLUGINS", "")  # the core alone, as after a bare ``pip install .``
+    plugins.reset()
+    with pytest.raises(ConfigError, match=rf"^data.source: unknown extractor '{source}': install {distribution}, "):
+        dataset_from_config({"source": source})
+
+
+def test_training_the_main_job_without_sigmann_sklearn_is_one_line_naming_it(monkeypatch, capsys):
+    monkeypatch.setenv("SIGMA_PLUGINS", "")
+    plugins.reset()
+    assert cli.main(["train", str(ROOT / "examples" / "digits.toml"), "--quiet"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: data.source: unknown extractor 'sklearn': install sigmann-sklearn, which provides it"]
 
 
 def test_third_party_extractor_is_usable_by_name_from_a_run_file(fake_site, tmp_path):

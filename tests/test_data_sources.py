@@ -7,6 +7,7 @@ import gzip
 import hashlib
 import http.server
 import io
+import os
 import tarfile
 import threading
 import zipfile
@@ -14,8 +15,8 @@ from functools import partial
 
 import pytest
 
+from sigma_core.atomic import PARTIAL
 from sigma_core.data import DataError, data_dir, download, resolve
-from sigma_core.data.cache import PARTIAL
 
 PAYLOAD = b"1,2,3\n4,5,6\n"
 
@@ -121,3 +122,73 @@ def test_a_corrupt_archive_names_the_file_and_leaves_nothing(tmp_path):
     with pytest.raises(DataError, match=r"cannot unpack .*bad.csv.gz"):
         resolve(tmp_path / "bad.csv.gz")
     assert not leftovers(data_dir()) and not list(data_dir().rglob("bad.csv"))
+
+
+# -- caches keyed on content (issue 10, item 7) ------------------------------------------------------------------
+
+
+def _archive(path, payload: bytes) -> None:
+    if path.name.endswith(".zip"):
+        with zipfile.ZipFile(path, "w") as archive:
+            archive.writestr("inner/a.csv", payload)
+    else:
+        path.write_bytes(gzip.compress(payload))
+
+
+@pytest.mark.parametrize("name, member", [("a.csv.gz", ""), ("a.zip", "inner/a.csv")])
+def test_an_archive_replaced_by_new_content_with_an_older_mtime_is_unpacked_again(tmp_path, name, member):
+    source = tmp_path / name
+    _archive(source, PAYLOAD)
+    assert (resolve(source) / member).read_bytes() == PAYLOAD
+    old = source.stat().st_mtime - 3600
+    _archive(source, b"7,8,9\n")  # as cp -p, rsync -t or untar leave it: new bytes, an old mtime
+    os.utime(source, (old, old))
+    assert (resolve(source) / member).read_bytes() == b"7,8,9\n"
+    unpacked = resolve(source)
+    stamp = unpacked.stat().st_mtime_ns
+    os.utime(source)  # touched, same content: no new unpacking
+    assert resolve(source).stat().st_mtime_ns == stamp and (unpacked / member).read_bytes() == b"7,8,9\n"
+
+
+def test_a_download_that_fails_to_unpack_is_dropped_so_a_fixed_source_is_fetched(http_root):
+    root, base, requests = http_root
+    (root / "a.csv.gz").write_bytes(gzip.compress(PAYLOAD)[:-12])  # the server holds a truncated file
+    with pytest.raises(DataError, match=r"cannot unpack .*a.csv.gz"):
+        resolve(base + "a.csv.gz")
+    assert not list((data_dir() / "downloads").rglob("a.csv*"))
+    (root / "a.csv.gz").write_bytes(gzip.compress(PAYLOAD))  # fixed upstream
+    assert resolve(base + "a.csv.gz").read_bytes() == PAYLOAD
+    assert len(requests) == 2
+
+
+def test_a_cached_download_changed_on_disk_is_fetched_again(http_root):
+    root, base, requests = http_root
+    (root / "a.csv").write_bytes(PAYLOAD)
+    cached = resolve(base + "a.csv")
+    cached.write_bytes(PAYLOAD[:5])  # truncated in the cache (no checksum was given to catch it)
+    assert resolve(base + "a.csv").read_bytes() == PAYLOAD
+    assert len(requests) == 2
+    assert resolve(base + "a.csv") == cached and len(requests) == 2  # intact now: reused
+
+
+def test_a_download_cut_short_is_retried_and_never_cached(tmp_path):
+    class ShortBody(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(PAYLOAD)))
+            self.end_headers()
+            self.wfile.write(PAYLOAD[:5])  # and the connection closes
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), ShortBody)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(DataError, match=r"cannot download .*attempt 1: .*attempt 2: .*attempt 3: "):
+            download(f"http://127.0.0.1:{server.server_port}/a.csv", tmp_path / "out" / "a.csv", backoff=0,
+                     progress=False)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert list((tmp_path / "out").iterdir()) == []

@@ -13,10 +13,11 @@ from sigma_core.architecture import Construct
 from sigma_core.backend import create_handler
 from sigma_core.cli import main
 from sigma_core.constructs import Input, SoftmaxCE
-from sigma_core.data import MinibatchIterator, load_sklearn
+from sigma_core.data import MinibatchIterator
 from sigma_core.network import Network
 from sigma_core.optimisers import Adam
 from sigma_core.trainer import Trainer
+from sigmann_sklearn.datasets import load_sklearn
 
 ROOT = Path(__file__).resolve().parents[1]
 # The real MNIST test set, beside the checkout (../shared) or at the workplace's fixed path.

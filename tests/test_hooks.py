@@ -328,7 +328,7 @@ def test_running_time_hooks_with_different_spans_keep_separate_results():
 def test_config_errors_name_the_problem():
     with pytest.raises(UnknownComponentError, match="unknown hook 'value_reportr'.*available: .*value_reporter"):
         iris_run(hooks=[{"type": "value_reportr"}])
-    with pytest.raises(ConfigError, match=r"hooks\[0\] \(stop\): unknown key 'at_epcoh'"):
+    with pytest.raises(ConfigError, match=r"unknown key hooks\[0\].at_epcoh for hook 'stop'; allowed: type, every"):
         iris_run(hooks=[{"type": "stop", "at_epcoh": 3}])
     with pytest.raises(ConfigError, match="unknown key 'mdoe'"):
         iris_run(hooks=[{"type": "value_reporter", "values": ["epoch"], "on": {"extrema": "epoch", "mdoe": "min"}}])

@@ -244,9 +244,27 @@ def test_dense_time_distributed():
 def test_elementwise(activation):
     handler, network = build(Input(2, 3) + Elementwise(activation, name="ew") + SquaredDifference())
     assert network.parameters["ew.weights"].shape == (2, 3)
-    assert network.parameters["ew.bias"].shape == ()
+    assert network.parameters["ew.biases"].shape == ()
     externals = {"inputs": data(BATCH, 2, 3), "targets": data(BATCH, 2, 3, seed=1)}
     check_gradients(handler, network, externals)
+
+
+def test_elementwise_states_saved_under_the_old_name_bias_still_load():
+    """Every bias is named "biases"; Elementwise's was "bias" until then, and its old checkpoints load."""
+    from sigma_core.optimisers import Adam
+
+    handler, network = build(Input(2, 3) + Elementwise("tanh", name="ew") + SquaredDifference())
+    state = network.state_dict()
+    state["ew.bias"] = state.pop("ew.biases") + 1.5
+    network.load_state_dict(state)
+    assert network.parameters["ew.biases"].to_numpy() == state["ew.bias"]
+    old = Adam(0.1)
+    old.step(handler, {"ew.bias": handler.number(1.0)}, {"ew.bias": handler.number(0.5)})
+    adam = Adam(0.1)
+    adam.load_state_dict(old.state_dict(), handler)
+    adam.step(handler, {"ew.biases": handler.number(1.0)}, {"ew.biases": handler.number(0.5)})
+    assert adam.state_dict()["parameter_steps"] == {"ew.biases": 2}  # its memory and step count carried on
+    assert set(adam.state_dict()["memory"]) == {"ew.biases"}
 
 
 def test_dropout_in_training_mode_with_a_fixed_mask():

@@ -14,6 +14,7 @@ from sigma_core import config as run_config
 from sigma_core.environment import Environment
 from sigma_core.errors import SigmaError
 from sigma_core.hooks import Hook, after, every
+from sigma_core.monitors import Monitor
 from sigma_core.operators import SingleWorkerOperator, State
 from sigma_core.run import build_run
 
@@ -247,37 +248,33 @@ def test_a_failing_concurrent_trainer_is_named_after_every_trainer_finished():
     assert runs["a"].trainer.epoch == 2
 
 
-class _StopAfter:
-    """An observer that signals stop after ``n`` iterations."""
+class _StopAfter(Monitor):
+    """A monitor that sends stop after ``n`` iterations."""
 
-    def __init__(self, operator, n):
-        self.operator, self.n, self.seen = operator, n, 0
+    def __init__(self, n):
+        super().__init__()
+        self.n, self.seen = n, 0
 
-    def on_epoch_start(self, trainer, batches):
-        pass
-
-    def on_epoch_end(self, trainer, report):
-        pass
-
-    def on_iteration(self, trainer):
+    def on_iteration(self):
         self.seen += 1
         if self.seen == self.n:
-            self.operator.signal_stop()
+            self.command("stop")
 
 
 def test_a_run_stopped_mid_epoch_finishes_that_epoch_when_started_again():
     from sigma_core.backend import create_handler
     from sigma_core.constructs import Dense, Input, SoftmaxCE
-    from sigma_core.data import MinibatchIterator, load_sklearn
+    from sigma_core.data import MinibatchIterator
     from sigma_core.network import Network
     from sigma_core.optimisers import GradientDescent
     from sigma_core.trainer import Trainer
+    from sigmann_sklearn.datasets import load_sklearn
 
     iterator = MinibatchIterator(load_sklearn("digits"), 120, seed=0)
     trainer = Trainer(Network(Input(64) + Dense(10) + SoftmaxCE()), GradientDescent(0.01), iterator)
     trainer.initialise(create_handler("numpy", seed=0))
     operator = SingleWorkerOperator(trainer, epochs=2)
-    operator.observers.append(_StopAfter(operator, 5))
+    operator.attach_monitor(_StopAfter(5))
     operator.run()
     assert (trainer.epoch, trainer.iteration, trainer.in_epoch) == (0, 5, True)
     reports = operator.run()

@@ -89,7 +89,7 @@ NAMES = sorted(CASES)
 
 
 def layer_params(h, rng):
-    shapes = {"1-dense.weights": (4, 3), "1-dense.bias": (3,), "2-dense.weights": (3, 2), "2-dense.bias": (2,)}
+    shapes = {"1-dense.weights": (4, 3), "1-dense.biases": (3,), "2-dense.weights": (3, 2), "2-dense.biases": (2,)}
     return {pid: h.asarray(rng.standard_normal(shape)) for pid, shape in shapes.items()}
 
 
@@ -136,26 +136,26 @@ def test_frozen_parameters_stay_bit_identical(name):
     h, rng = make_handler(), numpy.random.default_rng(3)
     params = layer_params(h, rng)
     optimiser = CASES[name][0]()
-    optimiser.freeze("*.bias*")
+    optimiser.freeze("*.biases")
     optimiser.freeze("1-dense.*")
     before = {pid: p.to_numpy() for pid, p in params.items()}
     grads = grads_for(h, params, rng)
-    del grads["1-dense.bias"]  # a frozen parameter needs no gradient
+    del grads["1-dense.biases"]  # a frozen parameter needs no gradient
     optimiser.step(h, params, grads)
-    for pid in ("1-dense.weights", "1-dense.bias", "2-dense.bias"):
+    for pid in ("1-dense.weights", "1-dense.biases", "2-dense.biases"):
         assert numpy.array_equal(params[pid].to_numpy(), before[pid]), pid
     assert not numpy.array_equal(params["2-dense.weights"].to_numpy(), before["2-dense.weights"])
-    assert optimiser.published["frozen"] == ["1-dense.weights", "1-dense.bias", "2-dense.bias"]
+    assert optimiser.published["frozen"] == ["1-dense.weights", "1-dense.biases", "2-dense.biases"]
 
 
 def test_freeze_filters_from_the_constructor_and_unfreeze():
-    optimiser = GradientDescent(freeze=["*.bias"])
-    ids = ["1-dense.weights", "1-dense.bias"]
+    optimiser = GradientDescent(freeze=["*.biases"])
+    ids = ["1-dense.weights", "1-dense.biases"]
     assert optimiser.trainable(ids) == ["1-dense.weights"]
     optimiser.freeze("1-dense.*")
     assert optimiser.trainable(ids) == []
     optimiser.unfreeze("1-dense.*")
-    assert optimiser.filters == ("*.bias",)
+    assert optimiser.filters == ("*.biases",)
     optimiser.clear_filters()
     assert optimiser.trainable(ids) == ids
     with pytest.raises(SigmaError, match=r"no freeze pattern '\*\.weights'"):
@@ -170,7 +170,7 @@ def test_state_dict_round_trip_continues_identically(name):
     params1 = layer_params(h1, rng)
     grads = [grads_for(h1, params1, rng) for _ in range(4)]
     first = make()
-    first.freeze("2-dense.bias")
+    first.freeze("2-dense.biases")
     for g in grads[:2]:
         first.step(h1, params1, g)
     state = first.state_dict()
@@ -179,7 +179,7 @@ def test_state_dict_round_trip_continues_identically(name):
     params2 = {pid: h2.asarray(p.to_numpy()) for pid, p in params1.items()}
     second = make()
     second.load_state_dict(state, h2)
-    assert second.filters == ("2-dense.bias",) and second.steps == 2
+    assert second.filters == ("2-dense.biases",) and second.steps == 2
     for g in grads[2:]:
         first.step(h1, params1, g)
         second.step(h2, params2, {pid: h2.asarray(a.to_numpy()) for pid, a in g.items()})
@@ -259,9 +259,9 @@ def test_missing_or_misshapen_gradients_name_the_parameter():
 
 
 def test_optimiser_from_config():
-    optimiser = optimiser_from_config({"type": "adagrad", "learning_rate": 0.02, "freeze": ["*.bias"]})
+    optimiser = optimiser_from_config({"type": "adagrad", "learning_rate": 0.02, "freeze": ["*.biases"]})
     assert isinstance(optimiser, Adagrad)
-    assert optimiser.learning_rate == 0.02 and optimiser.filters == ("*.bias",)
+    assert optimiser.learning_rate == 0.02 and optimiser.filters == ("*.biases",)
     assert isinstance(optimiser_from_config({"type": "gradient_descent"}), GradientDescent)
     assert isinstance(optimiser_from_config({"type": "nesterov"}), Nesterov)
     with pytest.raises(ConfigError, match="unknown key.*lerning_rate"):
@@ -278,3 +278,21 @@ def test_hyperparameters_and_repr():
         "learning_rate": 0.01, "beta1": 0.9, "beta2": 0.99, "eps": 1e-8, "weight_decay": 0.0,
     }
     assert repr(adam).startswith("Adam(learning_rate=0.01")
+
+
+def test_an_optimiser_without_a_handler_rule_updates_through_handler_ops():
+    """A plugin optimiser overrides update(); the built-ins' rules are handler ops a backend compiles."""
+    from sigma_core.optimisers import Optimiser
+
+    class SignDescent(Optimiser):
+        def update(self, handler, param, grad, memory, step):
+            handler.add_(param, handler.sign(grad), scale=-self.learning_rate / step)
+
+    h = make_handler()
+    param = h.asarray([1.0, 2.0])
+    optimiser = SignDescent(0.5)
+    optimiser.step(h, {"w": param}, {"w": h.asarray([3.0, -1.0])})
+    optimiser.step(h, {"w": param}, {"w": h.asarray([3.0, -1.0])})
+    numpy.testing.assert_allclose(param.to_numpy(), [1.0 - 0.5 - 0.25, 2.0 + 0.5 + 0.25])
+    with pytest.raises(SigmaError, match="handler 'numpy' has no optimiser update rule 'lion'"):
+        h.optimiser_update("lion", param, h.zeros(2))

@@ -1,17 +1,36 @@
 """``import sigma_core`` is cheap, and its public names resolve on first use."""
 
+import re
 import subprocess
 import sys
+from importlib import metadata
 
 import pytest
 
 import sigma_core
 
 
+def imported_by(code: str, modules: tuple[str, ...]) -> str:
+    """Which of ``modules`` a fresh interpreter has imported after running ``code``, as a printed list."""
+    probe = f"{code}; import sys; print(sorted(m for m in {modules!r} if m in sys.modules))"
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
+
+
 def test_import_loads_no_array_library():
-    code = "import sys, sigma_core; print(sorted(m for m in ('numpy', 'numba', 'cupy') if m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    assert imported_by("import sigma_core", ("numpy", "numba", "cupy", "sklearn", "PIL")) == "[]"
+
+
+def test_the_core_with_every_plugin_discovered_loads_no_optional_dependency():
+    """Discovery, each component's check and the CLI parser (plugin commands too) stay light."""
+    code = ("import sigma_core.data, sigma_core.plugins as p, sigma_core.cli as c; "
+            "[x.availability() for x in p.components()]; c.build_parser()")
+    assert imported_by(code, ("numba", "cupy", "sklearn", "PIL", "torch", "jax")) == "[]"
+
+
+def test_the_core_requires_only_numpy_pluggy_platformdirs_and_rich():
+    hard = [r for r in metadata.requires("sigmann") if "extra ==" not in r]
+    assert sorted(re.match(r"[A-Za-z0-9_.-]+", r).group().lower() for r in hard) == [
+        "numpy", "platformdirs", "pluggy", "rich"]
 
 
 @pytest.mark.parametrize("name", sigma_core.__all__)

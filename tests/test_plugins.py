@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
+import textwrap
 from importlib import metadata
 
 import pytest
@@ -221,3 +224,93 @@ def test_discovery_imports_no_heavy_gpu_or_jit_modules():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+# --- containment, clean stdout and load times (issue 10 item 14) ----------------------------
+
+
+def _register_swish(name: str) -> str:
+    return f"""
+        from sigma_core.hookspecs import hookimpl
+
+        @hookimpl
+        def register_activations(register):
+            register("{name}", object)
+    """
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        ("import sys\nsys.exit(3)", "SystemExit: 3"),
+        ("class Weird(BaseException):\n    pass\nraise Weird('not an Exception')", "Weird: not an Exception"),
+    ],
+)
+def test_a_plugin_that_exits_or_raises_a_base_exception_at_import_is_contained(fake_site, body, error):
+    fake_site.add("exiting-plugin", entry_points={"exiting": "exiting_mod"}, modules={"exiting_mod": body})
+    fake_site.add("fine-plugin", entry_points={"fine": "fine_mod"}, modules={"fine_mod": _register_swish("fine_swish")})
+    assert plugins.get("activation", "fine_swish").distribution == "fine-plugin"
+    [failure] = [f for f in plugins.failures() if f.name == "exiting"]
+    assert failure.error == error
+
+
+def test_keyboard_interrupt_during_discovery_is_not_swallowed(fake_site):
+    fake_site.add("ctrl-c-plugin", entry_points={"ctrl_c": "ctrl_c_mod"}, modules={"ctrl_c_mod": "raise KeyboardInterrupt"})
+    with pytest.raises(KeyboardInterrupt):
+        plugins.components()
+
+
+def test_a_plugin_that_prints_does_not_corrupt_plugins_json(fake_site, capsys):
+    from sigma_core import cli
+
+    fake_site.add(
+        "chatty-plugin",
+        entry_points={"chatty": "chatty_mod"},
+        modules={
+            "chatty_mod": """
+                from sigma_core.hookspecs import hookimpl
+                print("hello from chatty at import")
+
+                def check():
+                    print("hello from chatty's check")
+                    return True, ""
+
+                @hookimpl
+                def register_activations(register):
+                    print("hello from chatty's hook")
+                    register("chatty_swish", object, check=check)
+            """
+        },
+    )
+    assert cli.main(["plugins", "--json"]) == 0
+    out, err = capsys.readouterr()
+    entries = json.loads(out)  # nothing but the listing on stdout
+    assert any(entry["name"] == "chatty_swish" for entry in entries)
+    for said in ("hello from chatty at import", "hello from chatty's check", "hello from chatty's hook"):
+        assert said in err
+
+
+def test_a_slow_plugin_is_named_with_its_load_time_and_debug_logs_every_load_time(fake_site, capsys):
+    from sigma_core import cli
+
+    fake_site.add("slow-plugin", entry_points={"slow": "slow_mod"},
+                  modules={"slow_mod": "import time\ntime.sleep(0.6)\n" + textwrap.dedent(_register_swish("slow_swish"))})
+    fake_site.add("quick-plugin", entry_points={"quick": "quick_mod"}, modules={"quick_mod": _register_swish("quick_swish")})
+    assert plugins.load_seconds()["slow-plugin"] >= 0.6
+    assert plugins.load_seconds()["quick-plugin"] < 0.5
+
+    sys.modules.pop("slow_mod")  # imported again: slow again
+    plugins.reset()
+    assert cli.main(["plugins"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    position = out.index("1 plugin distribution(s) slow to load (every sigma command waits for them):")
+    assert re.fullmatch(r"  slow-plugin: 0\.[6-9] s|  slow-plugin: [1-9]\.\d s", out[position + 1])
+
+    sys.modules.pop("slow_mod")
+    plugins.reset()
+    assert cli.main(["--debug", "plugins", "--json"]) == 0
+    captured = capsys.readouterr()
+    for name, distribution in (("slow", "slow-plugin"), ("quick", "quick-plugin")):
+        assert re.search(rf"plugin '{name}' \({distribution} 0.1\) took \d+\.\d{{3}} s to load", captured.err)
+    slow = next(entry for entry in json.loads(captured.out) if entry["name"] == "slow_swish")
+    assert slow["load_seconds"] >= 0.6

@@ -54,33 +54,13 @@ class Tape:
 
         ``seed`` is the incoming gradient of ``target`` (default: ones, i.e. the
         target is a scalar cost). A source the target does not depend on gets
-        zeros. The returned arrays are new (they never alias a parameter).
+        zeros. The returned arrays are new (they never alias a parameter). The
+        handler replays the records (:meth:`Handler.backward`): only it touches
+        the raw arrays they hold.
         """
-        handler = self.handler
-        k = handler.kernels
         if target._node is None:
             raise SigmaError("gradient: the target was not computed from any watched array on this tape")
-        grads = [None] * len(self._arrays)
-        grads[target._node] = k.full(target.shape, 1.0) if seed is None else seed.data
-        for out_slot, slots, raw_inputs, raw_out, vjp, saved in reversed(self._records):
-            g = grads[out_slot]
-            if g is None:
-                continue
-            needs = tuple([s is not None for s in slots])
-            for slot, grad in zip(slots, vjp(k, g, raw_inputs, raw_out, saved, needs)):
-                if slot is None or grad is None:
-                    continue
-                previous = grads[slot]
-                grads[slot] = grad if previous is None else k.add(previous, grad)
-        results = []
-        for source in sources:
-            slot = source._node
-            grad = grads[slot] if slot is not None else None
-            if grad is None:
-                grad = k.full(source.shape, 0.0)
-            elif grad is source.data or getattr(grad, "base", None) is not None or grad.shape != source.shape:
-                grad = k.broadcast_to(grad, source.shape)  # own, contiguous buffer
-            results.append(handler._wrap(grad))
+        results = self.handler.backward(self._records, len(self._arrays), target, sources, seed)
         self.release()
         return results
 

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import math
 
-from ..kernels import normalise_axes, shape_of
-
 
 def _unbroadcast(k, grad, x):
     """Sum a broadcast gradient back to the shape of input ``x``."""
-    return k.sum_to_shape(grad, shape_of(x))
+    return k.sum_to_shape(grad, getattr(x, "shape", ()))
 
 
 def add(k, g, inputs, out, saved, needs):
@@ -152,7 +150,7 @@ def _expand_reduced(k, g, x, axis, keepdims):
     """Reshape a reduction's gradient so it broadcasts against the input."""
     if keepdims or x.ndim == 0:
         return g
-    axes = normalise_axes(axis, x.ndim)
+    axes = k.normalise_axes(axis, x.ndim)
     return k.reshape(g, tuple(1 if i in axes else n for i, n in enumerate(x.shape)))
 
 
@@ -166,7 +164,7 @@ def mean(k, g, inputs, out, saved, needs):
     x = inputs[0]
     axis, keepdims = saved
     count = 1
-    for a in normalise_axes(axis, x.ndim):
+    for a in k.normalise_axes(axis, x.ndim):
         count *= x.shape[a]
     return (k.broadcast_to(k.multiply(_expand_reduced(k, g, x, axis, keepdims), 1.0 / count), x.shape),)
 
@@ -176,7 +174,7 @@ def _extremum(k, g, inputs, out, saved, needs):
     x = inputs[0]
     axis, keepdims = saved
     hit = k.compare("equal", x, _expand_reduced(k, out, x, axis, keepdims))
-    ties = k.sum(k.multiply(hit, 1.0), axis=normalise_axes(axis, x.ndim), keepdims=True)
+    ties = k.sum(k.multiply(hit, 1.0), axis=k.normalise_axes(axis, x.ndim), keepdims=True)
     share = k.divide(_expand_reduced(k, g, x, axis, keepdims), ties)
     return (k.where(hit, share, 0.0),)
 
@@ -199,7 +197,7 @@ def log_softmax(k, g, inputs, out, saved, needs):
 
 def softmax_cross_entropy(k, g, inputs, out, saved, needs):
     logits, targets = inputs
-    return (k.softmax_cross_entropy_backward(float(g), saved, targets), None)
+    return (k.softmax_cross_entropy_backward(g, saved, targets), None)
 
 
 def dense(k, g, inputs, out, saved, needs):

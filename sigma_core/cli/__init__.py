@@ -3,7 +3,9 @@
 Each subcommand lives in its own module here with an ``add_parser(subparsers)``
 function, listed in :data:`SUBCOMMANDS`; it builds its parser and sets ``run``
 to a function taking the parsed arguments and returning an exit status. To add
-a subcommand, write one such module and list it.
+a subcommand, write one such module and list it. Plugin distributions add
+theirs the same way through the ``register_commands`` hook (``sigma bench``
+comes from ``sigmann-bench``).
 
 A :class:`~sigma_core.errors.SigmaError` is a problem the user can fix, so it
 is printed as one ``error:`` line and the exit status is 2; ``--debug`` shows
@@ -18,22 +20,29 @@ import contextlib
 import logging
 import sys
 
-from sigma_core.errors import SigmaError
+from sigma_core.errors import ComponentClashError, SigmaError
 
-from . import bench, evaluate, plugins, train
+from . import evaluate, plugins, train
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``sigma`` with ``argv`` (default: the process arguments); return the exit status."""
-    args = build_parser().parse_args(argv)
-    with _logging_to_stderr(args.debug):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in argv  # known before parsing: building the parser runs plugins, which can fail
+    with _logging_to_stderr(debug):
         try:
+            args = build_parser().parse_args(argv)
             return args.run(args)
         except SigmaError as exc:
-            if args.debug:
+            if debug:
                 raise
             print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
             return 2
+        except KeyboardInterrupt:  # Ctrl-C outside training (which stops cleanly: see cli/train.py)
+            if debug:
+                raise
+            print("interrupted", file=sys.stderr)
+            return 130
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,7 +53,24 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True)
     for command in SUBCOMMANDS:
         command.add_parser(subparsers)
+    _add_plugin_commands(subparsers)
     return parser
+
+
+def _add_plugin_commands(subparsers) -> None:
+    """Let each plugin that registers commands add them, after (and never over) the built-in ones."""
+    from sigma_core.plugins import components
+
+    hooks = []
+    for command in components("command"):
+        clash = next((name for name in (command.name, *command.aliases) if name in subparsers.choices), None)
+        if clash:
+            raise ComponentClashError(f"command {clash!r} of {command.distribution} clashes with sigma's built-in "
+                                      f"{clash!r}; uninstall {command.distribution}, or leave it out with SIGMA_PLUGINS")
+        if command.target not in hooks:
+            hooks.append(command.target)
+    for hook in hooks:
+        hook(cli=subparsers)
 
 
 @contextlib.contextmanager
@@ -67,4 +93,4 @@ def _logging_to_stderr(debug: bool):
         logger.setLevel(previous_level)
 
 
-SUBCOMMANDS = (plugins, train, evaluate, bench)
+SUBCOMMANDS = (plugins, train, evaluate)

@@ -7,10 +7,13 @@ import json
 
 from sigma_core.errors import SigmaError
 
+from . import options
+
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "eval",
+        parents=[options.HANDLER, options.JSON, options.DEBUG],
         help="accuracy and cost of a checkpoint on a dataset",
         description="Load a checkpoint's parameters and report accuracy and cost on a dataset of its run: "
         "the held-out split by default.",
@@ -20,11 +23,6 @@ def add_parser(subparsers) -> None:
                         help="take [data] and [split] from this run file instead of the checkpoint's run config")
     parser.add_argument("--dataset", default="validation",
                         help="validation (the held-out split, default) or training")
-    parser.add_argument("--handler", help="computation handler (any: parameters load across handlers)")
-    parser.add_argument("--dtype", choices=("float32", "float64"), help="default: the checkpoint's")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                        help="show tracebacks and debug logging")
     parser.set_defaults(run=run_eval)
 
 
@@ -32,7 +30,7 @@ def run_eval(args: argparse.Namespace) -> int:
     import copy
 
     from sigma_core import config as run_config
-    from sigma_core.checkpoint import load_checkpoint
+    from sigma_core.checkpoint import CheckpointError, load_checkpoint
     from sigma_core.data import MinibatchIterator
     from sigma_core.run import build_run
 
@@ -51,7 +49,10 @@ def run_eval(args: argparse.Namespace) -> int:
     run = build_run(cfg, handler_name=args.handler)
     trainer = run.trainer
     trainer.initialise(run.handler)
-    trainer.network.load_state_dict(checkpoint.parameters)
+    try:
+        trainer.network.load_state_dict(checkpoint.parameters)
+    except SigmaError as error:  # parameters that do not match the network its config describes
+        raise CheckpointError(f"checkpoint {args.checkpoint}: does not fit the run's network ({error})") from None
     datasets = dict(trainer.validation)
     datasets["training"] = MinibatchIterator(
         trainer.training_iterator.dataset, cfg["training"]["validation_batch_size"], shuffle=False

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import sys
 
 
 def add_parser(subparsers) -> None:
@@ -17,15 +19,28 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(run=run_plugins)
 
 
+#: Seconds of plugin loading worth pointing out: every ``sigma`` command pays them.
+SLOW_SECONDS = 0.5
+
+
 def run_plugins(args: argparse.Namespace) -> int:
     from sigma_core import plugins
 
-    rows = [_component_row(c) for c in plugins.components()]
-    failed = [_failure_row(f) for f in plugins.failures()]
+    with contextlib.redirect_stdout(sys.stderr):  # a plugin's check may print; stdout holds only the listing
+        rows = [_component_row(c) for c in plugins.components()]
+        failed = [_failure_row(f) for f in plugins.failures()]
+        seconds = plugins.load_seconds()
+    for row in rows:
+        row["load_seconds"] = round(seconds.get(row["distribution"], 0.0), 3)
     if args.json:
         print(json.dumps(rows + failed, indent=2))
     else:
         _print_plugins_table(rows, failed)
+        slow = {name: time for name, time in seconds.items() if time > SLOW_SECONDS}
+        if slow:
+            print(f"\n{len(slow)} plugin distribution(s) slow to load (every sigma command waits for them):")
+            for name, time in sorted(slow.items(), key=lambda item: -item[1]):
+                print(f"  {name}: {time:.1f} s")
     return 0
 
 

@@ -4,27 +4,32 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import signal
+import sys
+import threading
 
 from sigma_core.errors import SigmaError
+
+from . import options
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "train",
+        parents=[options.HANDLER, options.DEBUG],
         help="train the run a TOML file describes",
         description="Train the network a run file describes and report held-out accuracy.",
     )
     parser.add_argument("config", help="run file (TOML)")
-    parser.add_argument("--handler", help="computation handler (overrides SIGMA_HANDLER and the run file)")
-    parser.add_argument("--dtype", choices=("float32", "float64"), help="override handler.dtype")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override any run-file key, e.g. --set training.epochs=3 (repeatable)")
     parser.add_argument("--out", metavar="RESULT.json", help="write the result summary as JSON")
     parser.add_argument("--resume", metavar="CHECKPOINT",
                         help="continue exactly where this checkpoint (see [checkpoint] in the run file) left off")
+    parser.add_argument("--monitor", dest="monitors", action="append", default=[], metavar="NAME[:KEY=VALUE,...]",
+                        help="attach a monitor (see `sigma plugins`), e.g. --monitor metrics:every=10 (repeatable)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                        help="show tracebacks and debug logging")
     parser.set_defaults(run=run_train)
 
 
@@ -46,15 +51,13 @@ def run_train(args: argparse.Namespace) -> int:
             f"{args.resume}: the checkpoint has {checkpoint.trainer['epoch']} epochs done and the run has "
             f"training.epochs = {cfg['training']['epochs']}: nothing left to train (raise it with --set)"
         )
+    _refuse_unwritable_out(args.out)
     run = build_run(cfg, handler_name=args.handler)
     if checkpoint is not None:
         run.resume(checkpoint)
-    observers = []
-    if not args.quiet:
-        from sigma_core.progress import EpochProgress
-
-        observers.append(EpochProgress(run.epochs))
-    summary = run.train(observers)
+    summary = _train_guarded(args, run, _monitors(args, run))
+    if summary is None:  # stopped by Ctrl-C
+        return 130
     accuracy = "n/a" if summary["accuracy"] is None else f"{summary['accuracy']:.2%}"
     cost = "n/a" if summary["cost"] is None else f"{summary['cost']:.4f}"  # e.g. stopped inside epoch 1
     print(
@@ -66,9 +69,105 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _monitors(args, run) -> list:
+    """The ``--monitor`` monitors, plus the progress bars unless ``--quiet`` or the run file has them."""
+    from sigma_core.monitors import parse_monitor_option
+    from sigma_core.run import build_monitors
+
+    specs = [parse_monitor_option(text) for text in args.monitors]
+    named = {monitor.name for monitor in run.monitors} | {spec["type"] for spec in specs}
+    if not args.quiet and "progress" not in named:
+        specs.insert(0, {"type": "progress"})
+    return build_monitors(specs, where="--monitor")
+
+
+def _refuse_unwritable_out(out) -> None:
+    """Refuse an ``--out`` path that cannot be written before any data is read, not after training."""
+    import tempfile
+    from pathlib import Path
+
+    if out is None:
+        return
+    path = Path(out)
+    if path.is_dir():
+        raise SigmaError(f"--out {path}: is a directory; name a file such as {path / 'result.json'}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=path.parent).close()
+    except OSError as error:
+        reason = f"{path.parent} is not a directory" if isinstance(error, FileExistsError) else error.strerror or error
+        raise SigmaError(f"--out {path}: cannot write there ({reason})") from None
+
+
+def _train_guarded(args, run, monitors) -> dict | None:
+    """Train holding every checkpoint directory's lock; on Ctrl-C save, say how to resume, return None.
+
+    The first Ctrl-C stops the run at the next iteration boundary, the
+    second aborts at once (what is on disk stays whole: writes are atomic).
+    """
+    import contextlib
+
+    import numpy
+
+    from sigma_core.checkpoint import directory_lock
+    from sigma_core.hooks.savers import CheckpointHook, checkpoint_hooks_from_config
+
+    savers = [hook for hook in (*checkpoint_hooks_from_config(run.config), *run.hooks) if isinstance(hook, CheckpointHook)]
+    ctrl_c = _stop_on_ctrl_c()
+    with contextlib.ExitStack() as locks:
+        for directory in dict.fromkeys(saver.directory for saver in savers):
+            locks.enter_context(directory_lock(directory))
+        with numpy.errstate(all="ignore"):  # an overflow is reported by the non-finite checks, in one line
+            summary = run.train([*monitors, ctrl_c])
+        if not ctrl_c.interrupted:
+            return summary
+        trainer = run.trainer
+        where = (f"interrupted after training step {trainer.total_iterations} (epoch "
+                 f"{trainer.epoch + trainer.in_epoch}, iteration {trainer.iteration})")
+        if not savers:
+            print(f"{where}; nothing saved: the run file has no [checkpoint] section", file=sys.stderr)
+            return None
+        path = savers[0].save(trainer)
+    options = [f"--{key}={value}" for key, value in (("handler", args.handler), ("dtype", args.dtype)) if value]
+    command = ["sigma", "train", args.config, *options, *(f"--set={o}" for o in args.overrides), "--resume", str(path)]
+    print(f"{where}; saved {path}; resume with: {shlex.join(command)}", file=sys.stderr)
+    return None
+
+
+def _stop_on_ctrl_c():
+    """A monitor that turns Ctrl-C into a stop at the next iteration boundary; a second Ctrl-C aborts at once."""
+    from sigma_core.monitors import Monitor
+
+    class StopOnCtrlC(Monitor):
+        name = "ctrl-c"
+        interrupted = False
+        previous = None
+
+        def attach(self, operator):
+            super().attach(operator)
+            if threading.current_thread() is threading.main_thread():  # only there can signals be caught
+                self.previous = signal.signal(signal.SIGINT, self.interrupt)
+
+        def interrupt(self, signum, frame):
+            self.interrupted = True
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            # From another thread: this handler may run while the training thread holds the operator's lock.
+            threading.Thread(target=self.operator.signal_stop, daemon=True).start()
+
+        def detach(self):
+            if self.previous is not None:
+                signal.signal(signal.SIGINT, self.previous)
+            super().detach()
+
+    return StopOnCtrlC()
+
+
 def _write_json_atomically(path, payload) -> None:
     """Write JSON so that a crash never leaves half a file."""
     from sigma_core.atomic import atomic_write
 
-    with atomic_write(path, "w") as stream:
-        json.dump(payload, stream, indent=2)
+    try:
+        with atomic_write(path, "w") as stream:
+            json.dump(payload, stream, indent=2)
+    except OSError as error:
+        raise SigmaError(f"--out {path}: cannot write it ({error.strerror or error})") from None

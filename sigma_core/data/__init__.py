@@ -5,8 +5,9 @@ a :class:`BlockDataset` serves the same records from an on-disk block cache
 within a memory budget. An iterator yields host batches (dicts of section
 arrays) one epoch per ``iter()``, optionally prepared ahead by a
 :class:`PrefetchIterator`; the trainer copies each batch into its handler.
-Extractors (CSV, IDX, NumPy, scikit-learn, image folders, and any a plugin
-registers) read sources (local files, URLs, archives), and
+Extractors (CSV, IDX, NumPy, synthetic data here; scikit-learn's datasets,
+image folders and MNIST from the ``sigmann-*`` plugin distributions; any a
+plugin registers) read sources (local files, URLs, archives), and
 :func:`dataset_from_config` picks one from a run file by name.
 """
 
@@ -15,16 +16,13 @@ from sigma_core.data.cache import data_dir
 from sigma_core.data.config import dataset_from_config
 from sigma_core.data.csv_extractor import read_csv
 from sigma_core.data.dataset import Dataset, from_arrays
-from sigma_core.data.defaults import mnist
 from sigma_core.data.download import download
 from sigma_core.data.errors import DataError
-from sigma_core.data.idx import load_idx, load_mnist, read_idx
-from sigma_core.data.image_folder import load_image_folder
+from sigma_core.data.idx import load_idx, read_idx
 from sigma_core.data.iterators import EpochIterator, MinibatchIterator, UndividedIterator, UnifiedIterator
 from sigma_core.data.numpy_files import load_npz, load_numpy
 from sigma_core.data.prefetch import PrefetchIterator
 from sigma_core.data.preprocessing import normalise, one_hot, permute_axes, standardise
-from sigma_core.data.sklearn_datasets import load_sklearn
 from sigma_core.data.sources import resolve
 from sigma_core.data.synthetic import and_, synthetic_classification, xor
 
@@ -44,12 +42,8 @@ __all__ = [
     "download",
     "from_arrays",
     "load_idx",
-    "load_image_folder",
-    "load_mnist",
     "load_npz",
     "load_numpy",
-    "load_sklearn",
-    "mnist",
     "normalise",
     "one_hot",
     "permute_axes",

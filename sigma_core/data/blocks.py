@@ -1,16 +1,12 @@
 """Block-wise datasets: records cached on disk as ``.npy`` blocks, loaded within a memory budget.
 
-Extraction writes fixed-size blocks of records, one ``.npy`` file per block
-and section, plus a ``manifest.json`` written last; the whole folder is
-renamed into place only when complete (:func:`~sigma_core.data.cache.atomic_dir`),
-so a failed extraction leaves nothing a later run would trust.
-
-A :class:`BlockDataset` indexes records like an in-memory
-:class:`~sigma_core.data.dataset.Dataset` (so the iterators serve both) but
-keeps only as many blocks loaded as fit in half its ``memory_budget``,
-evicting the least recently used; the other half is headroom for batches.
-Its :meth:`~BlockDataset.epoch_order` visits blocks in a random order and
-shuffles records within each, so an epoch loads each block about once.
+A block folder (one ``.npy`` file per block and section, and a manifest) is
+renamed into place only when complete, so a failed extraction leaves nothing a
+later run would trust. A :class:`BlockDataset` indexes records like an
+in-memory :class:`~sigma_core.data.dataset.Dataset` (so the iterators serve
+both) but holds only the blocks that fit in half its ``memory_budget`` (the
+other half is headroom for batches), and shuffles block by block so an epoch
+loads each block about once.
 """
 
 from __future__ import annotations
@@ -22,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sigma_core.data.cache import atomic_dir
+from sigma_core.atomic import atomic_path, remove_stale
 from sigma_core.data.dataset import split_bounds
 from sigma_core.data.errors import DataError
 
@@ -33,25 +29,29 @@ def _block_file(directory: Path, block: int, section: str) -> Path:
     return directory / f"block-{block:05d}.{section}.npy"
 
 
+def _length(sections: Mapping[str, np.ndarray]) -> int:
+    return len(next(iter(sections.values())))
+
+
 def build_blocks(chunks: Iterable[Mapping[str, np.ndarray]], directory, *, block_records: int,
                  name: str = "") -> Path:
     """Write ``chunks`` (section dicts of any size) to ``directory`` as blocks of ``block_records`` records.
 
-    At most one block plus one chunk is held in memory. Any error while
-    extracting leaves ``directory`` as it was.
+    At most one block plus one chunk is held in memory; an error leaves ``directory`` as it was.
     """
     if block_records < 1:
         raise DataError(f"block size must be at least 1 record, got {block_records}")
     directory = Path(directory)
-    with atomic_dir(directory) as partial:
+    remove_stale(directory.parent)  # the partial folders of builds that were killed
+    with atomic_path(directory, folder=True) as partial:
         sizes: list[int] = []
         layout: dict[str, dict] = {}
-        pending: list[Mapping[str, np.ndarray]] = []
+        pending: list[Mapping[str, np.ndarray]] = []  # records read but not yet written
 
         def write(block: Mapping[str, np.ndarray]) -> None:
             for section, array in block.items():
                 np.save(_block_file(partial, len(sizes), section), np.ascontiguousarray(array))
-            sizes.append(len(next(iter(block.values()))))
+            sizes.append(_length(block))
 
         for chunk in chunks:
             chunk = {section: np.asarray(array) for section, array in chunk.items()}
@@ -62,11 +62,11 @@ def build_blocks(chunks: Iterable[Mapping[str, np.ndarray]], directory, *, block
                 raise DataError(f"dataset {name!r}: a chunk has sections {shape}, earlier ones {layout}")
             layout = shape
             pending.append(chunk)
-            while sum(len(next(iter(c.values()))) for c in pending) >= block_records:
+            while sum(map(_length, pending)) >= block_records:
                 merged = {s: np.concatenate([c[s] for c in pending]) for s in layout}
                 write({s: a[:block_records] for s, a in merged.items()})
                 rest = {s: a[block_records:] for s, a in merged.items()}
-                pending = [rest] if len(next(iter(rest.values()))) else []
+                pending = [rest] if _length(rest) else []
         if pending:
             write({s: np.concatenate([c[s] for c in pending]) for s in layout})
         if not sizes:
@@ -99,11 +99,7 @@ def _load_block(directory: Path, block: int, sections) -> dict[str, np.ndarray]:
 
 
 def read_blocks(directory) -> Iterator[dict[str, np.ndarray]]:
-    """Every block of a folder written by :func:`build_blocks`, in order, one at a time.
-
-    Nothing is cached: for a sequential pass (fitting statistics, rewriting
-    blocks) that must hold only the block it is working on.
-    """
+    """Every block of a :func:`build_blocks` folder in order, one at a time and uncached, for one pass."""
     directory = Path(directory)
     manifest = _manifest(directory)
     for block in range(len(manifest["blocks"])):
@@ -111,12 +107,7 @@ def read_blocks(directory) -> Iterator[dict[str, np.ndarray]]:
 
 
 class BlockDataset:
-    """Records read block by block from a folder written by :func:`build_blocks`.
-
-    ``memory_budget`` (bytes) bounds the blocks held at once. A dataset made
-    by :meth:`take`, :meth:`select` or a split is a view: it shares the
-    folder and lists the underlying record numbers it holds.
-    """
+    """Records read block by block from a :func:`build_blocks` folder; subsets are views of the same folder."""
 
     def __init__(self, directory, memory_budget: int, *, records: np.ndarray | None = None, name: str | None = None):
         self.directory = Path(directory)
@@ -133,8 +124,6 @@ class BlockDataset:
         total = int(self._offsets[-1])
         self._records = np.arange(total, dtype=np.int64) if records is None else np.asarray(records, np.int64)
         self._loaded: OrderedDict[int, dict[str, np.ndarray]] = OrderedDict()
-
-    # --- the record-indexing interface shared with Dataset ------------------
 
     @property
     def section_names(self) -> tuple[str, ...]:
@@ -154,26 +143,22 @@ class BlockDataset:
     def __getitem__(self, index) -> dict[str, np.ndarray]:
         """The records at ``index`` (an index array or a slice) from every section, in that order."""
         ids = self._records[index]
-        blocks = np.searchsorted(self._offsets, ids, side="right") - 1
+        blocks = self._blocks_of(ids)
         out = {s: np.empty((len(ids), *shape), dtype) for s, (dtype, shape) in self._layout.items()}
         for block in np.unique(blocks):
             rows = blocks == block
-            arrays = self._block(int(block))
-            for section, array in arrays.items():
+            for section, array in self._block(int(block)).items():
                 out[section][rows] = array[ids[rows] - self._offsets[block]]
         return out
 
     def block_positions(self) -> list[np.ndarray]:
-        """The positions of this dataset's records, grouped by the block they are stored in, in file order.
-
-        Reading one group at a time holds one block in memory.
-        """
-        blocks = np.searchsorted(self._offsets, self._records, side="right") - 1
+        """Positions of the records grouped by block, in file order."""
+        blocks = self._blocks_of(self._records)
         return [np.flatnonzero(blocks == block) for block in np.unique(blocks)]
 
     def epoch_order(self, rng: np.random.Generator) -> np.ndarray:
         """Positions grouped by block: blocks in random order, records shuffled within each."""
-        blocks = np.searchsorted(self._offsets, self._records, side="right") - 1
+        blocks = self._blocks_of(self._records)
         groups = [np.flatnonzero(blocks == block) for block in rng.permutation(np.unique(blocks))]
         return np.concatenate([rng.permutation(group) for group in groups]) if groups else np.arange(0)
 
@@ -188,15 +173,14 @@ class BlockDataset:
 
     def split(self, *fractions: float, shuffle: bool = True, seed: int = 0) -> tuple[BlockDataset, ...]:
         """Record-wise split by fractions, as :meth:`Dataset.split`; each part keeps file order."""
-        n = len(self)
-        bounds = split_bounds(n, fractions, self.name)
-        order = np.random.default_rng(seed).permutation(n) if shuffle else np.arange(n)
+        bounds = split_bounds(len(self), fractions, self.name)
+        order = np.random.default_rng(seed).permutation(len(self)) if shuffle else np.arange(len(self))
         return tuple(self.select(np.sort(order[a:b]), f"{self.name}[split {i}]")
                      for i, (a, b) in enumerate(zip(bounds, bounds[1:])))
 
     def split_blocks(self, *fractions: float, shuffle: bool = False, seed: int = 0) -> tuple[BlockDataset, ...]:
         """Block-wise split: whole blocks go to each part, so parts never share a block."""
-        blocks = np.searchsorted(self._offsets, self._records, side="right") - 1
+        blocks = self._blocks_of(self._records)
         present = np.unique(blocks)
         if shuffle:
             present = np.random.default_rng(seed).permutation(present)
@@ -204,15 +188,15 @@ class BlockDataset:
         return tuple(self.select(np.flatnonzero(np.isin(blocks, present[a:b])), f"{self.name}[blocks {i}]")
                      for i, (a, b) in enumerate(zip(bounds, bounds[1:])))
 
-    # --- block cache --------------------------------------------------------
+    def _blocks_of(self, ids: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self._offsets, ids, side="right") - 1
 
     def _block(self, block: int) -> dict[str, np.ndarray]:
-        """Block ``block``'s arrays, loading it (and evicting old blocks) when not held."""
+        """Block ``block``'s arrays, loading it (and evicting the least recently used) when not held."""
         if block in self._loaded:
             self._loaded.move_to_end(block)
             return self._loaded[block]
         while self._loaded and (len(self._loaded) + 1) * self._block_bytes > self.memory_budget // 2:
             self._loaded.popitem(last=False)
-        arrays = _load_block(self.directory, block, self._layout)
-        self._loaded[block] = arrays
-        return arrays
+        self._loaded[block] = _load_block(self.directory, block, self._layout)
+        return self._loaded[block]

@@ -32,7 +32,6 @@ allowed ones, never silently ignored.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
@@ -42,8 +41,10 @@ from pathlib import Path
 import numpy as np
 
 from sigma_core import plugins
+from sigma_core.arguments import accepts, check, require
 from sigma_core.data.blocks import BlockDataset, build_blocks, is_built, read_blocks
-from sigma_core.data.cache import PARTIAL, data_dir
+from sigma_core.atomic import partial_prefix
+from sigma_core.data.cache import data_dir
 from sigma_core.data.dataset import Dataset
 from sigma_core.data.errors import DataError
 from sigma_core.data.preprocessing import Moments, Range, normalise, permute_axes, rescale, standardise
@@ -82,7 +83,8 @@ def _normalise_step(value) -> _Step:
         raise ConfigError("data.preprocess.normalise must be [min, max] or a table with range, "
                           f"input_range and per_feature, got {value!r}")
     for key in ("range", "input_range"):
-        if key in value and not (isinstance(value[key], (list, tuple)) and len(value[key]) == 2):
+        if key in value and not (isinstance(value[key], (list, tuple)) and len(value[key]) == 2
+                                 and all(accepts("number", bound) for bound in value[key])):
             raise ConfigError(f"data.preprocess.normalise.{key} must be [min, max], got {value[key]!r}")
     bounds = value.get("range", [0, 1])
     if "input_range" in value:
@@ -92,8 +94,7 @@ def _normalise_step(value) -> _Step:
 
 
 def _standardise_step(enabled) -> _Step:
-    if not isinstance(enabled, bool):
-        raise ConfigError(f"data.preprocess.standardise must be true or false, got {enabled!r}")
+    require("data.preprocess.standardise", "bool", enabled)
     if not enabled:
         return _Step("standardise", lambda dataset: dataset)
     fitted = Moments()
@@ -101,8 +102,7 @@ def _standardise_step(enabled) -> _Step:
 
 
 def _shuffle_step(seed) -> _Step:
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ConfigError(f"data.preprocess.shuffle must be an integer seed, got {seed!r}")
+    require("data.preprocess.shuffle", "int >= 0", seed)  # a seed
     return _Step("shuffle", lambda dataset: dataset.shuffle(seed))
 
 
@@ -113,10 +113,7 @@ def _permute_step(axes) -> _Step:
 
 
 PREPROCESSORS: dict[str, Callable[[object], _Step]] = {
-    "normalise": _normalise_step,
-    "standardise": _standardise_step,
-    "shuffle": _shuffle_step,
-    "permute": _permute_step,
+    "normalise": _normalise_step, "standardise": _standardise_step, "shuffle": _shuffle_step, "permute": _permute_step,
 }
 
 
@@ -170,25 +167,14 @@ def _fit(blocks: Callable[[], Iterable[Dataset]], steps: list[_Step]) -> None:
 def _extractor(source) -> Callable:
     try:
         return plugins.load("extractor", source)
-    except UnknownComponentError:
-        names = ", ".join(c.name for c in plugins.components("extractor"))
-        raise ConfigError(f"unknown data.source {source!r}; allowed: {names}") from None
+    except UnknownComponentError as error:  # it lists the extractors, or names the distribution to install
+        raise ConfigError(f"data.source: {error}") from None
 
 
 def _arguments(source: str, extractor: Callable, cfg: Mapping) -> dict:
     """The extractor's keyword arguments from ``cfg``, checked against its signature."""
-    parameters = inspect.signature(extractor).parameters
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
-    named = [name for name, p in parameters.items() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-    for key in cfg:
-        if key not in COMMON_KEYS and key not in named and not takes_any:
-            raise ConfigError(f"unknown key data.{key} for source {source!r}; "
-                              f"allowed: {', '.join(COMMON_KEYS + tuple(named))}")
-    for name, parameter in parameters.items():
-        if parameter.default is inspect.Parameter.empty and parameter.kind not in (
-                inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL) and name not in cfg:
-            raise ConfigError(f"data.{name} is required for source {source!r}")
     arguments = {key: value for key, value in cfg.items() if key not in COMMON_KEYS}
+    check("data", extractor, arguments, label=f"source {source!r}", shared=COMMON_KEYS)
     for key, value in arguments.items():
         if key == "path" or key.endswith("_path"):
             checksums = {k: cfg.get(k) for k in ("md5", "sha256")} if key == "path" else {}
@@ -248,7 +234,7 @@ def _block_dataset(cfg, source, extractor, arguments, steps) -> BlockDataset:
     # Fitted steps need every record before the first block can be written: stage the raw
     # records as blocks beside the cache (removed afterwards), fit over them, then write.
     directory.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=directory.parent, prefix=f"{directory.name}{PARTIAL}") as staging:
+    with tempfile.TemporaryDirectory(dir=directory.parent, prefix=partial_prefix(directory)) as staging:
         raw = build_blocks((chunk[:] for chunk in chunks), Path(staging) / "raw", block_records=blocks["records"],
                            name=source)
 
@@ -270,7 +256,11 @@ def dataset_from_config(cfg: Mapping) -> Dataset | BlockDataset:
     extractor = _extractor(source)
     arguments = _arguments(source, extractor, cfg)
     steps = _steps(cfg.get("preprocess", []))
-    if "blocks" in cfg:
-        return _block_dataset(cfg, source, extractor, arguments, steps)
-    return _preprocess(_in_memory(extractor(**arguments), source), cfg, steps)
+    require("data.one_hot", "int >= 1", cfg.get("one_hot", 1))
+    try:
+        if "blocks" in cfg:
+            return _block_dataset(cfg, source, extractor, arguments, steps)
+        return _preprocess(_in_memory(extractor(**arguments), source), cfg, steps)
+    except MemoryError as error:  # NumPy's message says how much, in what shape
+        raise DataError(f"data.source {source!r}: not enough memory: {error}") from None
 

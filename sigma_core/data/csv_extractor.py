@@ -16,6 +16,7 @@ number nor in its column's mapping.
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -60,13 +61,14 @@ def _mapping_table(mappings: Mapping | None) -> dict[int, dict[str, float]]:
 
 
 def read_csv(path, sections: Mapping[str, int | str | Sequence] | None = None, *, delimiter: str = ",",
-             skip_header: int = 0, mappings: Mapping | None = None,
-             chunk_records: int = 65536) -> Iterator[dict[str, np.ndarray]]:
+             skip_header: int = 0, mappings: Mapping | None = None, chunk_records: int = 65536,
+             allow_non_finite: bool = False) -> Iterator[dict[str, np.ndarray]]:
     """Yield ``{section: float64 array (n, columns)}`` chunks of at most ``chunk_records`` records.
 
     ``sections`` defaults to every column but the last as ``inputs`` and the
     last as ``targets``; ``skip_header`` lines are skipped first; blank lines
-    are ignored.
+    are ignored. A ``nan`` or ``inf`` cell is an error naming its line unless
+    ``allow_non_finite``.
     """
     path = Path(path)
     sections = DEFAULT_SECTIONS if sections is None else sections
@@ -74,38 +76,47 @@ def read_csv(path, sections: Mapping[str, int | str | Sequence] | None = None, *
     try:
         file = open(path, newline="", encoding="utf-8")
     except OSError as error:
-        raise DataError(f"cannot read CSV file {path}: {error.strerror}") from None
+        raise DataError(f"cannot read CSV file {path}: {error.strerror or error}") from None
     with file:
         reader = csv.reader(file, delimiter=delimiter)
         columns: dict[str, list[int]] | None = None  # section -> positions in ``used``
         used: list[int] = []  # the file columns any section reads; only these are parsed
         width = first_line = 0
         rows: list[list[float]] = []
-        for row in reader:
-            line = reader.line_num
-            if line <= skip_header or not any(cell.strip() for cell in row):
-                continue
-            if columns is None:
-                width, first_line = len(row), line
-                wanted = {name: parse_columns(spec, width) for name, spec in sections.items()}
-                used = sorted({c for cols in wanted.values() for c in cols})
-                columns = {name: [used.index(c) for c in cols] for name, cols in wanted.items()}
-                for column in mapping:
-                    if not 0 <= column < width:
-                        raise DataError(f"{path}: value mapping for column {column}, but rows have {width} columns")
-            elif len(row) != width:
-                raise DataError(f"{path} line {line}: {len(row)} columns, expected {width} (as on line {first_line})")
-            rows.append([_value(row[c], c, mapping, path, line) for c in used])
-            if len(rows) == chunk_records:
-                yield _chunk(rows, columns)
-                rows = []
+        try:
+            for row in reader:
+                line = reader.line_num
+                if line <= skip_header or not any(cell.strip() for cell in row):
+                    continue
+                if columns is None:
+                    width, first_line = len(row), line
+                    try:
+                        wanted = {name: parse_columns(spec, width) for name, spec in sections.items()}
+                    except DataError as error:
+                        raise DataError(f"{path} line {line}: {error}") from None
+                    used = sorted({c for cols in wanted.values() for c in cols})
+                    columns = {name: [used.index(c) for c in cols] for name, cols in wanted.items()}
+                    for column in mapping:
+                        if not 0 <= column < width:
+                            raise DataError(f"{path}: value mapping for column {column}, but rows have {width} columns")
+                elif len(row) != width:
+                    raise DataError(f"{path} line {line}: {len(row)} columns, expected {width} (as on line {first_line})")
+                rows.append([_value(row[c], c, mapping, path, line, allow_non_finite) for c in used])
+                if len(rows) == chunk_records:
+                    yield _chunk(rows, columns)
+                    rows = []
+        except UnicodeDecodeError as error:  # decoded ahead in blocks, so no line number
+            raise DataError(f"CSV file {path} is not UTF-8 text ({error.reason})") from None
+        except csv.Error as error:  # e.g. a field past csv's size limit
+            raise DataError(f"{path} line {reader.line_num}: {error}") from None
         if columns is None:
             raise DataError(f"CSV file {path} has no data rows")
         if rows:
             yield _chunk(rows, columns)
 
 
-def _value(cell: str, column: int, mapping: dict[int, dict[str, float]], path: Path, line: int) -> float:
+def _value(cell: str, column: int, mapping: dict[int, dict[str, float]], path: Path, line: int,
+           allow_non_finite: bool) -> float:
     cell = cell.strip()
     if column in mapping:
         try:
@@ -114,10 +125,14 @@ def _value(cell: str, column: int, mapping: dict[int, dict[str, float]], path: P
             raise DataError(f"{path} line {line}, column {column}: value {cell!r} is not in the column's "
                             f"mapping ({', '.join(mapping[column])})") from None
     try:
-        return float(cell)
+        value = float(cell)
     except ValueError:
         raise DataError(f"{path} line {line}, column {column}: {cell!r} is not a number "
                         f"and the column has no value mapping") from None
+    if not (allow_non_finite or math.isfinite(value)):
+        raise DataError(f"{path} line {line}, column {column}: {cell!r} is not finite; set "
+                        "data.allow_non_finite = true to train on non-finite values")
+    return value
 
 
 def _chunk(rows: list[list[float]], columns: dict[str, list[int]]) -> dict[str, np.ndarray]:

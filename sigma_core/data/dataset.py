@@ -31,6 +31,15 @@ def split_bounds(n: int, fractions, name: str) -> list[int]:
     return [0] + [min(n, int(np.floor(n * c + 1e-9))) for c in np.cumsum(fractions)]
 
 
+def check_finite(array: np.ndarray, what: str) -> np.ndarray:
+    """``array``, unless it holds NaN or infinity: then a :class:`DataError` naming ``what`` and the first one."""
+    if array.dtype.kind in "fc" and not np.isfinite(array).all():
+        index = tuple(int(i) for i in np.unravel_index(np.argmin(np.isfinite(array)), array.shape))
+        raise DataError(f"{what} holds {array[index]} at index {index}; set data.allow_non_finite = true to "
+                        "train on non-finite values")
+    return array
+
+
 class Dataset:
     """Named sections of arrays aligned on axis 0, held in host memory.
 

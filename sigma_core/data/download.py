@@ -1,9 +1,12 @@
 """Download one URL to a local file: progress bar, retries, checksum, atomic write.
 
-The file is streamed to a temporary name while its digest is computed and is
-renamed into place only when the whole body arrived and the digest matches, so
-an interrupted or corrupt download never leaves a file that a later run would
-take as good. ``file://`` URLs go through the same path (tests use them).
+The file is streamed to a temporary name while its digests are computed and
+is renamed into place only when the whole body arrived and the digests match,
+so an interrupted or corrupt download never leaves a file that a later run
+would take as good. A stamp records the size and SHA-256 it arrived with
+(see :mod:`sigma_core.data.cache`); a cached file that no longer matches it
+(or the given checksums) is downloaded again. ``file://`` URLs go through the
+same path (tests use them).
 """
 
 from __future__ import annotations
@@ -15,21 +18,11 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from sigma_core.data.cache import atomic_file
+from sigma_core.atomic import atomic_path, remove_stale
+from sigma_core.data.cache import CHUNK, file_digest, forget, matches, record
 from sigma_core.data.errors import DataError
 
 log = logging.getLogger("sigma")
-
-CHUNK = 1 << 16
-
-
-def file_digest(path: Path, algorithm: str) -> str:
-    """Hex digest of a file (``"md5"`` or ``"sha256"``), read in chunks."""
-    digest = hashlib.new(algorithm)
-    with open(path, "rb") as file:
-        for chunk in iter(lambda: file.read(CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def verify(path: Path, checksums: dict[str, str]) -> None:
@@ -40,11 +33,12 @@ def verify(path: Path, checksums: dict[str, str]) -> None:
             raise DataError(f"{path}: {algorithm} checksum mismatch, expected {expected}, got {actual}")
 
 
-def _fetch_once(url: str, partial: Path, checksums: dict[str, str], progress: bool, timeout: float) -> None:
+def _fetch_once(url: str, partial: Path, checksums: dict[str, str], progress: bool, timeout: float) -> str:
+    """Stream ``url`` into ``partial``, check its length and checksums; return its SHA-256."""
     from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
 
-    digests = {algorithm: hashlib.new(algorithm) for algorithm in checksums}
-    with urllib.request.urlopen(url, timeout=timeout) as response, open(partial, "wb") as out:
+    digests = {algorithm: hashlib.new(algorithm) for algorithm in {*checksums, "sha256"}}
+    with urllib.request.urlopen(url, timeout=timeout) as response, open(partial, "xb") as out:
         total = response.headers.get("Content-Length")
         total = int(total) if total else None
         received = 0
@@ -59,10 +53,11 @@ def _fetch_once(url: str, partial: Path, checksums: dict[str, str], progress: bo
                 bar.update(task, advance=len(chunk))
     if total is not None and received != total:
         raise DataError(f"{url}: download ended after {received} of {total} bytes")
-    for algorithm, digest in digests.items():
-        if digest.hexdigest() != checksums[algorithm].lower():
-            raise DataError(f"{url}: {algorithm} checksum mismatch, expected {checksums[algorithm]}, "
-                            f"got {digest.hexdigest()}")
+    for algorithm, expected in checksums.items():
+        if digests[algorithm].hexdigest() != expected.lower():
+            raise DataError(f"{url}: {algorithm} checksum mismatch, expected {expected}, "
+                            f"got {digests[algorithm].hexdigest()}")
+    return digests["sha256"].hexdigest()
 
 
 def _permanent(error: Exception) -> bool:
@@ -77,23 +72,28 @@ def download(url: str, destination: Path, *, checksums: dict[str, str] | None = 
     """Download ``url`` to ``destination`` (tried up to ``1 + retries`` times); return ``destination``.
 
     ``checksums`` maps ``"md5"``/``"sha256"`` to the expected hex digest. An
-    existing ``destination`` is reused when its checksums match (or none are
-    given) and downloaded again otherwise.
+    existing ``destination`` is reused when it matches them or, without
+    checksums, when it still holds what was downloaded; else it is downloaded again.
     """
     checksums = dict(checksums or {})
     destination = Path(destination)
     if destination.is_file():
         try:
+            if not (checksums or matches(destination, destination)):
+                raise DataError(f"{destination} is not the file downloaded before (truncated or changed)")
             verify(destination, checksums)
             return destination
         except DataError as error:
             log.warning("%s; downloading it again", error)
+    forget(destination)
+    remove_stale(destination.parent)
     log.info("downloading %s to %s", url, destination)
     errors = []
     for attempt in range(1 + retries):
         try:
-            with atomic_file(destination) as partial:
-                _fetch_once(url, partial, checksums, progress, timeout)
+            with atomic_path(destination) as partial:
+                sha256 = _fetch_once(url, partial, checksums, progress, timeout)
+            record(destination, destination, sha256)
             return destination
         except (OSError, urllib.error.URLError, DataError) as error:
             errors.append(f"attempt {attempt + 1}: {error}")

@@ -1,14 +1,8 @@
-"""Iterators that walk a dataset one epoch at a time, yielding host batches.
+"""Iterators that walk a dataset one epoch at a time, yielding host batches (dicts of section arrays).
 
-Each ``iter()`` call yields the rest of the current epoch as dicts of section
-arrays and then advances to the next epoch. The iterator remembers where it is
-(epoch, batches already handed out), so :meth:`state` taken mid-epoch and
-passed to :meth:`set_state` on a fresh iterator resumes with exactly the same
-batches: the order of epoch ``e`` depends only on ``(seed, e)``, not on how
-many epochs ran before in this process.
-
-Batches keep the dataset's dtypes; the trainer casts when it copies them into
-the handler.
+Each ``iter()`` yields the rest of the current epoch, then advances to the
+next. Epoch ``e``'s order depends only on ``(seed, e)``, so a :meth:`~EpochIterator.state`
+taken mid-epoch resumes a fresh iterator with exactly the same batches.
 """
 
 from __future__ import annotations
@@ -22,12 +16,13 @@ from sigma_core.data.dataset import Dataset
 from sigma_core.data.errors import DataError
 
 
-class EpochIterator:
-    """Epoch and position bookkeeping shared by every iterator.
+def state_at(epoch: int, position: int, batches: int) -> dict[str, int]:
+    """``{"epoch": e, "position": p}``; a finished epoch reads as the start of the next."""
+    return {"epoch": epoch + 1, "position": 0} if position >= batches else {"epoch": epoch, "position": position}
 
-    Subclasses say which records make up each batch of an epoch with
-    :meth:`batch_indices`; this class does the rest.
-    """
+
+class EpochIterator:
+    """Epoch and position bookkeeping; subclasses say which records make up each batch (:meth:`batch_indices`)."""
 
     def __init__(self, dataset: Dataset):
         self.dataset = dataset
@@ -38,8 +33,7 @@ class EpochIterator:
         """The index (array or slice) of each batch of ``epoch``, in order."""
         raise NotImplementedError
 
-    def __len__(self) -> int:
-        """Batches per epoch."""
+    def __len__(self) -> int:  # batches per epoch
         raise NotImplementedError
 
     def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
@@ -47,36 +41,30 @@ class EpochIterator:
         batches = self.batch_indices(self.epoch)
         while self.position < len(batches):
             index = batches[self.position]
-            # Counted before the yield: a checkpoint taken while the trainer
-            # works on this batch must resume with the next one.
+            # Counted before the yield: a checkpoint taken while the trainer works on this batch resumes after it.
             self.position += 1
             yield self._fetch(index)
         self._roll_over()
 
     def _fetch(self, index) -> dict[str, np.ndarray]:
-        """The batch at ``index`` (subclasses may cache it)."""
         return self.dataset[index]
 
     def _roll_over(self) -> None:
         """A finished epoch is the same state as the start of the next one."""
         if self.position >= len(self):
-            self.epoch += 1
-            self.position = 0
+            self.epoch, self.position = self.epoch + 1, 0
 
     def set_epoch(self, epoch: int) -> None:
         """Start ``epoch`` from its first batch on the next ``iter()``."""
         self.set_state({"epoch": epoch, "position": 0})
 
     def state(self) -> dict[str, int]:
-        """Where the iterator stands, for a checkpoint: ``{"epoch": e, "position": p}``.
+        """Where the iterator stands, for a checkpoint.
 
-        Read-only: rolling over here would restart a running ``iter()`` whose
-        last batch was just handed out (a checkpoint taken on an epoch's last
-        iteration) at position 0, replaying the epoch.
+        Read-only: rolling over here would make a running ``iter()`` that just
+        handed out its last batch replay the epoch.
         """
-        if self.position >= len(self):
-            return {"epoch": self.epoch + 1, "position": 0}
-        return {"epoch": self.epoch, "position": self.position}
+        return state_at(self.epoch, self.position, len(self))
 
     def set_state(self, state: dict[str, int]) -> None:
         """Resume from a :meth:`state`: the next batch is batch ``position`` of ``epoch``."""
@@ -89,9 +77,7 @@ class EpochIterator:
 class MinibatchIterator(EpochIterator):
     """Minibatches drawn without replacement, in a fresh random order each epoch.
 
-    ``last_batch="keep"`` hands out a final short batch when the batch size
-    does not divide the dataset; ``"drop"`` leaves those records out of that
-    epoch (a different few each epoch when shuffling).
+    A final short batch is kept, or with ``last_batch="drop"`` left out of that epoch.
     """
 
     def __init__(self, dataset: Dataset, batch_size: int, *, shuffle: bool = True, seed: int = 0,
@@ -122,12 +108,7 @@ class MinibatchIterator(EpochIterator):
 
 
 class UndividedIterator(EpochIterator):
-    """Each block of the dataset as one batch, in file order (Sigma's UndividedIterator).
-
-    An in-memory dataset is one block, so it comes as one batch; a
-    :class:`~sigma_core.data.blocks.BlockDataset` gives one batch per block
-    it has records in, so no batch is larger than a block.
-    """
+    """Each block of the dataset (an in-memory one is one block) as one batch, in file order."""
 
     def __init__(self, dataset: Dataset):
         super().__init__(dataset)
@@ -141,13 +122,7 @@ class UndividedIterator(EpochIterator):
 
 
 class UnifiedIterator(EpochIterator):
-    """The whole dataset as one batch, merged from all its blocks (Sigma's UnifiedIterator).
-
-    For full-batch training or validation on a block dataset that fits in
-    memory once merged. The merged batch is kept after the first epoch, so
-    later epochs do not read every block from disk again; callers must not
-    change its arrays.
-    """
+    """The whole dataset as one batch, merged from all its blocks once and kept (callers must not change it)."""
 
     def __init__(self, dataset: Dataset):
         super().__init__(dataset)

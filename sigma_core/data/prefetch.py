@@ -1,14 +1,9 @@
 """Prefetching: prepare the next batches in a background thread while the trainer works.
 
-:class:`PrefetchIterator` wraps any epoch iterator. A worker thread runs the
-wrapped iterator and puts up to ``depth`` finished batches in a queue, so
-gathering (or reading blocks from disk) overlaps with the trainer's step. NumPy
-releases the GIL while copying, so this pays off even in one process.
-
-The wrapper counts the batches it has *handed out*, not the ones the worker
-prepared, so :meth:`state` taken mid-epoch resumes at the right batch; when the
-consumer stops early the worker is stopped and the wrapped iterator rewound to
-the first batch not handed out.
+Gathering (or reading blocks from disk) overlaps with the trainer's step;
+NumPy releases the GIL while copying, so this pays off even in one process.
+The wrapper counts the batches it has *handed out*, not those prepared, so
+:meth:`~PrefetchIterator.state` and an early stop resume at the right batch.
 """
 
 from __future__ import annotations
@@ -20,6 +15,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from sigma_core.data.errors import DataError
+from sigma_core.data.iterators import state_at
 
 _DONE = object()
 
@@ -32,7 +28,7 @@ class PrefetchIterator:
             raise DataError(f"prefetch depth must be at least 1, got {depth}")
         self.iterator = iterator
         self.depth = depth
-        self._progress = None  # (epoch and position at iter() start, batches handed out) while iterating
+        self._progress = None  # (state at iter() start, batches handed out) while iterating
 
     @property
     def dataset(self):
@@ -46,10 +42,7 @@ class PrefetchIterator:
         if self._progress is None:
             return self.iterator.state()
         start, handed_out = self._progress
-        position = start["position"] + handed_out
-        if position >= len(self):  # a finished epoch reads as the start of the next, as in EpochIterator
-            return {"epoch": start["epoch"] + 1, "position": 0}
-        return {"epoch": start["epoch"], "position": position}
+        return state_at(start["epoch"], start["position"] + handed_out, len(self))
 
     def set_state(self, state: dict[str, int]) -> None:
         self.iterator.set_state(state)
@@ -63,7 +56,7 @@ class PrefetchIterator:
         stop = threading.Event()
 
         def put(item) -> bool:
-            """Queue ``item`` unless the consumer stopped; bounded waits, so we cannot block forever."""
+            """Queue ``item`` unless the consumer stopped; bounded waits, so this cannot block forever."""
             while not stop.is_set():
                 try:
                     batches.put(item, timeout=0.05)

@@ -1,13 +1,9 @@
 """Array transforms applied to whole sections: one-hot, normalise, standardise, permute.
 
-These are plain functions from array to array so that a :class:`Dataset`, the
-run-file loader and extractor plugins can all share them. The adaptive ones
-(normalise without a fixed range, standardise) compute their statistics with
+Plain functions from array to array, shared by datasets, the run-file loader
+and extractor plugins. The adaptive ones take their statistics from
 :class:`Range` and :class:`Moments`, which also accumulate over chunks, so a
-block dataset that never holds all records at once gets the same statistics
-(:mod:`sigma_core.data.config` fits them in one pass over the blocks). Shuffling reorders
-records, so it lives on :class:`~sigma_core.data.dataset.Dataset` (one
-permutation for every section), not here.
+block dataset that never holds all records at once gets the same result.
 """
 
 from __future__ import annotations
@@ -25,13 +21,9 @@ def _float(values) -> np.ndarray:
 
 
 def one_hot(labels, classes: int, *, name: str = "labels") -> np.ndarray:
-    """Encode integer ``labels`` as float32 rows of ``classes`` columns.
+    """Encode integer ``labels`` of shape ``(N,)`` or ``(N, 1)`` as float32 rows of ``classes`` columns.
 
-    Labels of shape ``(N,)`` or ``(N, 1)`` give ``(N, classes)``; whole-number
-    floats (as a CSV column gives) count as integers. A label outside
-    ``0..classes-1`` raises :class:`DataError` naming it and its record,
-    rather than silently wrapping or producing an all-zero row. ``name`` only
-    labels the messages (the caller passes the section name).
+    Whole-number floats (from CSV) count as integers; a label outside the classes is an error, not a zero row.
     """
     labels = np.asarray(labels)
     if classes < 1:
@@ -56,10 +48,7 @@ def one_hot(labels, classes: int, *, name: str = "labels") -> np.ndarray:
 
 
 class Range:
-    """Running minimum and maximum over chunks of records: overall, or ``per_feature`` (over axis 0).
-
-    Exact whatever the chunking: min and max do not round.
-    """
+    """Running minimum and maximum over chunks of records: overall, or ``per_feature`` (over axis 0)."""
 
     def __init__(self, per_feature: bool = False):
         self.per_feature = per_feature
@@ -85,10 +74,8 @@ class Range:
 class Moments:
     """Per-feature mean and standard deviation over chunks of records (over axis 0).
 
-    Each chunk's count, mean and sum of squared deviations are merged with
-    Chan et al.'s pairwise update, in float64, so the result does not depend
-    on how the records were chunked beyond float64 rounding, and large means
-    do not cancel the variance as summing squares would.
+    Chan et al.'s pairwise update in float64: independent of the chunking, and
+    large means do not cancel the variance as summing squares would.
     """
 
     def __init__(self):
@@ -124,11 +111,7 @@ def normalise(values, low: float = 0.0, high: float = 1.0, *, input_range: Seque
               per_feature: bool = False) -> np.ndarray:
     """Rescale linearly into ``[low, high]``.
 
-    ``input_range=(a, b)`` is a fixed mapping a -> low, b -> high (e.g.
-    ``(0, 255)`` for pixels; values outside it land outside ``[low, high]``).
-    Without it the range is adaptive: the array's overall min and max, or
-    with ``per_feature`` each feature's min and max over the records (axis 0).
-    A constant input maps to ``low``.
+    From ``input_range`` (``(0, 255)`` for pixels), else from the min and max (each feature's with ``per_feature``).
     """
     if input_range is None:
         return rescale(values, Range(per_feature).update(values).bounds, low, high)
@@ -139,10 +122,7 @@ def normalise(values, low: float = 0.0, high: float = 1.0, *, input_range: Seque
 
 
 def rescale(values, input_range: tuple, low: float = 0.0, high: float = 1.0) -> np.ndarray:
-    """Map ``input_range`` (scalars, or per-feature arrays such as a :class:`Range`'s bounds) onto ``[low, high]``.
-
-    Where the input range is empty (a constant feature) values map to ``low``.
-    """
+    """Map ``input_range`` (scalars, or per-feature arrays) onto ``[low, high]``; a constant feature maps to ``low``."""
     if not low < high:
         raise DataError(f"normalise: low ({low}) must be below high ({high})")
     values = _float(values)
@@ -153,11 +133,9 @@ def rescale(values, input_range: tuple, low: float = 0.0, high: float = 1.0) -> 
 
 
 def standardise(values, moments: Moments | None = None) -> np.ndarray:
-    """Shift and scale each feature (over axis 0) to mean 0 and standard deviation 1.
+    """Shift and scale each feature to mean 0 and deviation 1 (by ``moments`` fitted beforehand, if given).
 
-    ``moments`` are statistics fitted beforehand (over all blocks of a block
-    dataset); without them they are taken from ``values``. A feature that
-    never varies is only centred, so it does not become NaN.
+    A feature that never varies is only centred, so it does not become NaN.
     """
     values = _float(values)
     moments = Moments().update(values) if moments is None else moments
@@ -167,10 +145,7 @@ def standardise(values, moments: Moments | None = None) -> np.ndarray:
 
 
 def permute_axes(values, axes: Sequence[int]) -> np.ndarray:
-    """Reorder the axes of every record: ``axes`` permutes the axes after the record axis.
-
-    ``permute_axes(x, (2, 0, 1))`` turns (N, H, W, C) into (N, C, H, W).
-    """
+    """Reorder the axes after the record axis: ``(2, 0, 1)`` turns (N, H, W, C) into (N, C, H, W)."""
     values = np.asarray(values)
     if sorted(axes) != list(range(values.ndim - 1)):
         raise DataError(f"permute: {list(axes)} is not a permutation of the record axes "

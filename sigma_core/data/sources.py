@@ -4,7 +4,8 @@ A source is a local path, or a ``http://``, ``https://`` or ``file://`` URL
 downloaded into ``<data dir>/downloads`` (see :mod:`sigma_core.data.download`).
 A list of sources is a fallback chain: the first that yields a file wins, and
 if none does the error lists why each failed. A compressed result is unpacked
-once (see :mod:`sigma_core.data.archives`).
+once per content (see :mod:`sigma_core.data.archives`); a downloaded file that
+fails to unpack is dropped from the cache, so the next run downloads it again.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from sigma_core.data.archives import is_compressed, unpack
-from sigma_core.data.cache import data_dir
+from sigma_core.data.cache import data_dir, forget
 from sigma_core.data.download import download, verify
 from sigma_core.data.errors import DataError
 
@@ -62,10 +63,16 @@ def resolve(sources: str | Path | Sequence[str | Path], *, md5: str | None = Non
         except DataError as error:
             errors.append(str(error))
             continue
-        if unpack_archives and path.is_file() and is_compressed(path):
-            root = path.parent if is_url(str(source)) else None
-            return unpack(path, root)
-        return path
+        if not (unpack_archives and path.is_file() and is_compressed(path)):
+            return path
+        if not is_url(str(source)):
+            return unpack(path)
+        try:
+            return unpack(path, path.parent)
+        except DataError:  # a download that does not unpack is no use to a later run either
+            forget(path)
+            path.unlink(missing_ok=True)
+            raise
     if len(errors) == 1:
         raise DataError(errors[0])
     raise DataError("no source could be used: " + "; ".join(f"[{i + 1}] {e}" for i, e in enumerate(errors)))

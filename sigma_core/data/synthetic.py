@@ -30,3 +30,6 @@ def synthetic_classification(n: int, shape: tuple[int, ...] | int, classes: int,
     inputs = rng.standard_normal((n, *shape), dtype=np.float32)
     targets = rng.integers(0, classes, size=n, dtype=np.int64)
     return Dataset({"inputs": inputs, "targets": targets}, "synthetic")
+
+
+synthetic_classification.argument_rules = {"n": "int >= 1", "shape": "shape", "classes": "int >= 1"}  # see sigma_core.arguments

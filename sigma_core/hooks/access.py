@@ -1,10 +1,4 @@
-"""Reading and writing the hook registry by identifier, with errors that name it.
-
-Hooks address everything through :class:`~sigma_core.registry.RegistryResolver`
-identifiers (``optimiser.cost_total``, ``network.layers.*<dense>.weights``).
-These helpers are the one place that turns "nothing matched" or "several
-matched" into a :class:`HookError` naming the identifier and the hook.
-"""
+"""Reading and writing the hook registry by identifier, with errors that name it and the hook."""
 
 from __future__ import annotations
 
@@ -16,13 +10,8 @@ class HookError(SigmaError):
     """A hook is misconfigured, misses a registry value, or its dependencies are invalid."""
 
 
-def read_all(resolver, identifier: str) -> list:
-    """Every ``(full_id, value)`` the identifier matches (wildcards and tags allowed)."""
-    return resolver.resolve_get(identifier)
-
-
 def read(resolver, identifier: str, who: str = "a hook"):
-    """The single value ``identifier`` names; an error names it when nothing matches."""
+    """The single value ``identifier`` names (wildcards allowed, but exactly one must match)."""
     matches = resolver.resolve_get(identifier)
     if not matches:
         raise HookError(f"{who}: no registry value matches {identifier!r}")
@@ -41,11 +30,7 @@ def read_number(resolver, identifier: str, who: str = "a hook") -> float:
 
 
 def write(resolver, identifier: str, value) -> None:
-    """Set the literal ``identifier``, creating missing levels (``shared.validation.accuracy_top1``).
-
-    Hooks publish results under new names, so unlike
-    :meth:`~sigma_core.registry.Registry.set_path` this grows the tree.
-    """
+    """Set the literal ``identifier``, creating missing levels (unlike ``set_path``): hooks publish new names."""
     *parents, key = identifier.split(".")
     node = resolver.root
     for name in parents:

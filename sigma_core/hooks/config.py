@@ -26,7 +26,8 @@ from __future__ import annotations
 import inspect
 
 from .. import plugins
-from ..errors import ConfigError
+from ..arguments import check, require
+from ..errors import ConfigError, SigmaError
 from .criteria import All, Any, Extrema, Not, Threshold
 from .timestep import timestep_from_config
 
@@ -44,28 +45,31 @@ def hook_from_config(table: dict, where: str = "hooks"):
     if not isinstance(table, dict) or "type" not in table:
         raise ConfigError(f"{where} must be a table with a type, e.g. {{ type = \"value_reporter\", ... }}")
     cls = plugins.load("hook", table["type"])
-    where = f"{where} ({table['type']})"
-    accepted = [name for name in list(inspect.signature(cls).parameters) if name != "every"]
     settings = {key: value for key, value in table.items() if key not in COMMON_KEYS}
-    unknown = [key for key in settings if key not in accepted]
-    if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (allowed: {', '.join([*COMMON_KEYS, *accepted])})")
+    check(where, cls, settings, label=f"hook {table['type']!r}", given=("every",), shared=COMMON_KEYS)
     if "every" in table:
         if "every" not in inspect.signature(cls).parameters:
-            raise ConfigError(f"{where}: this hook sets its own time step; remove 'every'")
-        settings["every"] = timestep_from_config(table["every"], f"{where}.every")
+            raise ConfigError(f"{where}.every: hook {table['type']!r} sets its own time step; remove 'every'")
+        try:
+            settings["every"] = timestep_from_config(table["every"], f"{where}.every")
+        except ConfigError as error:  # TimeStep's own checks do not know the key; timestep_from_config's do
+            message = str(error)
+            raise ConfigError(message if message.startswith(where) else f"{where}.every: {message}") from None
     try:
         hook = cls(**settings)
-    except TypeError as error:
-        raise ConfigError(f"{where}: {error}") from None
-    if "on" in table:
-        hook.on(criteria_from_config(table["on"], f"{where}.on"))
-    if "priority" in table:
-        hook.with_priority(table["priority"])
-    if table.get("background"):
-        hook.in_background()
-    if "target" in table:
-        hook.targeting(table["target"])
+        if "on" in table:
+            hook.on(criteria_from_config(table["on"], f"{where}.on"))
+        if "priority" in table:
+            require(f"{where}.priority", "int", table["priority"])
+            hook.with_priority(table["priority"])
+        if table.get("background"):
+            hook.in_background()
+        if "target" in table:
+            hook.targeting(table["target"])
+    except SigmaError:
+        raise
+    except (TypeError, ValueError) as error:  # a value no declared rule caught; --debug shows where it failed
+        raise ConfigError(f"{where}: hook {table['type']!r}: {error}") from error
     return hook
 
 

@@ -2,14 +2,9 @@
 
 ``hook.on(criteria)`` makes a hook fire only when its time step is due *and*
 the criteria pass. Criteria combine with ``&``, ``|`` and ``~`` and repeat with
-:meth:`Criteria.repeated`. Several keep state between checks (the best value
-so far, the previous outcome, a count), so a combination evaluates every
-part on every check rather than short-circuiting: otherwise an extremum
-criterion behind a false ``&`` would miss values and report stale extrema.
-
-Each criterion lists the registry identifiers it reads in
-:attr:`Criteria.required_entries`; a background hook adds them to the entries
-it is given a copy of.
+:meth:`Criteria.repeated`. Several keep state between checks (the best value so
+far, the previous outcome, a count), so a combination checks every part every
+time instead of short-circuiting, which would feed an extremum stale values.
 """
 
 from __future__ import annotations
@@ -21,17 +16,11 @@ from dataclasses import dataclass, field
 from ..errors import ConfigError
 from .access import read_number
 
-COMPARISONS = {
-    ">": operator.gt,
-    ">=": operator.ge,
-    "<": operator.lt,
-    "<=": operator.le,
-    "==": operator.eq,
-}
+COMPARISONS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "==": operator.eq}
 
 
 class Criteria:
-    """Base class: implement :meth:`check`; list what it reads in ``required_entries``."""
+    """Base class: implement :meth:`check`; ``required_entries`` lists what it reads (copied for background hooks)."""
 
     @property
     def required_entries(self) -> tuple[str, ...]:
@@ -40,16 +29,16 @@ class Criteria:
     def check(self, resolver) -> bool:
         raise NotImplementedError
 
-    def __and__(self, other: "Criteria") -> "Criteria":
+    def __and__(self, other: Criteria) -> Criteria:
         return All((self, other))
 
-    def __or__(self, other: "Criteria") -> "Criteria":
+    def __or__(self, other: Criteria) -> Criteria:
         return Any((self, other))
 
-    def __invert__(self) -> "Criteria":
+    def __invert__(self) -> Criteria:
         return Not(self)
 
-    def repeated(self, times: int, without_interruption: bool = False) -> "Criteria":
+    def repeated(self, times: int, without_interruption: bool = False) -> Criteria:
         """Pass on every ``times``-th pass of this criterion (consecutive ones if ``without_interruption``)."""
         return Repeated(self, times, without_interruption)
 
@@ -66,7 +55,8 @@ class Threshold(Criteria):
 
     def __post_init__(self):
         if self.op not in COMPARISONS:
-            raise ConfigError(f"threshold on {self.value!r}: unknown comparison {self.op!r} (use {', '.join(COMPARISONS)})")
+            raise ConfigError(f"threshold on {self.value!r}: unknown comparison {self.op!r} "
+                              f"(use {', '.join(COMPARISONS)})")
 
     @property
     def required_entries(self):
@@ -85,7 +75,7 @@ class Extrema(Criteria):
 
     value: str
     mode: str = "max"
-    _best: float = field(default=math.nan, compare=False, repr=False)
+    best: float = field(default=math.nan, compare=False, repr=False)  # NaN before the first check
 
     def __post_init__(self):
         if self.mode not in ("min", "max"):
@@ -95,16 +85,10 @@ class Extrema(Criteria):
     def required_entries(self):
         return (self.value,)
 
-    @property
-    def best(self) -> float:
-        """The extremum so far (NaN before the first check)."""
-        return self._best
-
     def check(self, resolver) -> bool:
         current = read_number(resolver, self.value, "extrema criteria")
-        better = current < self._best if self.mode == "min" else current > self._best
-        if math.isnan(self._best) or better:
-            self._best = current
+        if math.isnan(self.best) or (current < self.best if self.mode == "min" else current > self.best):
+            self.best = current
             return True
         return False
 
@@ -138,14 +122,16 @@ class Repeated(Criteria):
 
 
 @dataclass(eq=True)
-class All(Criteria):
-    """Passes when every part passes (``a & b``); every part is checked each time."""
-
+class _Combination(Criteria):
     parts: tuple
 
     @property
     def required_entries(self):
         return tuple(dict.fromkeys(entry for part in self.parts for entry in part.required_entries))
+
+
+class All(_Combination):
+    """Passes when every part passes (``a & b``)."""
 
     def check(self, resolver) -> bool:
         return all([part.check(resolver) for part in self.parts])
@@ -154,15 +140,8 @@ class All(Criteria):
         return All((*self.parts, other))
 
 
-@dataclass(eq=True)
-class Any(Criteria):
-    """Passes when some part passes (``a | b``); every part is checked each time."""
-
-    parts: tuple
-
-    @property
-    def required_entries(self):
-        return tuple(dict.fromkeys(entry for part in self.parts for entry in part.required_entries))
+class Any(_Combination):
+    """Passes when some part passes (``a | b``)."""
 
     def check(self, resolver) -> bool:
         return any([part.check(resolver) for part in self.parts])
@@ -186,11 +165,7 @@ class Not(Criteria):
 
 
 class External(Criteria):
-    """Set from outside the training loop, e.g. by a UI or a signal handler.
-
-    :meth:`set` and :meth:`toggle` change the state until changed again;
-    :meth:`pulse` makes exactly the next check pass.
-    """
+    """Set from outside the training loop (a UI, a signal handler); :meth:`pulse` passes exactly the next check."""
 
     def __init__(self, initial: bool = False):
         self.state = bool(initial)

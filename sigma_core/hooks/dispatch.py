@@ -1,34 +1,28 @@
 """Running attached hooks at the operator's events, in the foreground and in the background.
 
-The operator owns one :class:`HookDispatcher`. On each event of a time scale
-it counts down every hook of that scale; hooks that are due run in
-:func:`~sigma_core.hooks.base.invocation_order` on the live registry, on the
-training thread, so a hook can change the run (stop it, set the learning
-rate, clip weights) before the next iteration.
-
-Background hooks run on one worker thread, so training does not wait for
-them and they never run concurrently with each other. Each group of due
-background hooks that depend on one another gets a copy of exactly the
-entries the group declares (NDArrays copied by their handler, plain values
-deep-copied); the live registry keeps changing while they run. Whatever they
-write under ``shared`` is merged into the live registry on the training
-thread at the next event, and an exception they raise is raised there too.
+Foreground hooks run on the training thread, on the live registry, so they can
+change the run (stop it, set the learning rate) before the next iteration.
+Background hooks run one at a time on a worker thread, each group of
+interdependent ones on a copy of the entries it declares (the live registry
+keeps changing); what they write under ``shared``, and any exception they
+raise, reaches the training thread at the next event.
 """
 
 from __future__ import annotations
 
-import copy
 import numbers
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy
 
 from ..ndarray import NDArray
-from ..registry import Registry, RegistryResolver
+from ..registry import Registry, RegistryResolver, copy_value
 from .access import HookError, write
 from .base import Hook, close_over_dependencies, invocation_order
 from .publication import Publication
 from .timestep import TimeScale
+
+_COPYABLE = (NDArray, numbers.Number, str, numpy.ndarray, list, tuple, dict, type(None))
 
 
 class HookDispatcher:
@@ -58,16 +52,14 @@ class HookDispatcher:
         for hook in invocation_order(self.hooks):
             self._by_scale.setdefault(hook.time_step.scale, []).append(hook)
 
-    # -- the run ------------------------------------------------------------------------------
     def start(self, trainer, started: float) -> None:
         """Publish the registry, let hooks prepare, and fire ``start`` hooks."""
-        if not self.hooks:
-            return
-        self.publish(trainer, started)
-        self.event(TimeScale.START)
+        if self.hooks:
+            self.publish(trainer, started)
+            self.event(TimeScale.START)
 
     def publish(self, trainer, started: float) -> None:
-        """Build the registry hooks read and let them prepare (at each start, or before a reset outside a run)."""
+        """Build the registry hooks read and let them prepare."""
         self.publication = Publication(trainer, started)
         for hook in invocation_order(self.hooks):
             hook.prepare(self.publication.registry, self.publication.resolver)
@@ -76,15 +68,11 @@ class HookDispatcher:
         """One event of ``scale``: run every hook whose time step is due and whose criteria pass."""
         if self._pending:
             self._collect(block=False)
-        hooks = self._by_scale.get(scale)
-        if not hooks:
-            return
-        due = [hook for hook in hooks if self._countdowns[id(hook)].tick()]
+        due = [hook for hook in self._by_scale.get(scale, ()) if self._countdowns[id(hook)].tick()]
         if not due:
             return
-        publication = self.publication
-        publication.refresh()
-        registry, resolver = publication.registry, publication.resolver
+        self.publication.refresh()
+        registry, resolver = self.publication.registry, self.publication.resolver
         for hook in due:
             if not hook.background and hook.should_invoke(resolver):
                 hook.invoke(registry, resolver)
@@ -97,8 +85,7 @@ class HookDispatcher:
     def close(self) -> None:
         """Wait for background hooks, merge their results and stop the worker thread."""
         try:
-            if self._pending:
-                self._collect(block=True)
+            self._collect(block=True)
         finally:
             if self._executor is not None:
                 self._executor.shutdown(wait=True)
@@ -113,14 +100,12 @@ class HookDispatcher:
                 del self._countdowns[id(hook)]
         self._reorder()
 
-    # -- background -----------------------------------------------------------------------------
     def _submit(self, due: list[Hook]) -> None:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sigma-hooks")
-        live = self.publication.registry
         for group in _dependency_groups(due):
             entries = dict.fromkeys(entry for hook in group for entry in hook.entries)
-            snapshot = _snapshot(live, self.publication.resolver, entries, group)
+            snapshot = _snapshot(self.publication.resolver, entries, group)
             self._pending.append(self._executor.submit(_run_group, group, snapshot))
 
     def _collect(self, block: bool) -> None:
@@ -131,7 +116,7 @@ class HookDispatcher:
 
 
 def _run_group(group: list[Hook], snapshot: Registry) -> list:
-    """Run one group on its copy (on the worker thread); return what it wrote under ``shared``."""
+    """Run one group on its copy; return what it wrote under ``shared``."""
     resolver = RegistryResolver(snapshot)
     for hook in group:
         if hook.should_invoke(resolver):
@@ -149,13 +134,13 @@ def _dependency_groups(hooks: list[Hook]) -> list[list[Hook]]:
     return groups
 
 
-def _snapshot(live: Registry, resolver, entries, group) -> Registry:
+def _snapshot(resolver, entries, group) -> Registry:
     """A new registry holding copies of only ``entries``, at the same identifiers and tags."""
     snapshot = Registry()
     for identifier in entries:
         for full_id, value in resolver.resolve_get(identifier):
             *parents, key = full_id.split(".")
-            source, target = live, snapshot
+            source, target = resolver.root, snapshot
             for name in parents:
                 source = source[name]
                 if name not in target:
@@ -171,16 +156,10 @@ def _copy(value, full_id: str, group):
         for key, item in value.items():
             copied[key] = _copy(item, f"{full_id}.{key}", group)
         return copied
-    if isinstance(value, NDArray):
-        handler = value.handler
-        with handler.no_grad():
-            return handler.keep(handler.copy(value))
-    if value is None or isinstance(value, (numbers.Number, str, numpy.ndarray, list, tuple, dict)):
-        return copy.deepcopy(value)
-    raise HookError(
-        f"background hook(s) {', '.join(map(repr, group))} declare {full_id!r}, a live "
-        f"{type(value).__name__} that cannot be copied; run them in the foreground or declare plain values"
-    )
+    if isinstance(value, _COPYABLE):
+        return copy_value(value)
+    raise HookError(f"background hook(s) {', '.join(map(repr, group))} declare {full_id!r}, a live "
+                    f"{type(value).__name__} that cannot be copied; run them in the foreground or declare plain values")
 
 
 def _leaves(registry: Registry, prefix: str):

@@ -1,28 +1,25 @@
-"""Value modifiers: change parameters in place after each step, chosen by glob on their ids.
-
-Patterns match parameter ids as initialisers and freeze filters do
-(``"*.weights"``, ``"2-dense.*"``). Modifiers run after the optimiser's step,
-so the next forward pass sees the modified values.
-"""
+"""Value modifiers: change the parameters whose ids match a glob (``"*.weights"``) in place after each step."""
 
 from __future__ import annotations
 
 import fnmatch
 
 from ..errors import ConfigError
-from . import timestep
 from .base import Hook
 
 
 class ModifierHook(Hook):
-    """Base class: implement :meth:`modify` returning the new NDArray for one parameter."""
+    """Base class: implement :meth:`modify` returning the new NDArray for one parameter.
+
+    Subclasses pass their settings as keywords; each becomes an attribute.
+    """
 
     default_priority = -2000  # before anything reads the parameters
 
     def __init__(self, parameters: str = "*", *, every=None, **settings):
-        super().__init__(every or timestep.every(1, "iteration"), parameters={"parameters": parameters, **settings},
-                         requires=("network.self",))
+        super().__init__(every, parameters={"parameters": parameters, **settings}, requires=("network.self",))
         self.pattern = parameters
+        vars(self).update(settings)
 
     def invoke(self, registry, resolver):
         network = registry["network"]["self"]
@@ -43,7 +40,6 @@ class Clip(ModifierHook):
         if minimum > maximum:
             raise ConfigError(f"clip: minimum {minimum} is above maximum {maximum}")
         super().__init__(parameters, every=every, minimum=minimum, maximum=maximum)
-        self.minimum, self.maximum = minimum, maximum
 
     def modify(self, handler, array):
         return handler.clip(array, self.minimum, self.maximum)
@@ -54,7 +50,6 @@ class Scale(ModifierHook):
 
     def __init__(self, parameters: str = "*", *, factor: float = 1.0, every=None):
         super().__init__(parameters, every=every, factor=factor)
-        self.factor = factor
 
     def modify(self, handler, array):
         return handler.multiply(array, self.factor)

@@ -1,8 +1,4 @@
-"""Processor hooks: compute values from the registry and write them under ``shared``.
-
-Reporters require these rather than computing themselves, so a value is
-computed once however many hooks read it.
-"""
+"""Processors: compute values once, under ``shared``, for however many hooks read them."""
 
 from __future__ import annotations
 
@@ -11,27 +7,21 @@ from collections import deque
 
 import numpy
 
-from .access import read_all, read_number, write
+from .access import read_number, write
 from .base import Hook
-from . import timestep
-from .timestep import TimeScale
+from .timestep import TimeStep
 
 
 class NumberAccumulator(Hook):
-    """Sums ``value`` at each firing; writes the sum (or mean) to ``shared.<value with _>_accumulated``.
-
-    The reader that reports the accumulated value calls :meth:`reset` after
-    reading, so each report covers the values since the previous one.
-    """
+    """Sums ``value`` at each firing into ``shared.<value with _>_accumulated`` (or the mean), until :meth:`reset`."""
 
     default_priority = -100  # before the reporters that read it
 
     def __init__(self, value: str, *, average: bool = True, every=None):
-        super().__init__(every or timestep.every(1, "iteration"), parameters={"value": value, "average": average},
-                         requires=(value,))
+        super().__init__(every, parameters={"value": value, "average": average}, requires=(value,))
         self.value, self.average = value, average
         self.result = f"shared.{value.replace('.', '_')}_accumulated"
-        self._sum, self._count = 0.0, 0
+        self.reset()
 
     def invoke(self, registry, resolver):
         self._sum += read_number(resolver, self.value, repr(self))
@@ -45,23 +35,17 @@ class NumberAccumulator(Hook):
 class RunningTime(Hook):
     """Times the events of ``scale``: ``shared.time_<scale>_span<span>_last/_average/_min/_max`` in ms.
 
-    The average, minimum and maximum are over the last ``span`` events. The
-    span is part of the key because two timers of one scale with different
-    spans (the README's MNIST program reports iterations over 32) would
-    otherwise overwrite each other's results; equal timers are attached
-    once and share theirs. With
-    ``remove_extrema`` (and more than two samples) the average leaves out the
-    fastest and slowest, so one garbage-collection pause does not skew it.
+    Over the last ``span`` events; with ``remove_extrema`` the average leaves out
+    the fastest and slowest, so one garbage-collection pause does not skew it.
     """
 
     default_target = "global"
     default_priority = -1000
 
     def __init__(self, scale="iteration", *, span: int = 4, remove_extrema: bool = True):
-        scale = TimeScale.parse(scale)
-        super().__init__(timestep.every(1, scale), parameters={"scale": scale.value, "span": span,
-                                                      "remove_extrema": remove_extrema})
-        self.key = f"shared.time_{scale.value}_span{span}"
+        step = TimeStep(scale)
+        super().__init__(step, parameters={"scale": step.scale.value, "span": span, "remove_extrema": remove_extrema})
+        self.key = f"shared.time_{step.scale.value}_span{span}"
         self.remove_extrema = remove_extrema
         self._times = deque(maxlen=span)
         self._last = None
@@ -75,36 +59,30 @@ class RunningTime(Hook):
         self._last = now
         times = sorted(self._times)
         kept = times[1:-1] if self.remove_extrema and len(times) > 2 else times
-        write(resolver, f"{self.key}_last", self._times[-1])
-        write(resolver, f"{self.key}_average", sum(kept) / len(kept))
-        write(resolver, f"{self.key}_min", times[0])
-        write(resolver, f"{self.key}_max", times[-1])
+        for part, value in (("last", self._times[-1]), ("average", sum(kept) / len(kept)),
+                            ("min", times[0]), ("max", times[-1])):
+            write(resolver, f"{self.key}_{part}", value)
 
 
 class MetricProcessor(Hook):
-    """Mean and standard deviation of the weights and of the last updates (Sigma's update rate).
+    """``shared.metrics.{weights,updates}_{mean,std}``, pooled over the parameters matching ``parameters``.
 
-    Over every parameter whose id matches ``parameters`` (a registry pattern
-    under ``network.layers``, e.g. ``"*<dense>.weights"``), pooled. Writes
-    ``shared.metrics.weights_mean``, ``..._std``, ``shared.metrics.updates_mean``
-    and ``..._std``. Updates come from the optimiser, which publishes them
-    only when asked to, so this hook turns that on when training starts.
+    ``parameters`` is a pattern under ``network.layers``, e.g. ``"*<dense>.weights"``.
     """
 
     default_priority = -1000
 
     def __init__(self, parameters: str = "*.*", *, every=None):
-        super().__init__(every or timestep.every(1, "iteration"), parameters={"parameters": parameters})
-        self.pattern = parameters
+        super().__init__(every, parameters={"parameters": parameters})
         self._sources = (f"network.layers.{parameters}", f"optimiser.updates.{parameters}")
         self.required_entries.extend(self._sources)
 
     def prepare(self, registry, resolver):
-        registry["optimiser"]["self"].publish_updates = True
+        registry["optimiser"]["self"].publish_updates = True  # it publishes updates only when asked
 
     def invoke(self, registry, resolver):
         for name, pattern in zip(("weights", "updates"), self._sources):
-            arrays = [numpy.asarray(value).ravel() for _, value in read_all(resolver, pattern)]
+            arrays = [numpy.asarray(value).ravel() for _, value in resolver.resolve_get(pattern)]
             if arrays:
                 pooled = numpy.concatenate(arrays)
                 write(resolver, f"shared.metrics.{name}_mean", float(pooled.mean()))

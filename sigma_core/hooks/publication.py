@@ -15,9 +15,8 @@ Layout (every identifier is what hooks and run files name)::
     shared           free for hooks to write results into (tagged "shared")
 
 The tree is built once; :meth:`Publication.refresh` overwrites only the values
-that change per iteration (counters, costs, rates), which keeps resolver
-caches warm. The operator refreshes only when some hook is due, so a run
-without hooks pays nothing.
+that change per iteration, which keeps resolver caches warm. The operator
+refreshes only when some hook is due, so a run without hooks pays nothing.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ import time
 
 from .. import plugins
 from ..errors import UnknownComponentError
-from ..registry import Registry, RegistryResolver
+from ..registry import Registry, RegistryResolver, registry_from_dict
 
 
 class Publication:
@@ -37,11 +36,9 @@ class Publication:
         self.started = time.perf_counter() if started is None else started
         self.registry = Registry()
         self.resolver = RegistryResolver(self.registry)
-        self.registry["trainer"] = Registry(("trainer",))
-        self.registry["trainer"].update({"self": trainer, "name": trainer.name})
+        self.registry["trainer"] = registry_from_dict({"self": trainer, "name": trainer.name}, ("trainer",))
         self.registry["shared"] = Registry(("shared",))
-        self.registry["optimiser"] = Registry(("optimiser",))
-        self.registry["optimiser"]["self"] = trainer.optimiser
+        self.registry["optimiser"] = registry_from_dict({"self": trainer.optimiser}, ("optimiser",))
         self._parameters = None  # the network.parameters dict the layer registries were built from
         self.refresh()
 
@@ -49,7 +46,7 @@ class Publication:
         """Overwrite what changes between iterations; rebuild layers only if the parameters were replaced."""
         trainer, registry = self.trainer, self.registry
         if trainer.network.parameters is not self._parameters:
-            registry["network"] = self._network_registry(trainer.network)
+            registry["network"] = _network_registry(trainer.network)
             self._parameters = trainer.network.parameters
         registry["epoch"] = trainer.epoch
         registry["iteration"] = trainer.iteration
@@ -60,21 +57,18 @@ class Publication:
         optimiser["learning_rate"] = float(trainer.optimiser.learning_rate)
         optimiser["step"] = trainer.optimiser.steps
         if "updates" in published:
-            updates = optimiser.get("updates")
-            if updates is None:
-                updates = optimiser["updates"] = Registry(("updates",))
-            _set_by_parameter_id(updates, published["updates"], registry["network"]["layers"])
+            if "updates" not in optimiser:
+                optimiser["updates"] = Registry(("updates",))
+            _set_by_parameter_id(optimiser["updates"], published["updates"], registry["network"]["layers"])
 
-    @staticmethod
-    def _network_registry(network) -> Registry:
-        layers = Registry(("layers",))
-        types = {network.architecture.resolved_names()[id(c)]: c.layer_type for c in network.architecture.ordered()}
-        for name in network.layers:
-            layers[name] = Registry(_layer_tags(types.get(name), network.layers[name]))
-        _set_by_parameter_id(layers, network.parameters, layers)
-        registry = Registry(("network",))
-        registry.update({"self": network, "name": network.name, "layers": layers})
-        return registry
+
+def _network_registry(network) -> Registry:
+    layers = Registry(("layers",))
+    types = {network.architecture.resolved_names()[id(c)]: c.layer_type for c in network.architecture.ordered()}
+    for name, layer in network.layers.items():
+        layers[name] = Registry(_layer_tags(types.get(name), layer))
+    _set_by_parameter_id(layers, network.parameters, layers)
+    return registry_from_dict({"self": network, "name": network.name, "layers": layers}, ("network",))
 
 
 def _layer_tags(layer_type: str | None, layer) -> set:

@@ -1,20 +1,13 @@
-"""Reporters: log registry values through the ``sigma.hooks`` logger (stderr in ``sigma train``).
-
-Reporters never print to stdout, which belongs to the command's result. They
-report when their time step and criteria say, so "cost on each new minimum"
-is ``ValueReporter(["optimiser.cost_total"]).on(Extrema("optimiser.cost_total", "min"))``.
-"""
+"""Reporters: log registry values through the ``sigma.hooks`` logger (stderr; stdout is the command's result)."""
 
 from __future__ import annotations
 
 import logging
 
-from . import timestep
-from .access import read_all
+from .access import read
 from .base import Hook
 from .processors import NumberAccumulator, RunningTime
 from .scorers import AccuracyScorer, BinaryAccuracyScorer
-from .timestep import TimeScale
 
 log = logging.getLogger("sigma.hooks")
 
@@ -32,29 +25,29 @@ class ValueReporter(Hook):
 
     def __init__(self, values, *, every=None):
         values = [values] if isinstance(values, str) else list(values)
-        super().__init__(every or timestep.every(1, "iteration"), parameters={"values": tuple(values)},
-                         requires=(*values, "epoch", "iteration"))
+        super().__init__(every, parameters={"values": tuple(values)}, requires=(*values, "epoch", "iteration"))
         self.values = values
 
     def invoke(self, registry, resolver):
         found = [f"{full_id} = {_format(value)}" for identifier in self.values
-                 for full_id, value in read_all(resolver, identifier)]
+                 for full_id, value in resolver.resolve_get(identifier)]
         log.info("%s: %s", _where(registry), ", ".join(found) or f"no value matches {', '.join(self.values)}")
 
 
 class AccumulatedValueReporter(Hook):
     """Logs the mean (or sum) of a value over the iterations since its last report."""
 
+    default_scale = "epoch"
+
     def __init__(self, value: str, *, average: bool = True, every=None):
-        super().__init__(every or timestep.every(1, "epoch"), parameters={"value": value, "average": average},
-                         requires=("epoch", "iteration"))
-        self.accumulator = self.require_hook(NumberAccumulator(value, average=average))
-        self.required_entries.append(self.accumulator.result)
+        super().__init__(every, parameters={"value": value, "average": average}, requires=("epoch", "iteration"))
+        accumulator = self.require_hook(NumberAccumulator(value, average=average))
+        self.required_entries.append(accumulator.result)
         self.label = f"{'mean' if average else 'sum'} of {value}"
 
     def invoke(self, registry, resolver):
         accumulator = self.required_hooks[0]  # the attached one, which may be an equal hook attached earlier
-        (_, value), = read_all(resolver, accumulator.result) or [(None, float("nan"))]
+        (_, value), = resolver.resolve_get(accumulator.result) or [(None, float("nan"))]
         log.info("%s: %s = %s", _where(registry), self.label, _format(value))
         accumulator.reset()
 
@@ -62,10 +55,11 @@ class AccumulatedValueReporter(Hook):
 class EpochIterationReporter(Hook):
     """Logs ``epoch E iteration I``; runs before other hooks of the same event."""
 
+    default_scale = "epoch"
     default_priority = -10000
 
     def __init__(self, *, every=None):
-        super().__init__(every or timestep.every(1, "epoch"), requires=("epoch", "iteration"))
+        super().__init__(every, requires=("epoch", "iteration"))
 
     def invoke(self, registry, resolver):
         log.info("%s", _where(registry))
@@ -74,42 +68,42 @@ class EpochIterationReporter(Hook):
 class RunningTimeReporter(Hook):
     """Logs iterations (or epochs) per second and the time per event: average, min and max over ``span``."""
 
+    default_scale = "epoch"
     default_target = "global"
 
     def __init__(self, *, span: int = 4, every=None):
-        every = every or timestep.every(1, "epoch")
         super().__init__(every, parameters={"span": span})
-        timer = self.require_hook(RunningTime(every.scale, span=span))
-        self.key = timer.key
+        self.key = self.require_hook(RunningTime(self.time_step.scale, span=span)).key
         self.required_entries.extend(f"{self.key}_{part}" for part in ("last", "average", "min", "max"))
 
     def invoke(self, registry, resolver):
-        values = {part: read_all(resolver, f"{self.key}_{part}")[0][1] for part in ("last", "average", "min", "max")}
+        last, average, low, high = (read(resolver, f"{self.key}_{part}", repr(self))
+                                    for part in ("last", "average", "min", "max"))
         scale = self.time_step.scale.value
-        rate = 1000.0 / values["average"] if values["average"] > 0 else float("inf")
+        rate = 1000.0 / average if average > 0 else float("inf")
         log.info("%s: %.1f %ss/s (time/%s: average %.2f ms, min %.2f ms, max %.2f ms, last %.2f ms)",
-                 _where(registry), rate, scale, scale, values["average"], values["min"], values["max"], values["last"])
+                 _where(registry), rate, scale, scale, average, low, high, last)
 
 
 class AccuracyReporter(Hook):
     """Logs top-k accuracies (``tops``) or, with ``threshold``, binary accuracy on a validation iterator."""
 
+    default_scale = "epoch"
     default_target = "global"
 
     def __init__(self, iterator: str = "validation", *, tops=(1,), threshold: float | None = None, every=None):
-        every = every or timestep.every(1, TimeScale.EPOCH)
         tops = tuple(int(k) for k in tops)
         super().__init__(every, parameters={"iterator": iterator, "tops": tops, "threshold": threshold})
         if threshold is None:
-            self.require_hook(AccuracyScorer(iterator, tops=tops, every=every))
+            self.require_hook(AccuracyScorer(iterator, tops=tops, every=self.time_step))
             self.keys = [f"accuracy_top{k}" for k in tops]
         else:
-            self.require_hook(BinaryAccuracyScorer(iterator, threshold=threshold, every=every))
+            self.require_hook(BinaryAccuracyScorer(iterator, threshold=threshold, every=self.time_step))
             self.keys = ["accuracy"]
         self.iterator = iterator
         self.required_entries.extend(f"shared.{iterator}.{key}" for key in self.keys)
 
     def invoke(self, registry, resolver):
-        parts = [f"{key.removeprefix('accuracy_')} = {read_all(resolver, f'shared.{self.iterator}.{key}')[0][1]:.4f}"
+        parts = [f"{key.removeprefix('accuracy_')} = {read(resolver, f'shared.{self.iterator}.{key}', repr(self)):.4f}"
                  for key in self.keys]
         log.info("%s: %s accuracy: %s", _where(registry), self.iterator, ", ".join(parts))

@@ -1,34 +1,59 @@
 """Saviors: write checkpoints from inside training, on a time step or a criterion.
 
-``{ type = "checkpoint", every = [1, "epoch"], on = { extrema =
-"shared.validation.accuracy_top1", mode = "max" } }`` keeps the checkpoints
-of the best epochs so far (with an ``accuracy_scorer`` attached to write the
-score). The files are those of :mod:`sigma_core.checkpoint`: atomic, checksummed,
-and resumable with ``sigma train --resume``.
+This is the one way a run saves checkpoints. A run file's ``[checkpoint]``
+section becomes these hooks (:func:`checkpoint_hooks_from_config`), and a
+``[[hooks]]`` table adds more: ``{ type = "checkpoint", every = [1, "epoch"],
+on = { extrema = "shared.validation.accuracy_top1", mode = "max" } }`` keeps
+the checkpoints of the best epochs so far (with an ``accuracy_scorer``
+attached to write the score). The files are those of
+:mod:`sigma_core.checkpoint`: atomic, checksummed, never holding a
+non-finite value, and resumable with ``sigma train --resume``. Time steps
+count from the start of this run (after a resume, from the resume point).
 """
 
 from __future__ import annotations
 
-from ..checkpoint import CheckpointSaver
+from pathlib import Path
+
+from ..checkpoint import checkpoint_path, checkpoints, save_checkpoint
 from ..errors import ConfigError
 from . import timestep
 from .base import Hook
 
 
 class CheckpointHook(Hook):
-    """Saves a checkpoint whenever it fires, keeping the newest ``keep`` files in ``directory``."""
+    """Saves a checkpoint whenever it fires, keeping the newest ``keep`` files in ``directory``.
+
+    Files are named ``<trainer>-e<epochs done>-i<iterations into the next
+    epoch>.ckpt``; :func:`~sigma_core.checkpoint.latest_checkpoint` finds the
+    one written last.
+    """
 
     default_target = "global"
-    default_priority = 5000  # after scorers (a criterion sees the fresh score), before stoppers
+    default_priority = 5000  # after scorers (a criterion sees the fresh score) and modifiers, before stoppers
 
     def __init__(self, directory: str = "checkpoints", *, keep: int = 3, every=None):
-        if not isinstance(keep, int) or keep < 1:
+        if not isinstance(keep, int) or isinstance(keep, bool) or keep < 1:
             raise ConfigError(f"checkpoint: keep must be an integer >= 1, got {keep!r}")
         super().__init__(every or timestep.every(1, "epoch"), parameters={"directory": str(directory), "keep": keep},
                          requires=("trainer.self",))
-        self._saver = CheckpointSaver(directory, keep=keep)
+        self.directory = Path(directory)
+        self.keep = keep
 
     def invoke(self, registry, resolver):
-        trainer = registry["trainer"]["self"]
-        self._saver.config = getattr(trainer, "run_config", None)
-        self._saver.save(trainer)
+        self.save(registry["trainer"]["self"])
+
+    def save(self, trainer) -> Path:
+        """Save now, then delete all but the newest ``keep`` checkpoints of this trainer."""
+        path = save_checkpoint(trainer, trainer.run_config, checkpoint_path(self.directory, trainer))
+        for old in checkpoints(self.directory, trainer.name)[:-self.keep]:
+            old.unlink(missing_ok=True)
+        return path
+
+
+def checkpoint_hooks_from_config(config: dict) -> list[Hook]:
+    """The hooks a run file's ``[checkpoint]`` section asks for: one per time scale set (none when off)."""
+    section = config["checkpoint"]
+    return [CheckpointHook(section["directory"], keep=section["keep"], every=timestep.every(interval, scale))
+            for scale, interval in (("iteration", section["every_iterations"]), ("epoch", section["every_epochs"]))
+            if interval]

@@ -1,10 +1,7 @@
-"""Learning-rate schedules: set ``optimiser.learning_rate`` before each step.
+"""Learning-rate schedules: set ``optimiser.learning_rate`` for the next step from the steps (or epochs) done.
 
-The optimiser reads its rate on every step, so a schedule only has to set
-the attribute. Each schedule computes the rate for the *next* step from the
-number of steps (or epochs, with ``per = "epoch"``) done, so the first step
-is scheduled too: :meth:`prepare` sets it before training starts. ``base``
-defaults to the optimiser's rate when training starts.
+:meth:`~LearningRateSchedule.prepare` sets the first step's rate too; ``base``
+defaults to the optimiser's rate at the start.
 """
 
 from __future__ import annotations
@@ -12,21 +9,25 @@ from __future__ import annotations
 import math
 
 from ..errors import ConfigError
-from . import timestep
 from .base import Hook
+from .timestep import every
 
 
 class LearningRateSchedule(Hook):
-    """Base class: implement :meth:`factor` of the base rate at time ``t`` (steps or epochs done)."""
+    """Base class: implement :meth:`factor` of the base rate at time ``t`` (steps or epochs done).
+
+    Subclasses pass their settings as keywords; each becomes an attribute.
+    """
 
     default_priority = -500  # before hooks that report the rate
 
-    def __init__(self, *, per: str = "iteration", base: float | None = None, **parameters):
+    def __init__(self, *, per: str = "iteration", base: float | None = None, **settings):
         if per not in ("iteration", "epoch"):
             raise ConfigError(f"{type(self).__name__}: per must be 'iteration' or 'epoch', got {per!r}")
-        super().__init__(timestep.every(1, per), parameters={"per": per, "base": base, **parameters},
+        super().__init__(every(1, per), parameters={"per": per, "base": base, **settings},
                          requires=("optimiser.self",))
         self.per, self.base = per, base
+        vars(self).update(settings)
 
     def factor(self, t: int) -> float:
         raise NotImplementedError
@@ -35,16 +36,13 @@ class LearningRateSchedule(Hook):
         return self.base * self.factor(t)
 
     def prepare(self, registry, resolver):
-        optimiser = registry["optimiser"]["self"]
         if self.base is None:
-            self.base = float(optimiser.learning_rate)
-        optimiser.learning_rate = self.rate(self._elapsed(registry))
+            self.base = float(registry["optimiser"]["self"].learning_rate)
+        self.invoke(registry, resolver)
 
     def invoke(self, registry, resolver):
-        registry["optimiser"]["self"].learning_rate = self.rate(self._elapsed(registry))
-
-    def _elapsed(self, registry) -> int:
-        return registry["epoch"] if self.per == "epoch" else registry["total_iterations"]
+        done = registry["epoch"] if self.per == "epoch" else registry["total_iterations"]
+        registry["optimiser"]["self"].learning_rate = self.rate(done)
 
 
 class StepSchedule(LearningRateSchedule):
@@ -52,7 +50,6 @@ class StepSchedule(LearningRateSchedule):
 
     def __init__(self, step: int, *, gamma: float = 0.1, per: str = "epoch", base: float | None = None):
         super().__init__(per=per, base=base, step=step, gamma=gamma)
-        self.step, self.gamma = step, gamma
 
     def factor(self, t):
         return self.gamma ** (t // self.step)
@@ -63,7 +60,6 @@ class ExponentialSchedule(LearningRateSchedule):
 
     def __init__(self, gamma: float, *, per: str = "epoch", base: float | None = None):
         super().__init__(per=per, base=base, gamma=gamma)
-        self.gamma = gamma
 
     def factor(self, t):
         return self.gamma ** t
@@ -74,7 +70,6 @@ class CosineSchedule(LearningRateSchedule):
 
     def __init__(self, period: int, *, minimum: float = 0.0, per: str = "iteration", base: float | None = None):
         super().__init__(per=per, base=base, period=period, minimum=minimum)
-        self.period, self.minimum = period, minimum
 
     def factor(self, t):
         progress = min(t, self.period) / self.period
@@ -86,7 +81,6 @@ class WarmUp(LearningRateSchedule):
 
     def __init__(self, steps: int, *, start: float = 0.0, per: str = "iteration", base: float | None = None):
         super().__init__(per=per, base=base, steps=steps, start=start)
-        self.steps, self.start = steps, start
 
     def factor(self, t):
         return self.start + (1.0 - self.start) * min(t, self.steps) / self.steps

@@ -1,17 +1,14 @@
 """Stoppers: end training at an epoch, when a value stops improving, or on NaN/Inf.
 
-They run last in an event (priority 10000), after the hooks whose results
-they judge, and stop through the operator, which ends the run after the
-current iteration or epoch.
+They run last in an event, after the hooks whose results they judge.
 """
 
 from __future__ import annotations
 
 import logging
-import numpy
 
 from ..errors import ConfigError, NonFiniteError
-from . import timestep
+from ..trainer import _first_non_finite
 from .base import Hook
 from .criteria import Extrema
 
@@ -21,13 +18,14 @@ log = logging.getLogger("sigma.hooks")
 class StopTraining(Hook):
     """Stops once ``at_epoch`` epochs are done, or when its criteria (``.on(...)``) pass."""
 
+    default_scale = "epoch"
     default_target = "global"
     default_priority = 10000
 
     def __init__(self, at_epoch: int | None = None, *, every=None):
         if at_epoch is not None and (not isinstance(at_epoch, int) or at_epoch < 1):
             raise ConfigError(f"stop: at_epoch must be an integer >= 1, got {at_epoch!r}")
-        super().__init__(every or timestep.every(1, "epoch"), parameters={"at_epoch": at_epoch}, requires=("epoch",))
+        super().__init__(every, parameters={"at_epoch": at_epoch}, requires=("epoch",))
         self.at_epoch = at_epoch
 
     def invoke(self, registry, resolver):
@@ -39,14 +37,14 @@ class StopTraining(Hook):
 class EarlyStopping(Hook):
     """Stops when ``value`` has not reached a new best (``mode`` min or max) for ``patience`` firings in a row."""
 
+    default_scale = "epoch"
     default_target = "global"
     default_priority = 10000
 
     def __init__(self, value: str, *, patience: int = 5, mode: str = "max", every=None):
         if not isinstance(patience, int) or patience < 1:
             raise ConfigError(f"early_stopping: patience must be an integer >= 1, got {patience!r}")
-        super().__init__(every or timestep.every(1, "epoch"),
-                         parameters={"value": value, "patience": patience, "mode": mode}, requires=(value,))
+        super().__init__(every, parameters={"value": value, "patience": patience, "mode": mode}, requires=(value,))
         self.value, self.patience = value, patience
         self._best = Extrema(value, mode)
         self._misses = 0
@@ -63,27 +61,20 @@ class EarlyStopping(Hook):
 
 
 class StopOnNonFinite(Hook):
-    """Stops with :class:`NonFiniteError` when a parameter holds NaN or Inf, naming it and the element.
+    """Stops with :class:`NonFiniteError` naming the first parameter that holds NaN or Inf, and where.
 
-    Each parameter is checked by its handler (:meth:`Handler.all_finite`,
-    cheap and on-device); only a failing one is copied to find the element.
+    Each parameter is checked on its device (:meth:`Handler.all_finite`); only a failing one is copied.
     """
 
     default_priority = 10000
 
     def __init__(self, *, every=None):
-        super().__init__(every or timestep.every(1, "iteration"), requires=("network.self",))
+        super().__init__(every, requires=("network.self",))
 
     def invoke(self, registry, resolver):
         network = registry["network"]["self"]
-        handler = network.handler
         for parameter_id, array in network.parameters.items():
-            if not handler.all_finite(array):
-                values = array.to_numpy()
-                index = tuple(int(i) for i in numpy.argwhere(~numpy.isfinite(values))[0])
-                value = values[index]
-                raise NonFiniteError(
-                    f"parameter {parameter_id!r} holds {value} at index {list(index)} "
-                    f"(epoch {registry['epoch']}, iteration {registry['iteration']}); training stopped"
-                )
-
+            if not network.handler.all_finite(array):
+                raise NonFiniteError(f"parameter {parameter_id!r} holds {_first_non_finite(array.to_numpy())} "
+                                     f"(epoch {registry['epoch']}, iteration {registry['iteration']}); "
+                                     "training stopped")

@@ -1,9 +1,7 @@
 """Time steps: when a hook fires, counted in events of one time scale.
 
-A :class:`TimeStep` is a description (``every(10, "iteration")``); each place
-that runs a hook keeps its own :class:`Countdown` of it, as Sigma keeps a
-local copy per worker and one for the operator, so the same description can
-be shared by several hooks without their counters interfering.
+A :class:`TimeStep` is a description; each place that runs a hook keeps its own
+:class:`Countdown` of it (as Sigma keeps one per worker and one for the operator).
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ class TimeScale(str, Enum):
     RESET = "reset"
 
     @classmethod
-    def parse(cls, value) -> "TimeScale":
+    def parse(cls, value) -> TimeScale:
         if isinstance(value, cls):
             return value
         try:
@@ -51,7 +49,7 @@ class TimeStep:
         if not isinstance(self.live, int) or self.live == 0 or self.live < -1:
             raise ConfigError(f"a time step's live time must be -1 (forever) or >= 1, got {self.live!r}")
 
-    def countdown(self) -> "Countdown":
+    def countdown(self) -> Countdown:
         return Countdown(self)
 
     def __str__(self):
@@ -61,12 +59,12 @@ class TimeStep:
 
 def every(interval: int, scale="iteration", live: int = -1) -> TimeStep:
     """``every(10, "iteration")``; ``live=k`` stops it after k firings."""
-    return TimeStep(TimeScale.parse(scale), interval, live)
+    return TimeStep(scale, interval, live)
 
 
 def after(interval: int, scale="iteration") -> TimeStep:
     """Fire once, on the ``interval``-th event of ``scale``."""
-    return TimeStep(TimeScale.parse(scale), interval, 1)
+    return TimeStep(scale, interval, 1)
 
 
 def timestep_from_config(value, where: str) -> TimeStep:
@@ -74,7 +72,7 @@ def timestep_from_config(value, where: str) -> TimeStep:
     if isinstance(value, str):
         return every(1, value)
     if isinstance(value, list) and len(value) in (2, 3) and isinstance(value[0], int) and isinstance(value[1], str):
-        return every(value[0], value[1], *value[2:])
+        return every(*value)
     raise ConfigError(f"{where} must be [interval, \"scale\"] or [interval, \"scale\", live], got {value!r}")
 
 
@@ -90,7 +88,7 @@ class Countdown:
 
     @property
     def dead(self) -> bool:
-        """True once the time step has used up its live time; it never fires again."""
+        """The time step has used up its live time; it never fires again."""
         return self.lives == 0
 
     def tick(self) -> bool:

@@ -57,3 +57,25 @@ class Layer:
 
     def describe(self) -> str:
         return f"{self.name}: {type(self).__name__} -> {self.output_shape}"
+
+
+
+#: Parameter names changed since checkpoints were first written: current name -> old name.
+OLD_PARAMETER_NAMES = {"biases": "bias"}  # Elementwise's scalar bias, before every bias was "biases"
+
+
+def old_id(pid: str) -> str | None:
+    """The id parameter ``pid`` had before a rename (in older checkpoints), or None."""
+    layer, dot, name = pid.rpartition(".")
+    old = OLD_PARAMETER_NAMES.get(name)
+    return layer + dot + old if old else None
+
+
+def with_current_ids(state: dict, ids) -> dict:
+    """``state`` (keyed by parameter id) with entries under an old id of one of ``ids`` moved to the current id."""
+    state = dict(state)
+    for pid in ids:
+        old = old_id(pid)
+        if pid not in state and old in state:
+            state[pid] = state.pop(old)
+    return state

@@ -17,18 +17,23 @@ class CostLayer(Layer):
         self.targets_alias = targets
         self.output_shape = ()
 
-    def targets(self, context):
+    def targets(self, handler, predictions, context):
+        """The external targets; one value per row, shape (batch,), against predictions (batch, 1)
+        gets the predictions' shape (a binary classifier's labels)."""
         try:
-            return context.externals[self.targets_alias]
+            targets = context.externals[self.targets_alias]
         except KeyError:
             raise ArchitectureError(
                 f"cost layer {self.name!r}: no external targets {self.targets_alias!r} were provided"
             ) from None
+        if predictions.shape[-1] == 1 and targets.shape == predictions.shape[:-1]:
+            targets = handler.reshape(targets, predictions.shape)
+        return targets
 
     @staticmethod
-    def rows(h, x):
+    def rows(handler, x):
         """Flatten all axes but the last: (batch, [time,] classes) -> (rows, classes)."""
-        return x if x.ndim == 2 else h.reshape(x, (-1, x.shape[-1]))
+        return x if x.ndim == 2 else handler.reshape(x, (-1, x.shape[-1]))
 
 
 class SoftmaxCrossEntropy(CostLayer):
@@ -37,19 +42,19 @@ class SoftmaxCrossEntropy(CostLayer):
     Targets are one-hot/probability rows or integer class labels.
     """
 
-    def forward(self, h, inputs, params, context):
-        logits = self.rows(h, inputs[0])
-        targets = self.targets(context)
-        if targets.data.dtype.kind in "iu":  # integer labels
-            targets = h.reshape(targets, (-1,)) if targets.ndim != 1 else targets
+    def forward(self, handler, inputs, params, context):
+        targets = self.targets(handler, inputs[0], context)
+        logits = self.rows(handler, inputs[0])
+        if targets.is_integer:  # class labels, one per row
+            targets = handler.reshape(targets, (-1,)) if targets.ndim != 1 else targets
             if targets.shape[0] != logits.shape[0]:
                 raise ShapeError(
                     f"cost layer {self.name!r}: {targets.shape[0]} labels for {logits.shape[0]} prediction rows"
                 )
         else:
-            targets = self.rows(h, targets)
+            targets = self.rows(handler, targets)
         try:
-            return h.softmax_cross_entropy(logits, targets)
+            return handler.softmax_cross_entropy(logits, targets)
         except ShapeError as error:
             raise ShapeError(f"cost layer {self.name!r}: {error}") from None
 
@@ -61,9 +66,9 @@ class SquaredDifference(CostLayer):
     independent of the batch size.
     """
 
-    def forward(self, h, inputs, params, context):
-        predictions = self.rows(h, inputs[0])
-        targets = self.rows(h, self.targets(context))
+    def forward(self, handler, inputs, params, context):
+        targets = self.rows(handler, self.targets(handler, inputs[0], context))
+        predictions = self.rows(handler, inputs[0])
         if targets.shape != predictions.shape:
             raise ShapeError(
                 f"cost layer {self.name!r}: predictions shape {predictions.shape} and targets shape {targets.shape} differ"

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+import math
+
 from ..errors import ArchitectureError
 from .activations import BuiltinActivation, resolve_activation
 from .base import Layer
 
 
 def flat_size(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n
+    """Features per sample: the product of a per-sample shape."""
+    return math.prod(int(d) for d in shape)
 
 
 def default_weight_initialisers():
@@ -49,23 +49,23 @@ class Dense(Layer):
     def default_initialisers(self):
         return default_weight_initialisers()
 
-    def forward(self, h, inputs, params, context):
+    def forward(self, handler, inputs, params, context):
         x = inputs[0]
         batch = x.shape[0]
         if x.ndim != 2:
-            x = h.reshape(x, (-1, self.parameter_shapes["weights"][0]))
+            x = handler.reshape(x, (-1, self.parameter_shapes["weights"][0]))
         activation = self.activation
         fused = isinstance(activation, BuiltinActivation)
-        y = h.dense(x, params["weights"], params.get("biases"), activation.kernel_name if fused else "none")
+        y = handler.dense(x, params["weights"], params.get("biases"), activation.kernel_name if fused else "none")
         if not fused:
-            y = activation(h, y)
+            y = activation(handler, y)
         if self.keep_time:
-            y = h.reshape(y, (batch,) + self.output_shape)
+            y = handler.reshape(y, (batch,) + self.output_shape)
         return y
 
 
 class Elementwise(Layer):
-    """activation(x * weights + bias): one weight per feature and a scalar bias.
+    """activation(x * weights + biases): one weight per feature and one scalar bias, ``biases``.
 
     Sigma's Elementwise layer never applied its activation; this one does.
     """
@@ -73,12 +73,12 @@ class Elementwise(Layer):
     def __init__(self, name, input_shapes, *, activation="tanh"):
         super().__init__(name, input_shapes)
         self.activation = resolve_activation(activation, name)
-        self.parameter_shapes = {"weights": self.input_shape, "bias": ()}
+        self.parameter_shapes = {"weights": self.input_shape, "biases": ()}
 
     def default_initialisers(self):
         from ..initialisers import Constant
 
-        return {"weights": Constant(1.0), "bias": Constant(0.0)}
+        return {"weights": Constant(1.0), "biases": Constant(0.0)}
 
-    def forward(self, h, inputs, params, context):
-        return self.activation(h, inputs[0] * params["weights"] + params["bias"])
+    def forward(self, handler, inputs, params, context):
+        return self.activation(handler, inputs[0] * params["weights"] + params["biases"])

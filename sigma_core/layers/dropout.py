@@ -19,7 +19,7 @@ class Dropout(Layer):
             raise ArchitectureError(f"layer {name!r}: dropout probability must be in [0, 1), got {p}")
         self.p = float(p)
 
-    def forward(self, h, inputs, params, context):
+    def forward(self, handler, inputs, params, context):
         if not context.training or self.p == 0.0:
             return inputs[0]
-        return h.dropout(inputs[0], self.p)
+        return handler.dropout(inputs[0], self.p)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from ..errors import ArchitectureError, ShapeError
 from .base import Layer
 
@@ -31,7 +33,7 @@ class Input(Layer):
                 f"(given: {', '.join(context.externals) or 'none'})"
             ) from None
         if tuple(x.shape[1:]) != self.output_shape:
-            if x.ndim >= 2 and _prod(x.shape[1:]) == _prod(self.output_shape):
+            if x.ndim >= 2 and math.prod(x.shape[1:]) == math.prod(self.output_shape):
                 return handler.reshape(x, (x.shape[0],) + self.output_shape)
             raise ShapeError(
                 f"layer {self.name!r}: input {self.alias!r} has shape {tuple(x.shape)}, "
@@ -49,10 +51,3 @@ class Output(Layer):
 
     def forward(self, handler, inputs, params, context):
         return inputs[0]
-
-
-def _prod(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n

@@ -19,8 +19,8 @@ class Concatenate(Layer):
                 raise ShapeError(f"layer {name!r}: cannot concatenate shapes {first} and {shape} on the last axis")
         self.output_shape = first[:-1] + (sum(s[-1] for s in self.input_shapes),)
 
-    def forward(self, h, inputs, params, context):
-        return h.concatenate(inputs, axis=-1)
+    def forward(self, handler, inputs, params, context):
+        return handler.concatenate(inputs, axis=-1)
 
 
 class Add(Layer):
@@ -34,7 +34,7 @@ class Add(Layer):
             if shape != self.input_shapes[0]:
                 raise ShapeError(f"layer {name!r}: cannot add shapes {self.input_shapes[0]} and {shape}")
 
-    def forward(self, h, inputs, params, context):
+    def forward(self, handler, inputs, params, context):
         total = inputs[0]
         for x in inputs[1:]:
             total = total + x

@@ -1,8 +1,10 @@
 """Recurrent layers over (batch, time, features) tensors.
 
 Both precompute the input projection for every time step in one matrix
-product, then loop over time feeding the hidden state back. Sigma's Recurrent
-layer had no recurrence (a time-distributed dense layer); these do.
+product, then loop over time feeding the hidden state back
+(:meth:`RecurrentBase.forward`); a subclass says what one step computes.
+Sigma's Recurrent layer had no recurrence (a time-distributed dense layer);
+these do.
 """
 
 from __future__ import annotations
@@ -13,14 +15,45 @@ from .base import Layer
 from .dense import default_weight_initialisers
 
 
-def _check_sequence(layer):
-    if len(layer.input_shape) != 2:
-        raise ArchitectureError(
-            f"layer {layer.name!r}: expects (batch, time, features) input, got per-sample shape {layer.input_shape}"
-        )
+class RecurrentBase(Layer):
+    """The time loop shared by :class:`Recurrent` and :class:`LSTM`; ``gates`` projections per unit."""
+
+    gates = 1
+
+    def __init__(self, name, input_shapes, *, size, sequences=True):
+        super().__init__(name, input_shapes)
+        if len(self.input_shape) != 2:
+            raise ArchitectureError(
+                f"layer {name!r}: expects (batch, time, features) input, got per-sample shape {self.input_shape}"
+            )
+        self.size = int(size)
+        self.sequences = bool(sequences)
+        steps, features = self.input_shape
+        width = self.gates * self.size
+        self.output_shape = (steps, self.size) if self.sequences else (self.size,)
+        self.parameter_shapes = {"weights": (features, width), "recurrent_weights": (self.size, width), "biases": (width,)}
+
+    def forward(self, handler, inputs, params, context):
+        x = inputs[0]
+        batch, steps, features = x.shape
+        flat = handler.dense(handler.reshape(x, (-1, features)), params["weights"], params["biases"])
+        projected = handler.reshape(flat, (batch, steps, self.gates * self.size))
+        state = cell = None
+        states = []
+        for t in range(steps):
+            z = projected[:, t, :]
+            if state is not None:
+                z = z + state @ params["recurrent_weights"]
+            state, cell = self.step(handler, z, cell)
+            states.append(state)
+        return handler.stack(states, axis=1) if self.sequences else state
+
+    def step(self, handler, z, cell):
+        """(hidden state, cell state) after one time step from the pre-activations ``z``."""
+        raise NotImplementedError
 
 
-class Recurrent(Layer):
+class Recurrent(RecurrentBase):
     """Elman RNN: h_t = activation(x_t · weights + h_{t-1} · recurrent_weights + biases).
 
     Outputs every hidden state, (batch, time, size), or only the last one,
@@ -28,40 +61,19 @@ class Recurrent(Layer):
     """
 
     def __init__(self, name, input_shapes, *, size, activation="tanh", sequences=True):
-        super().__init__(name, input_shapes)
-        _check_sequence(self)
-        self.size = int(size)
+        super().__init__(name, input_shapes, size=size, sequences=sequences)
         self.activation = resolve_activation(activation, name)
-        self.sequences = bool(sequences)
-        steps, features = self.input_shape
-        self.output_shape = (steps, self.size) if self.sequences else (self.size,)
-        self.parameter_shapes = {
-            "weights": (features, self.size),
-            "recurrent_weights": (self.size, self.size),
-            "biases": (self.size,),
-        }
 
     def default_initialisers(self):
         from ..initialisers import Xavier
 
         return {**default_weight_initialisers(), "recurrent_weights": Xavier()}
 
-    def forward(self, h, inputs, params, context):
-        x = inputs[0]
-        batch, steps, features = x.shape
-        projected = h.reshape(h.dense(h.reshape(x, (-1, features)), params["weights"], params["biases"]), (batch, steps, self.size))
-        state = None
-        states = []
-        for t in range(steps):
-            z = projected[:, t, :]
-            if state is not None:
-                z = z + state @ params["recurrent_weights"]
-            state = self.activation(h, z)
-            states.append(state)
-        return h.stack(states, axis=1) if self.sequences else state
+    def step(self, handler, z, cell):
+        return self.activation(handler, z), None
 
 
-class LSTM(Layer):
+class LSTM(RecurrentBase):
     """Long short-term memory (Hochreiter & Schmidhuber), gates in i, f, g, o order.
 
     ``weights`` (features, 4·size), ``recurrent_weights`` (size, 4·size) and
@@ -69,18 +81,7 @@ class LSTM(Layer):
     remembers. Outputs hidden states like :class:`Recurrent`.
     """
 
-    def __init__(self, name, input_shapes, *, size, sequences=True):
-        super().__init__(name, input_shapes)
-        _check_sequence(self)
-        self.size = int(size)
-        self.sequences = bool(sequences)
-        steps, features = self.input_shape
-        self.output_shape = (steps, self.size) if self.sequences else (self.size,)
-        self.parameter_shapes = {
-            "weights": (features, 4 * self.size),
-            "recurrent_weights": (self.size, 4 * self.size),
-            "biases": (4 * self.size,),
-        }
+    gates = 4
 
     def default_initialisers(self):
         from ..initialisers import Custom, Xavier
@@ -96,24 +97,11 @@ class LSTM(Layer):
 
         return {"weights": Xavier(), "recurrent_weights": Xavier(), "biases": Custom(forget_bias_one)}
 
-    def forward(self, h, inputs, params, context):
-        x = inputs[0]
-        batch, steps, features = x.shape
+    def step(self, handler, z, cell):
         n = self.size
-        projected = h.reshape(
-            h.dense(h.reshape(x, (-1, features)), params["weights"], params["biases"]), (batch, steps, 4 * n)
-        )
-        state = cell = None
-        states = []
-        for t in range(steps):
-            z = projected[:, t, :]
-            if state is not None:
-                z = z + state @ params["recurrent_weights"]
-            i = h.sigmoid(z[:, :n])
-            f = h.sigmoid(z[:, n : 2 * n])
-            g = h.tanh(z[:, 2 * n : 3 * n])
-            o = h.sigmoid(z[:, 3 * n :])
-            cell = i * g if cell is None else f * cell + i * g
-            state = o * h.tanh(cell)
-            states.append(state)
-        return h.stack(states, axis=1) if self.sequences else state
+        i = handler.sigmoid(z[:, :n])
+        f = handler.sigmoid(z[:, n : 2 * n])
+        g = handler.tanh(z[:, 2 * n : 3 * n])
+        o = handler.sigmoid(z[:, 3 * n :])
+        cell = i * g if cell is None else f * cell + i * g
+        return o * handler.tanh(cell), cell

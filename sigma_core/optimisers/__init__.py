@@ -1,9 +1,9 @@
 """Optimisers: gradient descent, momentum, Adagrad, Adadelta, RMSProp, Adam.
 
-Each concept lives in its own module; :mod:`.base` holds the contract and
-:mod:`.kernels` the raw-array update kernels a backend may override. Run
-files name an optimiser by its registered name (``"adam"``); see
-:func:`optimiser_from_config`.
+Each concept lives in its own module; :mod:`.base` holds the contract. The
+update arithmetic is a handler op (:meth:`~sigma_core.handler.Handler.optimiser_update`)
+a backend may override. Run files name an optimiser by its registered name
+(``"adam"``); see :func:`optimiser_from_config`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from .sgd import GradientDescent
 def optimiser_from_config(config: dict) -> Optimiser:
     """Build a registered optimiser from ``{"type": name, **constructor arguments}``.
 
-    For example ``{"type": "adagrad", "learning_rate": 0.02, "freeze": ["*.bias"]}``; see :func:`sigma_core.plugins.build`.
+    For example ``{"type": "adagrad", "learning_rate": 0.02, "freeze": ["*.biases"]}``; see :func:`sigma_core.plugins.build`.
     """
     return plugins.build("optimiser", config)
 

@@ -14,14 +14,12 @@ class Adadelta(Optimiser):
     """
 
     memory_names = ("squared_gradient", "squared_update")
+    rule = "adadelta"
 
     def __init__(self, learning_rate=1.0, rho=0.95, eps=1e-6, *, weight_decay=0.0, freeze=()):
         super().__init__(learning_rate, weight_decay=weight_decay, freeze=freeze)
         self.rho = rho
         self.eps = eps
 
-    def _update(self, kernels, param, grad, memory, step):
-        squared_gradient, squared_update = memory
-        kernels.adadelta_update_(
-            param, grad, squared_gradient, squared_update, self.learning_rate, self.rho, self.eps
-        )
+    def arguments(self, step):
+        return {"lr": self.learning_rate, "rho": self.rho, "eps": self.eps}

@@ -14,11 +14,11 @@ class Adagrad(Optimiser):
     """
 
     memory_names = ("squared_gradient_sum",)
+    rule = "adagrad"
 
     def __init__(self, learning_rate=0.01, eps=1e-6, *, weight_decay=0.0, freeze=()):
         super().__init__(learning_rate, weight_decay=weight_decay, freeze=freeze)
         self.eps = eps
 
-    def _update(self, kernels, param, grad, memory, step):
-        (squared,) = memory
-        kernels.adagrad_update_(param, grad, squared, self.learning_rate, self.eps)
+    def arguments(self, step):
+        return {"lr": self.learning_rate, "eps": self.eps}

@@ -14,6 +14,7 @@ class Adam(Optimiser):
     """
 
     memory_names = ("first_moment", "second_moment")
+    rule = "adam"
 
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, eps=1e-8, *, weight_decay=0.0, freeze=()):
         super().__init__(learning_rate, weight_decay=weight_decay, freeze=freeze)
@@ -21,6 +22,5 @@ class Adam(Optimiser):
         self.beta2 = beta2
         self.eps = eps
 
-    def _update(self, kernels, param, grad, memory, step):
-        m, v = memory
-        kernels.adam_update_(param, grad, m, v, self.learning_rate, self.beta1, self.beta2, self.eps, step)
+    def arguments(self, step):
+        return {"lr": self.learning_rate, "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps, "step": step}

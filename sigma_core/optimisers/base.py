@@ -2,17 +2,21 @@
 
 An optimiser turns gradients into in-place parameter updates. Parameters are
 named ``"<layer>.<param>"`` (``"2-dense.weights"``); *freeze* filters are
-fnmatch globs on those names (``"*.bias*"``, ``"1-dense.*"``) and a frozen
+fnmatch globs on those names (``"*.biases"``, ``"1-dense.*"``) and a frozen
 parameter is never touched. (Sigma had such filters, but they were written to
 one registry key and read from another, so they never applied; here they do.)
 
 Per-parameter memory (momentum velocity, squared-gradient sums, ...) is made
 lazily on a parameter's first step, through the handler, and moved out of
 session buffer reuse with :meth:`Handler.keep`, so :meth:`Optimiser.step` may
-run inside a training session. The update arithmetic lives in raw-array
-kernels (:mod:`sigma_core.optimisers.kernels`) that a backend can override;
-a subclass only names its memory buffers and picks its kernel in
-:meth:`Optimiser._update`.
+run inside a training session. The arithmetic is a handler op,
+:meth:`Handler.optimiser_update`, one call per parameter, which a backend
+makes one compiled pass; a subclass names its memory buffers, its update
+:attr:`~Optimiser.rule` and the rule's arguments (:meth:`Optimiser.arguments`),
+or overrides :meth:`Optimiser.update` with other handler ops.
+
+Steps are counted per parameter, as in PyTorch: a parameter frozen for a
+while and then unfrozen starts Adam's bias correction at its own first step.
 
 Hyperparameters are plain attributes named after the constructor's
 arguments, read on every step, so a schedule may change ``learning_rate``
@@ -25,6 +29,7 @@ import fnmatch
 import inspect
 
 from ..errors import ShapeError, SigmaError
+from ..layers.base import old_id
 
 
 class Optimiser:
@@ -34,14 +39,17 @@ class Optimiser:
     regularisation, coupled as in PyTorch's ``weight_decay``).
     """
 
-    #: Names of the per-parameter memory buffers, in the order ``_update`` receives them.
+    #: Names of the per-parameter memory buffers, in the order the update rule receives them.
     memory_names: tuple[str, ...] = ()
+    #: The name of the update rule :meth:`Handler.optimiser_update` applies ("sgd", "adam", ...).
+    rule = ""
 
     def __init__(self, learning_rate, *, weight_decay=0.0, freeze=()):
         self.learning_rate = learning_rate
         self.weight_decay = weight_decay
         self._filters = list(dict.fromkeys([freeze] if isinstance(freeze, str) else freeze))
         self._memory = {}  # parameter id -> tuple of NDArrays, one per memory name
+        self._steps = {}  # parameter id -> updates it has had (Adam's bias correction counts these)
         self.steps = 0
         #: When True, each step publishes a copy of every update as ``published["updates"]``.
         self.publish_updates = False
@@ -98,18 +106,16 @@ class Optimiser:
                 "compute their gradients or freeze them"
             )
         self.steps += 1
-        kernels = handler.kernels
         updates = {} if self.publish_updates else None
+        counts = self._steps
         with handler.no_grad():
             for param_id in ids:
                 param, grad = params[param_id], grads[param_id]
                 _check_pair(handler, param_id, param, grad)
                 memory = self._memory_of(handler, param_id, param)
                 before = handler.copy(param) if updates is not None else None
-                raw_grad = grad.data
-                if self.weight_decay:
-                    raw_grad = kernels.l2_gradient(raw_grad, param.data, self.weight_decay)
-                self._update(kernels, param.data, raw_grad, [m.data for m in memory], self.steps)
+                count = counts[param_id] = counts.get(param_id, 0) + 1
+                self.update(handler, param, grad, memory, count)
                 if updates is not None:
                     updates[param_id] = handler.subtract(param, before)
         frozen = []
@@ -120,13 +126,26 @@ class Optimiser:
         if updates is not None:
             self.published["updates"] = updates
 
-    def _update(self, kernels, param, grad, memory, step) -> None:
-        """Apply one update to raw arrays via ``kernels``; ``memory`` follows memory_names."""
+    def update(self, handler, param, grad, memory, step: int) -> None:
+        """Update one parameter in place, its ``step``-th update (from 1): the handler's :attr:`rule`.
+
+        A plugin optimiser without a handler rule overrides this with other
+        handler ops (``handler.add_``, ``handler.fill``, NDArray arithmetic).
+        """
+        handler.optimiser_update(self.rule, param, grad, memory, weight_decay=self.weight_decay, **self.arguments(step))
+
+    def arguments(self, step: int) -> dict:
+        """The update rule's keyword arguments for a parameter's ``step``-th update (from 1)."""
         raise NotImplementedError
 
     def _memory_of(self, handler, param_id, param):
         memory = self._memory.get(param_id)
         if memory is None:
+            old = old_id(param_id)
+            if old in self._memory:  # restored from a checkpoint written before the parameter's rename
+                self._memory[param_id] = self._memory.pop(old)
+                self._steps[param_id] = self._steps.pop(old, 0)
+                return self._memory_of(handler, param_id, param)
             memory = tuple(handler.keep(handler.zeros(param.shape)) for _ in self.memory_names)
             self._memory[param_id] = memory
         elif memory and memory[0].shape != param.shape:
@@ -149,6 +168,7 @@ class Optimiser:
             "hyperparameters": self.hyperparameters(),
             "freeze": list(self._filters),
             "steps": self.steps,
+            "parameter_steps": dict(self._steps),
             "memory": {
                 param_id: {name: array.to_numpy() for name, array in zip(self.memory_names, memory)}
                 for param_id, memory in self._memory.items()
@@ -156,7 +176,11 @@ class Optimiser:
         }
 
     def load_state_dict(self, state: dict, handler) -> None:
-        """Restore :meth:`state_dict` output; memory is copied into ``handler``."""
+        """Restore :meth:`state_dict` output; memory is copied into ``handler``.
+
+        A state without per-parameter steps (written before they were counted)
+        gives every parameter with memory the global step count.
+        """
         name = type(self).__name__
         if state.get("optimiser") != name:
             raise SigmaError(f"{name}: cannot load the state of optimiser {state.get('optimiser')!r}")
@@ -176,6 +200,8 @@ class Optimiser:
             setattr(self, key, value)
         self._filters = list(state["freeze"])
         self.steps = int(state["steps"])
+        steps = state.get("parameter_steps", dict.fromkeys(memory, self.steps))
+        self._steps = {param_id: int(count) for param_id, count in steps.items()}
         self._memory = memory
 
 

@@ -16,15 +16,15 @@ class Momentum(Optimiser):
     """Classical momentum; memory ``velocity``."""
 
     memory_names = ("velocity",)
+    rule = "momentum"
     nesterov = False
 
     def __init__(self, learning_rate=0.01, momentum=0.9, *, weight_decay=0.0, freeze=()):
         super().__init__(learning_rate, weight_decay=weight_decay, freeze=freeze)
         self.momentum = momentum
 
-    def _update(self, kernels, param, grad, memory, step):
-        (velocity,) = memory
-        kernels.momentum_update_(param, grad, velocity, self.learning_rate, self.momentum, self.nesterov)
+    def arguments(self, step):
+        return {"lr": self.learning_rate, "momentum": self.momentum, "nesterov": self.nesterov}
 
 
 class Nesterov(Momentum):

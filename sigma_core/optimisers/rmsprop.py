@@ -12,12 +12,12 @@ class RMSProp(Optimiser):
     """
 
     memory_names = ("squared_gradient",)
+    rule = "rmsprop"
 
     def __init__(self, learning_rate=0.001, rho=0.9, eps=1e-8, *, weight_decay=0.0, freeze=()):
         super().__init__(learning_rate, weight_decay=weight_decay, freeze=freeze)
         self.rho = rho
         self.eps = eps
 
-    def _update(self, kernels, param, grad, memory, step):
-        (squared,) = memory
-        kernels.rmsprop_update_(param, grad, squared, self.learning_rate, self.rho, self.eps)
+    def arguments(self, step):
+        return {"lr": self.learning_rate, "rho": self.rho, "eps": self.eps}

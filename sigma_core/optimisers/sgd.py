@@ -8,8 +8,10 @@ from .base import Optimiser
 class GradientDescent(Optimiser):
     """param −= learning_rate·grad. No memory."""
 
+    rule = "sgd"
+
     def __init__(self, learning_rate=0.01, *, weight_decay=0.0, freeze=()):
         super().__init__(learning_rate, weight_decay=weight_decay, freeze=freeze)
 
-    def _update(self, kernels, param, grad, memory, step):
-        kernels.sgd_update_(param, grad, self.learning_rate)
+    def arguments(self, step):
+        return {"lr": self.learning_rate}

@@ -14,7 +14,9 @@ What is checked, and why:
 
 * every op in :data:`CASES` gives what the NumPy reference handler gives on
   the same inputs (within :data:`TOLERANCES`), in the handler's dtype, and so
-  do the gradients the tape computes;
+  do the gradients the tape computes; so does every optimiser update rule in
+  :data:`UPDATE_CASES` (decay rates near 1 included, where a complement
+  1 − β rounded in float32 is visibly wrong);
 * every op's vector-Jacobian product matches central finite differences in
   float64, including broadcasting, reductions, indexing with repeats, a value
   used twice and an unused source; :meth:`HandlerConformance.test_every_differentiable_op_has_a_gradient_case`
@@ -130,6 +132,7 @@ def _case(id, op, fn, *makers, random=False):
 _ONE_HOT = numpy.eye(4)[[0, 3, 1]]
 _SOFT_TARGETS = numpy.array([[0.1, 0.2, 0.3, 0.4], [0.25, 0.25, 0.25, 0.25], [0.7, 0.1, 0.1, 0.1]])
 _CLASS_INDICES = numpy.array([0, 3, 1])
+_UNNORMALISED_TARGETS = numpy.array([[0.0, 0.0, 0.0, 0.0], [1.0, 0.0, 1.0, 0.0], [0.5, 0.5, 0.5, 0.0]])  # masked, multi-hot
 _CONDITION = numpy.array([[True, False, True, True], [False, False, True, False], [True, True, False, True]])
 _REPEATED_ROWS = numpy.array([0, 2, 0, 0])
 
@@ -250,6 +253,8 @@ CASES: tuple[OpCase, ...] = (
           lambda h, x: h.softmax_cross_entropy(x, h.asarray(_ONE_HOT)), _normal(3, 4)),
     _case("softmax_cross_entropy-soft", "softmax_cross_entropy",
           lambda h, x: h.softmax_cross_entropy(x, h.asarray(_SOFT_TARGETS)), _normal(3, 4)),
+    _case("softmax_cross_entropy-masked-multi-hot", "softmax_cross_entropy",
+          lambda h, x: h.softmax_cross_entropy(x, h.asarray(_UNNORMALISED_TARGETS)), _normal(3, 4)),
     _case("softmax_cross_entropy-indices", "softmax_cross_entropy",
           lambda h, x: h.softmax_cross_entropy(x, h.asarray(_CLASS_INDICES)), _normal(3, 4)),
     _case("dropout", "dropout", lambda h, x: h.dropout(x, 0.3), _normal(4, 5), random=True),
@@ -259,6 +264,35 @@ CASES: tuple[OpCase, ...] = (
           _normal(3, 4), _normal(4, 2)),
     _case("unused-source", "exp", lambda h, x, unused: h.exp(x), _normal(3, 4), _normal(2, 2)),
 )
+
+
+#: Optimiser updates (:meth:`Handler.optimiser_update`): id, rule, memory buffers, keyword arguments.
+#: Adam's ``step`` is added per step; decay rates of 0.9999 catch a complement 1 − β rounded in float32.
+UPDATE_CASES = (
+    ("sgd", "sgd", 0, {"lr": 0.1}),
+    ("sgd-weight-decay", "sgd", 0, {"lr": 0.1, "weight_decay": 0.01}),
+    ("momentum", "momentum", 1, {"lr": 0.1, "momentum": 0.9, "nesterov": False}),
+    ("nesterov", "momentum", 1, {"lr": 0.1, "momentum": 0.9, "nesterov": True}),
+    ("adagrad", "adagrad", 1, {"lr": 0.02, "eps": 1e-6}),
+    ("adadelta", "adadelta", 2, {"lr": 1.0, "rho": 0.95, "eps": 1e-6}),
+    ("adadelta-rho-0.9999", "adadelta", 2, {"lr": 1.0, "rho": 0.9999, "eps": 1e-6}),
+    ("rmsprop", "rmsprop", 1, {"lr": 0.01, "rho": 0.9, "eps": 1e-8}),
+    ("rmsprop-rho-0.9999", "rmsprop", 1, {"lr": 0.01, "rho": 0.9999, "eps": 1e-8}),
+    ("adam", "adam", 2, {"lr": 0.001, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8}),
+    ("adam-beta2-0.9999", "adam", 2, {"lr": 0.001, "beta1": 0.99, "beta2": 0.9999, "eps": 1e-8, "weight_decay": 0.01}),
+)
+
+
+def run_update_case(handler, case, steps=3) -> list:
+    """Host copies of the parameter and memory after ``steps`` updates by ``case`` from fixed inputs."""
+    _, rule, buffers, arguments = case
+    rng = numpy.random.default_rng(SEED)
+    param = handler.asarray(rng.standard_normal((30, 40)))
+    memory = [handler.asarray(numpy.abs(rng.standard_normal((30, 40)))) for _ in range(buffers)]
+    for step in range(1, steps + 1):  # several steps: the memory feeds back
+        extra = {"step": step} if rule == "adam" else {}
+        handler.optimiser_update(rule, param, handler.asarray(rng.standard_normal((30, 40))), memory, **arguments, **extra)
+    return [array.to_numpy() for array in (param, *memory)]
 
 
 # -- helpers -----------------------------------------------------------------------------
@@ -340,6 +374,8 @@ class HandlerConformance:
         if "reference_case" in metafunc.fixturenames:
             deterministic = [c for c in CASES if not c.random]
             metafunc.parametrize("reference_case", deterministic, ids=[c.id for c in deterministic])
+        if "update_case" in metafunc.fixturenames:
+            metafunc.parametrize("update_case", UPDATE_CASES, ids=[c[0] for c in UPDATE_CASES])
 
     @pytest.fixture(params=DTYPES)
     def dtype(self, request):
@@ -395,6 +431,12 @@ class HandlerConformance:
             numpy.testing.assert_allclose(
                 grad.to_numpy(), numeric, rtol=FD_RTOL, atol=FD_ATOL, err_msg=f"{case.id}: gradient of input {i}"
             )
+
+    def test_optimiser_update_matches_reference(self, handler, reference, update_case):
+        ours, expected = run_update_case(handler, update_case), run_update_case(reference, update_case)
+        for name, a, b in zip(("parameter", "memory 1", "memory 2"), ours, expected):
+            assert a.dtype == handler.dtype, f"{update_case[0]}: {name} has dtype {a.dtype}"
+            numpy.testing.assert_allclose(a, b, **TOLERANCES[handler.dtype], err_msg=f"{update_case[0]}: {name}")
 
     def test_every_differentiable_op_has_a_gradient_case(self):
         handler_class = type(self.make_handler("float64"))

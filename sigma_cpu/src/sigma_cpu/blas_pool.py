@@ -32,7 +32,10 @@ The setting affects every BLAS call of the process (that is the point: the
 NumPy handler's products run on the same pool), so it is made once, when the
 first ``cpu`` handler is created, never on import. ``SIGMA_CPU_SHARED_POOL=0``
 turns it off. Results do not change: OpenBLAS splits the work into the same
-jobs, and each job computes the same thing on whichever thread runs it.
+jobs, and each job computes the same thing on whichever thread runs it. That
+holds for products from several Python threads too (concurrent trainers)
+because the callback runs one product's jobs at a time (see :func:`_mutex`):
+OpenBLAS gives job i of every call the same scratch buffer.
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ _SYMBOLS = (
 #: True once BLAS runs on numba's pool; the kernels use their parallel versions only then.
 PARALLEL = False
 _state = {"tried": False, "reason": "not installed yet"}
-_callback = []
+_keep = []  # the callback and its mutex, referenced for as long as OpenBLAS may call them
 
 
 @intrinsic
@@ -103,13 +106,36 @@ def _compile_callback():
     Neither it nor :func:`_run_jobs` can be cached on disk (numba's thread-count
     calls are process-specific addresses), so each process compiles them once.
     """
+    lock, unlock, mutex = _mutex()
     signature = types.void(types.int32, types.intp, types.int32, types.uintp, types.intp, types.int32)
 
     @numba.cfunc(signature)
     def callback(sync, dojob, count, size, jobs, data):
+        lock(mutex)
         _run_jobs(dojob, count, size, jobs, data)
+        unlock(mutex)
 
     return callback
+
+
+def _mutex():
+    """(lock, unlock, address) of a process-wide pthread mutex that serialises the callback.
+
+    OpenBLAS gives every callback the same per-job scratch buffers (job i of
+    any call uses buffer i), so two matrix products from two Python threads
+    running their jobs at once overwrite each other's packed panels: wrong
+    numbers, silently. One product at a time on the pool is correct by
+    construction; a single training thread never waits on it.
+    """
+    libc = ctypes.CDLL(None)
+    lock, unlock, init = libc.pthread_mutex_lock, libc.pthread_mutex_unlock, libc.pthread_mutex_init
+    for function in (lock, unlock):
+        function.argtypes, function.restype = [ctypes.c_size_t], ctypes.c_int
+    _keep.append(ctypes.create_string_buffer(64))  # >= sizeof(pthread_mutex_t); lives as long as the process
+    address = ctypes.addressof(_keep[-1])
+    init.argtypes, init.restype = [ctypes.c_size_t, ctypes.c_void_p], ctypes.c_int
+    init(address, None)
+    return lock, unlock, address
 
 
 @numba.njit(parallel=True, cache=True)
@@ -161,8 +187,8 @@ def install() -> bool:
     if layer not in ("omp", "tbb"):
         _state["reason"] = f"numba's threading layer is {layer!r}, which cannot take launches from several threads"
         return False
-    _callback.append(_compile_callback())  # referenced for as long as OpenBLAS may call it
-    set_callback(_callback[0].address)
+    _keep.append(_compile_callback())
+    set_callback(_keep[-1].address)
     os.register_at_fork(after_in_child=lambda: _after_fork_in_child(set_callback))
     PARALLEL = True
     _state["reason"] = f"BLAS runs on numba's {layer} pool"

@@ -15,3 +15,4 @@ class NumbaHandler(Handler):
 
     name = "cpu"
     kernels_class = NumbaKernels
+    compiles_kernels = True  # numba compiles on first use (once per machine: cached); the progress bar says so

@@ -10,7 +10,7 @@ Python-to-C round trip each) by one compiled loop:
 * ``sum`` over the rows of a matrix (bias gradients): one pass, in NumPy's order;
 * ``softmax_cross_entropy`` and its backward: one pass per row, cost included;
   ``label_range``, the check of its integer labels, in one pass;
-* every optimiser update and ``l2_gradient``: one pass over the parameter;
+* every optimiser update and ``l2_gradient`` (:class:`NumbaUpdates`): one pass over the parameter;
 * ``dropout``: mask generation (a counter-based generator) and application in one pass.
 
 Matrix products stay in BLAS. Outputs come from the handler's buffer pool, so
@@ -42,7 +42,7 @@ import types
 import numpy
 
 from sigma_core.errors import ShapeError
-from sigma_core.kernels import ArrayKernels
+from sigma_core.kernels import ArrayKernels, UpdateKernels
 
 from . import blas_pool, numba_cache
 
@@ -203,8 +203,14 @@ def _softmax_ce_backward_indices(probabilities, targets, scale, out):
 
 @_jit
 def _softmax_ce_backward_probabilities(probabilities, targets, scale, out):
-    for i in range(out.size):
-        out[i] = (probabilities[i] - targets[i]) * scale
+    """(mass·p − t)·scale per row, mass = Σ t over the row: the cost weights log Z by it."""
+    rows, cols = probabilities.shape
+    for i in range(rows):
+        mass = 0.0
+        for j in range(cols):
+            mass += targets[i, j]
+        for j in range(cols):
+            out[i, j] = (probabilities[i, j] * mass - targets[i, j]) * scale
 
 
 @_jit
@@ -258,29 +264,31 @@ def _adagrad(param, grad, sq, lr, eps):
         param[i] -= lr * grad[i] / (math.sqrt(s) + eps)
 
 
+# The decay rates' complements (rest = 1 − rho) come in computed in double on the host:
+# 1 − rho in the array's float32 would carry rho's rounding error, 2e-4 relative at 0.9999.
 @_serial_and_parallel
-def _adadelta(param, grad, acc_grad, acc_update, lr, rho, eps):
+def _adadelta(param, grad, acc_grad, acc_update, lr, rho, rest, eps):
     for i in numba.prange(param.size):
-        a = rho * acc_grad[i] + (1 - rho) * grad[i] * grad[i]
+        a = rho * acc_grad[i] + rest * grad[i] * grad[i]
         acc_grad[i] = a
         delta = math.sqrt(acc_update[i] + eps) / math.sqrt(a + eps) * grad[i]
-        acc_update[i] = rho * acc_update[i] + (1 - rho) * delta * delta
+        acc_update[i] = rho * acc_update[i] + rest * delta * delta
         param[i] -= lr * delta
 
 
 @_serial_and_parallel
-def _rmsprop(param, grad, sq, lr, rho, eps):
+def _rmsprop(param, grad, sq, lr, rho, rest, eps):
     for i in numba.prange(param.size):
-        s = rho * sq[i] + (1 - rho) * grad[i] * grad[i]
+        s = rho * sq[i] + rest * grad[i] * grad[i]
         sq[i] = s
         param[i] -= lr * grad[i] / (math.sqrt(s) + eps)
 
 
 @_serial_and_parallel
-def _adam(param, grad, m, v, step_size, beta1, beta2, root_correction, eps):
+def _adam(param, grad, m, v, step_size, beta1, rest1, beta2, rest2, root_correction, eps):
     for i in numba.prange(param.size):
-        mi = beta1 * m[i] + (1 - beta1) * grad[i]
-        vi = beta2 * v[i] + (1 - beta2) * grad[i] * grad[i]
+        mi = beta1 * m[i] + rest1 * grad[i]
+        vi = beta2 * v[i] + rest2 * grad[i] * grad[i]
         m[i] = mi
         v[i] = vi
         param[i] -= step_size * mi / (math.sqrt(vi) * root_correction + eps)
@@ -302,8 +310,83 @@ def _c_contiguous(*arrays) -> bool:
     return True
 
 
+class NumbaUpdates(UpdateKernels):
+    """:class:`UpdateKernels` as one compiled pass over each parameter (parallel on the shared pool)."""
+
+    def __init__(self, kernels):
+        super().__init__(kernels)
+        self.dtype, self._scalar = kernels.dtype, kernels.dtype.type
+
+    def _flat(self, *arrays):
+        """1-D views of same-shaped C-contiguous arrays of the handler's dtype, or None.
+
+        (Here and in the other kernels, ``ravel()`` of a C-contiguous array is the
+        same view as ``reshape(-1)`` at half the cost.)
+        """
+        dtype = self.dtype
+        for a in arrays:  # a loop, not all(...): this runs for every parameter on every step
+            if not a.flags.c_contiguous or a.dtype != dtype:
+                return None
+        return tuple([a.ravel() for a in arrays])
+
+    def l2_gradient(self, grad, param, weight_decay):
+        out = self.empty(param.shape)
+        flat = self._flat(grad, param, out)
+        if flat is None:
+            return super().l2_gradient(grad, param, weight_decay)
+        _pick(_l2_gradient, out.size)(*flat, self._scalar(weight_decay))
+        return out
+
+    def sgd(self, param, grad, *, lr):
+        flat = self._flat(param, grad)
+        if flat is None:
+            return super().sgd(param, grad, lr=lr)
+        _pick(_sgd, param.size)(*flat, self._scalar(lr))
+
+    def momentum(self, param, grad, velocity, *, lr, momentum, nesterov):
+        flat = self._flat(param, grad, velocity)
+        if flat is None:
+            return super().momentum(param, grad, velocity, lr=lr, momentum=momentum, nesterov=nesterov)
+        s = self._scalar
+        _pick(_momentum, param.size)(*flat, s(lr), s(momentum), bool(nesterov))
+
+    def adagrad(self, param, grad, sq, *, lr, eps):
+        flat = self._flat(param, grad, sq)
+        if flat is None:
+            return super().adagrad(param, grad, sq, lr=lr, eps=eps)
+        _pick(_adagrad, param.size)(*flat, self._scalar(lr), self._scalar(eps))
+
+    def adadelta(self, param, grad, acc_grad, acc_update, *, lr, rho, eps):
+        flat = self._flat(param, grad, acc_grad, acc_update)
+        if flat is None:
+            return super().adadelta(param, grad, acc_grad, acc_update, lr=lr, rho=rho, eps=eps)
+        s = self._scalar
+        _pick(_adadelta, param.size)(*flat, s(lr), s(rho), s(1.0 - rho), s(eps))
+
+    def rmsprop(self, param, grad, sq, *, lr, rho, eps):
+        flat = self._flat(param, grad, sq)
+        if flat is None:
+            return super().rmsprop(param, grad, sq, lr=lr, rho=rho, eps=eps)
+        s = self._scalar
+        _pick(_rmsprop, param.size)(*flat, s(lr), s(rho), s(1.0 - rho), s(eps))
+
+    def adam(self, param, grad, m, v, *, lr, beta1, beta2, eps, step):
+        """As the reference: the bias corrections fold into two scalars computed in double."""
+        flat = self._flat(param, grad, m, v)
+        if flat is None:
+            return super().adam(param, grad, m, v, lr=lr, beta1=beta1, beta2=beta2, eps=eps, step=step)
+        s = self._scalar
+        step_size = lr / (1.0 - beta1**step)
+        root_correction = 1.0 / math.sqrt(1.0 - beta2**step)
+        _pick(_adam, param.size)(
+            *flat, s(step_size), s(beta1), s(1.0 - beta1), s(beta2), s(1.0 - beta2), s(root_correction), s(eps)
+        )
+
+
 class NumbaKernels(ArrayKernels):
     """:class:`ArrayKernels` with the training step's hot paths compiled by numba."""
+
+    updates_class = NumbaUpdates
 
     def __init__(self, dtype, seed=None):
         super().__init__(dtype, seed)
@@ -384,11 +467,11 @@ class NumbaKernels(ArrayKernels):
         if not self._fits_softmax_ce(probabilities, targets):
             return super().softmax_cross_entropy_backward(g, probabilities, targets)
         out = self.empty(probabilities.shape)
-        scale = self._scalar(g / probabilities.shape[0])
+        scale = self._scalar(float(g) / probabilities.shape[0])
         if targets.dtype.kind in "iu":
             _softmax_ce_backward_indices(probabilities, targets, scale, out)
         else:
-            _softmax_ce_backward_probabilities(probabilities.ravel(), targets.ravel(), scale, out.ravel())
+            _softmax_ce_backward_probabilities(probabilities, targets, scale, out)
         return out
 
     # -- dropout with a counter-based generator --------------------------------------------------
@@ -419,66 +502,3 @@ class NumbaKernels(ArrayKernels):
         if dropout is not None:
             self._dropout_key, self._dropout_calls = int(dropout["key"]), int(dropout["calls"])
 
-    # -- one-pass optimiser updates ----------------------------------------------------------------
-    def _flat(self, *arrays):
-        """1-D views of same-shaped C-contiguous arrays of the handler's dtype, or None.
-
-        (Here and in the other kernels, ``ravel()`` of a C-contiguous array is the
-        same view as ``reshape(-1)`` at half the cost.)
-        """
-        dtype = self.dtype
-        for a in arrays:  # a loop, not all(...): this runs for every parameter on every step
-            if not a.flags.c_contiguous or a.dtype != dtype:
-                return None
-        return tuple([a.ravel() for a in arrays])
-
-    def l2_gradient(self, grad, param, weight_decay):
-        out = self.empty(param.shape)
-        flat = self._flat(grad, param, out)
-        if flat is None:
-            return super().l2_gradient(grad, param, weight_decay)
-        _pick(_l2_gradient, out.size)(*flat, self._scalar(weight_decay))
-        return out
-
-    def sgd_update_(self, param, grad, lr):
-        flat = self._flat(param, grad)
-        if flat is None:
-            return super().sgd_update_(param, grad, lr)
-        _pick(_sgd, param.size)(*flat, self._scalar(lr))
-
-    def momentum_update_(self, param, grad, velocity, lr, momentum, nesterov):
-        flat = self._flat(param, grad, velocity)
-        if flat is None:
-            return super().momentum_update_(param, grad, velocity, lr, momentum, nesterov)
-        s = self._scalar
-        _pick(_momentum, param.size)(*flat, s(lr), s(momentum), bool(nesterov))
-
-    def adagrad_update_(self, param, grad, sq, lr, eps):
-        flat = self._flat(param, grad, sq)
-        if flat is None:
-            return super().adagrad_update_(param, grad, sq, lr, eps)
-        _pick(_adagrad, param.size)(*flat, self._scalar(lr), self._scalar(eps))
-
-    def adadelta_update_(self, param, grad, acc_grad, acc_update, lr, rho, eps):
-        flat = self._flat(param, grad, acc_grad, acc_update)
-        if flat is None:
-            return super().adadelta_update_(param, grad, acc_grad, acc_update, lr, rho, eps)
-        s = self._scalar
-        _pick(_adadelta, param.size)(*flat, s(lr), s(rho), s(eps))
-
-    def rmsprop_update_(self, param, grad, sq, lr, rho, eps):
-        flat = self._flat(param, grad, sq)
-        if flat is None:
-            return super().rmsprop_update_(param, grad, sq, lr, rho, eps)
-        s = self._scalar
-        _pick(_rmsprop, param.size)(*flat, s(lr), s(rho), s(eps))
-
-    def adam_update_(self, param, grad, m, v, lr, beta1, beta2, eps, step):
-        """As the reference: the bias corrections fold into two scalars computed in double."""
-        flat = self._flat(param, grad, m, v)
-        if flat is None:
-            return super().adam_update_(param, grad, m, v, lr, beta1, beta2, eps, step)
-        s = self._scalar
-        step_size = lr / (1.0 - beta1**step)
-        root_correction = 1.0 / math.sqrt(1.0 - beta2**step)
-        _pick(_adam, param.size)(*flat, s(step_size), s(beta1), s(beta2), s(root_correction), s(eps))

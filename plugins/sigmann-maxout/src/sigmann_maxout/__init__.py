@@ -16,10 +16,10 @@ class Maxout(Layer):
     def default_initialisers(self):
         return default_weight_initialisers()
 
-    def forward(self, h, inputs, params, context):
-        x = h.reshape(inputs[0], (inputs[0].shape[0], -1))
-        z = h.dense(x, params["weights"], params["biases"])  # fused, differentiable
-        return h.reshape(z, (-1, self.size, self.pieces)).max(axis=2)
+    def forward(self, handler, inputs, params, context):
+        x = handler.reshape(inputs[0], (inputs[0].shape[0], -1))
+        z = handler.dense(x, params["weights"], params["biases"])  # fused, differentiable
+        return handler.reshape(z, (-1, self.size, self.pieces)).max(axis=2)
 
 
 @hookimpl

@@ -1,12 +1,19 @@
-"""``sigma bench``: time training iterations on every handler (see :mod:`sigma_core.bench`)."""
+"""``sigma bench``, added to the ``sigma`` command through the ``register_commands`` hook.
+
+Building the parser imports nothing heavy: :mod:`sigmann_bench.bench` (and,
+when present, PyTorch and JAX) loads only when the command runs.
+"""
 
 from __future__ import annotations
 
 import argparse
 
+from sigma_core.hookspecs import hookimpl
 
-def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser(
+
+@hookimpl
+def register_commands(cli):
+    parser = cli.add_parser(
         "bench",
         help="time training iterations on every installed handler (and PyTorch/JAX if present)",
         description="Median ms per training iteration of two MLP workloads on every installed "
@@ -20,6 +27,6 @@ def add_parser(subparsers) -> None:
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    from sigma_core import bench
+    from sigmann_bench import bench
 
     return bench.main(args)

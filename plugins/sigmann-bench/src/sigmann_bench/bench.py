@@ -478,7 +478,7 @@ def bench_workload(name, handlers, rounds, iterations, warmup):
 FIRST_ITERATION = """
 import sys, time
 t0 = time.perf_counter()
-from sigma_core.bench import WORKLOADS, build_trainer, make_batches
+from sigmann_bench.bench import WORKLOADS, build_trainer, make_batches
 trainer = build_trainer(dict(WORKLOADS[sys.argv[1]], name=sys.argv[1]), sys.argv[2])
 trainer.run_iteration(make_batches(n=1)[0])
 print(time.perf_counter() - t0)
@@ -562,7 +562,7 @@ def format_table(records) -> str:
 
 
 def main(args) -> int:
-    """The ``sigma bench`` command (see :mod:`sigma_core.cli.bench`)."""
+    """The ``sigma bench`` command (see :mod:`sigmann_bench`)."""
     records = run(args.handlers, args.workloads, args.quick)
     print(json.dumps(records, indent=2) if args.json else format_table(records))
     return 0

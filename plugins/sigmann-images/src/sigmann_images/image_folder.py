@@ -2,8 +2,8 @@
 
 ``root/cat/1.png, root/dog/7.jpg, ...`` gives ``inputs`` (N, height, width[,
 channels]) uint8 and integer ``targets``, classes numbered by sorted folder
-name. Pillow is an optional dependency, imported only here; without it the
-error says how to install it.
+name. Pillow is imported only when a folder is read; should it be missing
+(a broken install), the error says how to install it.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sigma_core.data.dataset import Dataset
-from sigma_core.data.errors import DataError
+from sigma_core.data import DataError, Dataset
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".pgm", ".ppm"}
 

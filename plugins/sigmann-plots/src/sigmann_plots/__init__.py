@@ -1,0 +1,44 @@
+"""``sigma plot`` and the ``plots`` monitor (see :mod:`sigmann_plots.plot` and :mod:`sigmann_plots.monitor`).
+
+Building the ``sigma`` parser and discovering plugins import nothing heavy:
+matplotlib loads only when a plot is drawn.
+"""
+
+from __future__ import annotations
+
+from sigma_core.hookspecs import hookimpl
+
+
+@hookimpl
+def register_commands(cli):
+    parser = cli.add_parser(
+        "plot",
+        help="draw cost, validation accuracy and learning rate of runs as a PNG",
+        description="Draw the curves of one or more runs (the directories the metrics monitor wrote, "
+        "e.g. runs/digits) into one PNG, overlaid with a legend.",
+    )
+    parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="a run directory holding metrics.jsonl")
+    parser.add_argument("-o", "--output", metavar="PNG",
+                        help="where to write (default: RUN_DIR/metrics.png for one run, plot.png for several)")
+    parser.set_defaults(run=run_plot)
+
+
+@hookimpl
+def register_monitors(register):
+    register("plots", "sigmann_plots.monitor:PlotsMonitor",
+             description="redraws metrics.png (cost, accuracy, learning rate) in the run directory every epoch")
+
+
+def run_plot(args) -> int:
+    from pathlib import Path
+
+    from sigmann_plots.plot import draw, read_run
+
+    runs = {}
+    for directory in args.runs:
+        label = Path(directory).resolve().name
+        runs[directory if label in runs else label] = read_run(directory)
+    output = Path(args.output or (Path(args.runs[0]) / "metrics.png" if len(args.runs) == 1 else "plot.png"))
+    draw(runs, output)
+    print(f"wrote {output}")
+    return 0

@@ -1,0 +1,109 @@
+"""Curves of runs from their ``metrics.jsonl`` (written by the core's ``metrics`` monitor), drawn with matplotlib.
+
+Three panels against epochs: training cost (each logged iteration faintly,
+each epoch's mean solid) with the held-out cost dashed; held-out accuracy;
+learning rate. Several runs are overlaid, one colour each, with a legend.
+Figures are drawn with matplotlib's object API on the Agg canvas (no pyplot,
+so no global state: safe on a monitor's thread) and replace the PNG
+atomically, so an image viewer never shows half a file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sigma_core.atomic import atomic_write
+from sigma_core.errors import SigmaError
+
+
+def read_run(directory) -> list[dict]:
+    """The records of ``directory``'s ``metrics.jsonl`` (or of that file itself), one per event and step.
+
+    A line cut short by a crash is skipped; a step logged twice (trained again
+    after a resume) keeps its last record.
+    """
+    path = Path(directory)
+    path = path / "metrics.jsonl" if path.is_dir() else path
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        raise SigmaError(f"{path}: cannot read it ({error.strerror or error}); train with --monitor metrics "
+                         "and give the run directory it wrote, e.g. runs/digits") from None
+    records = {}
+    for line in lines:
+        try:
+            record = json.loads(line)
+            records[record["event"], record["step"]] = record
+        except (ValueError, KeyError, TypeError):
+            continue
+    if not records:
+        raise SigmaError(f"{path}: no metrics records in it")
+    return sorted(records.values(), key=lambda r: (r["step"], r["event"] == "epoch"))
+
+
+def draw(runs: dict[str, list[dict]], output) -> Path:
+    """Draw ``{label: records}`` into the PNG ``output``, replacing it atomically; returns its path."""
+    output = Path(output)
+    try:
+        with atomic_write(output) as stream:
+            figure(runs).savefig(stream, format="png", dpi=110)
+    except OSError as error:
+        raise SigmaError(f"{output}: cannot write it ({error.strerror or error})") from None
+    return output
+
+
+def figure(runs: dict[str, list[dict]]):
+    """The matplotlib Figure of ``{label: records}``: cost, held-out accuracy and learning rate against epochs."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator, PercentFormatter
+
+    figure = Figure(figsize=(15, 4.4), layout="constrained")
+    cost, accuracy, rate = figure.subplots(1, 3)
+    for index, (label, records) in enumerate(runs.items()):
+        colour, prefix = f"C{index}", f"{label}: " if len(runs) > 1 else ""
+        epochs = [r for r in records if r["event"] == "epoch"]
+        iterations = [r for r in records if r["event"] == "iteration"]
+        x = _epoch_axis(epochs)
+        if iterations:
+            cost.plot(x(iterations), [r["cost"] for r in iterations], color=colour, alpha=0.3, linewidth=0.8,
+                      label=f"{prefix}training (logged iterations)")
+        cost.plot(x(epochs), [r["cost"] for r in epochs], color=colour, marker="o", markersize=3,
+                  label=f"{prefix}training (epoch mean)")
+        scores = sorted({key.rpartition(".")[0] for r in epochs for key in r if key.endswith(".accuracy")})
+        for style, name in zip(("-", ":", "-."), scores):
+            held_out = [r for r in epochs if f"{name}.accuracy" in r]
+            cost.plot(x(held_out), [r[f"{name}.cost"] for r in held_out], color=colour, linestyle="--",
+                      marker="s", markersize=3, label=f"{prefix}{name}")
+            accuracy.plot(x(held_out), [r[f"{name}.accuracy"] for r in held_out], color=colour, linestyle=style,
+                          marker="o", markersize=3, label=f"{prefix}{name}")
+        rates = iterations or epochs
+        rate.plot(x(rates), [r["learning_rate"] for r in rates], color=colour, label=label)
+    for axes, title, ylabel in ((cost, "Cost", "cost"), (accuracy, "Held-out accuracy", "accuracy"),
+                                (rate, "Learning rate", "learning rate")):
+        axes.set(title=title, xlabel="epoch", ylabel=ylabel)
+        axes.grid(alpha=0.3)
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    cost.set_yscale("log")
+    accuracy.yaxis.set_major_formatter(PercentFormatter(1.0))
+    cost.legend(fontsize="small")
+    if accuracy.lines:
+        accuracy.legend(fontsize="small", loc="lower right")
+    if len(runs) > 1:
+        rate.legend(fontsize="small")
+    figure.suptitle(", ".join(runs))
+    return figure
+
+
+def _epoch_axis(epochs: list[dict]):
+    """Position records on a continuous epoch axis: iteration i of epoch e (of n iterations) is e - 1 + i/n."""
+    lengths = {r["epoch"]: r["iteration"] for r in epochs}
+    typical = max(lengths.values(), default=1)
+
+    def x(records):
+        return [r["epoch"] if r["event"] == "epoch"
+                else r["epoch"] - 1 + r["iteration"] / max(lengths.get(r["epoch"], typical), r["iteration"], 1)
+                for r in records]
+
+    return x
+

@@ -1,0 +1,127 @@
+"""``sigma plot`` and the ``plots`` monitor: PNG curves from the metrics files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy
+import pytest
+from matplotlib.image import imread
+
+from sigma_core import plugins
+from sigma_core.cli import main
+from sigmann_plots.plot import figure, read_run
+
+RUN_FILE = """
+name = "blobs"
+seed = 0
+[handler]
+name = "numpy"
+[data]
+source = "synthetic"
+n = 96
+shape = 5
+classes = 3
+[split]
+validation = 0.25
+[[network.layers]]
+type = "input"
+shape = [5]
+[[network.layers]]
+type = "dense"
+size = 3
+[[network.layers]]
+type = "softmax_ce"
+[optimiser]
+type = "sgd"
+learning_rate = 0.1
+[training]
+batch_size = 8
+epochs = 3
+prefetch = 0
+"""
+
+
+@pytest.fixture
+def run_file(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text(RUN_FILE)
+    return path
+
+
+def train(run_file, directory, *options):
+    assert main(["train", str(run_file), "--quiet", "--monitor", f"metrics:directory='{directory}',every=2",
+                 *options]) == 0
+
+
+def assert_png(path, width=1650, height=484):
+    image = imread(path)
+    assert image.shape[:2] == (height, width)
+    assert len(numpy.unique(image.reshape(-1, image.shape[-1]), axis=0)) > 50  # curves, text: not a blank canvas
+
+
+def test_sigma_plot_draws_one_run_beside_its_metrics(run_file, tmp_path, capsys):
+    train(run_file, tmp_path / "a")
+    capsys.readouterr()
+    assert main(["plot", str(tmp_path / "a")]) == 0
+    assert capsys.readouterr().out.strip() == f"wrote {tmp_path / 'a' / 'metrics.png'}"
+    assert_png(tmp_path / "a" / "metrics.png")
+
+
+def test_the_figure_is_labelled_and_overlays_runs_with_a_legend(run_file, tmp_path, monkeypatch, capsys):
+    train(run_file, tmp_path / "a")
+    train(run_file, tmp_path / "b", "--set", "optimiser.learning_rate=0.02")
+    runs = {"a": read_run(tmp_path / "a"), "b": read_run(tmp_path / "b")}
+    cost, accuracy, rate = figure(runs).axes
+    assert [(axes.get_title(), axes.get_xlabel(), axes.get_ylabel()) for axes in (cost, accuracy, rate)] == [
+        ("Cost", "epoch", "cost"), ("Held-out accuracy", "epoch", "accuracy"),
+        ("Learning rate", "epoch", "learning rate")]
+    assert [t.get_text() for t in cost.get_legend().get_texts()] == [
+        f"{run}: {curve}" for run in "ab" for curve in
+        ("training (logged iterations)", "training (epoch mean)", "validation")]
+    assert [t.get_text() for t in rate.get_legend().get_texts()] == ["a", "b"]
+    epochs = [r for r in runs["a"] if r["event"] == "epoch"]
+    x, y = accuracy.lines[0].get_data()
+    assert list(x) == [1, 2, 3] and list(y) == [r["validation.accuracy"] for r in epochs]
+    assert list(rate.lines[1].get_ydata()) == [0.02] * len(rate.lines[1].get_ydata())
+    x, _ = cost.lines[0].get_data()  # iterations 2, 4, ... of 9 per epoch, on the epoch axis
+    assert x[:5] == pytest.approx([2 / 9, 4 / 9, 6 / 9, 8 / 9, 1 + 1 / 9])
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["plot", "a", "b"]) == 0  # several runs: plot.png here
+    assert_png(tmp_path / "plot.png")
+
+
+def test_a_resumed_or_crashed_log_is_read_once_per_step(tmp_path):
+    lines = [{"event": "iteration", "step": 2, "epoch": 1, "iteration": 2, "cost": 9.0},
+             {"event": "iteration", "step": 2, "epoch": 1, "iteration": 2, "cost": 1.0},  # trained again after resume
+             {"event": "epoch", "step": 2, "epoch": 1, "iteration": 2, "cost": 1.5}]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(map(json.dumps, lines)) + '\n{"event": "ep\n')
+    assert [(r["event"], r["cost"]) for r in read_run(tmp_path)] == [("iteration", 1.0), ("epoch", 1.5)]
+
+
+def test_a_directory_without_metrics_is_a_one_line_error(tmp_path, capsys):
+    assert main(["plot", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"error: {tmp_path / 'metrics.jsonl'}: cannot read it (No such file or directory); train with "
+                   "--monitor metrics and give the run directory it wrote, e.g. runs/digits")
+
+
+def test_the_plots_monitor_draws_the_run_as_it_trains(run_file, tmp_path):
+    train(run_file, tmp_path / "a", "--monitor", f"plots:directory='{tmp_path / 'p'}'")
+    assert_png(tmp_path / "p" / "metrics.png")
+    assert not (tmp_path / "p" / "metrics.jsonl").exists()  # it draws; the metrics monitor writes
+
+
+def test_the_drawing_process_reports_a_failure_in_one_line(tmp_path):
+    failed = subprocess.run([sys.executable, "-m", "sigmann_plots.worker", str(tmp_path / "x.png"), "x"],
+                            input="not json\n", text=True, capture_output=True)
+    assert failed.returncode == 1 and len(failed.stderr.strip().splitlines()) == 1
+    assert failed.stderr.startswith("sigma plots: cannot draw") and "JSONDecodeError" in failed.stderr
+
+
+def test_sigma_plugins_lists_the_monitor_and_the_command_with_their_distribution():
+    assert plugins.get("monitor", "plots").distribution == "sigmann-plots"
+    assert plugins.get("command", "plot").distribution == "sigmann-plots"

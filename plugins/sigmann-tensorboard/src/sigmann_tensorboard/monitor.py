@@ -1,0 +1,119 @@
+"""The ``tensorboard`` monitor: a run as TensorBoard event files, written with tensorboardX.
+
+Into ``directory`` (default ``runs/<run name>``, beside the ``metrics``
+monitor's files), on the monitor's own thread:
+
+- scalars named ``<event>/<name>`` after the ``metrics`` monitor's records
+  (:func:`sigma_core.metrics.record`): ``iteration/cost`` and
+  ``iteration/learning_rate`` every ``every`` iterations, at step = iterations
+  trained; ``epoch/cost``, ``epoch/validation.accuracy``,
+  ``epoch/validation.cost``, ``epoch/learning_rate``,
+  ``epoch/iterations_per_s`` and ``epoch/seconds`` after each epoch, at
+  step = the epoch (as the progress lines number them);
+- after each epoch, histograms of the parameters that ``histograms`` matches
+  under ``network.layers`` (``weights/<layer>.<param>``, biases included with
+  the default ``"*.*"``; ``""``: none) and of their updates
+  (``updates/<layer>.<param>``). ``updates = "epoch"`` (the default): each
+  parameter's change over the epoch, which costs training nothing.
+  ``updates = "step"``: the optimiser's published update of the epoch's last
+  step, which needs ``optimiser.publish_updates`` on, a copy per parameter
+  per step (a third slower on a small, fast network). ``""``: none;
+- the run's config, as text (``config``);
+- when the run ends, its hyperparameters (every scalar setting of the run
+  file) with its final epoch's metrics (``final/<name>``) for the HParams
+  tab, in the subdirectory ``hparams``.
+
+A resumed run adds an event file to the same directory; TensorBoard shows one run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sigma_core.metrics import HEADER, record
+from sigma_core.monitors import Monitor, MonitorError
+
+
+class TensorBoardMonitor(Monitor):
+    """Writes scalars, histograms, the config and HParams for TensorBoard; see the module docstring."""
+
+    threaded = True
+    argument_rules = {"every": "int >= 0"}  # checked when built from a run file or --monitor
+
+    def __init__(self, directory: str | None = None, every: int = 10, histograms: str = "*.*",
+                 updates: str = "epoch"):
+        super().__init__()
+        if updates not in ("epoch", "step", ""):
+            raise MonitorError(f"tensorboard: updates must be \"epoch\", \"step\" or \"\", got {updates!r}")
+        self.directory, self.every, self.updates = directory, every, updates if histograms else ""
+        weights = (f"network.layers.{histograms}",) if histograms else ()
+        self.reads = {"on_epoch": weights + ((f"optimiser.updates.{histograms}",) if self.updates == "step" else ())}
+        if self.updates == "epoch":  # the weights an epoch starts from
+            self.reads.update(on_start=weights, on_reset=weights)
+        self.writer = None
+        self.final: dict = {}
+        self._previous: dict = {}  # parameter -> its weights at the end of the last epoch
+
+    def attach(self, operator):  # on the training thread, before the first step
+        from tensorboardX import SummaryWriter  # imported here, not while the first epoch trains
+
+        super().attach(operator)
+        if self.updates == "step":
+            operator.trainer.optimiser.publish_updates = True
+        self._writer_class = SummaryWriter
+
+    def on_start(self):
+        self.on_reset()
+        trainer = self.trainer
+        self.directory = Path(self.directory or Path("runs") / trainer.name)
+        self.writer = self._writer_class(str(self.directory))
+        if trainer.run_config is not None:  # indented: a code block in TensorBoard's markdown
+            text = json.dumps(trainer.run_config, indent=2, default=str)
+            self.writer.add_text("config", "    " + text.replace("\n", "\n    "), self.values["total_iterations"])
+
+    def on_iteration(self):
+        self._scalars(record("iteration", self.values), self.values["total_iterations"])
+
+    def on_reset(self):
+        self._previous = {key.split(".", 2)[2]: array for key, array in self.read.items()}
+
+    def on_epoch(self, report):
+        self.final = record("epoch", self.values, report)
+        self._scalars(self.final, report.epoch)
+        for key, array in self.read.items():  # network.layers.<layer>.<param>, optimiser.updates.<layer>.<param>
+            section, _, parameter = key.split(".", 2)
+            if section == "optimiser":
+                self.writer.add_histogram(f"updates/{parameter}", array, report.epoch)
+                continue
+            self.writer.add_histogram(f"weights/{parameter}", array, report.epoch)
+            if self.updates == "epoch" and parameter in self._previous:
+                self.writer.add_histogram(f"updates/{parameter}", array - self._previous[parameter], report.epoch)
+            self._previous[parameter] = array
+
+    def on_stop(self):
+        metrics = {f"final/{name}": value for name, value in self.final.items() if name not in HEADER}
+        if metrics:
+            hparams = dict(_settings(self.trainer.run_config or {}))
+            hparams.setdefault("optimiser.type", type(self.trainer.optimiser).__name__)
+            self.writer.add_hparams(hparams, metrics, name="hparams", global_step=self.final["epoch"])
+
+    def _scalars(self, row: dict, step: int):
+        for name, value in row.items():
+            if name not in HEADER:
+                self.writer.add_scalar(f"{row['event']}/{name}", value, step)
+
+    def detach(self):
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+        super().detach()
+
+
+def _settings(table: dict, prefix: str = ""):
+    """The scalar settings of a run config as dotted keys (lists, such as the layers, are left out)."""
+    for key, value in table.items():
+        if isinstance(value, dict):
+            yield from _settings(value, f"{prefix}{key}.")
+        elif isinstance(value, (bool, int, float, str)):
+            yield f"{prefix}{key}", value

@@ -1,0 +1,39 @@
+"""How much memory an allocation may ask for, checked before it is made.
+
+A layer of 10^9 units or a data file whose header claims 10^12 elements
+should be one line naming the culprit and the bytes asked for, not a process
+killed by the kernel or NumPy's ``_ArrayMemoryError``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from .errors import SigmaError
+
+
+def available() -> int:
+    """Bytes a new allocation can get: the smaller of the host's available memory and the cgroup's headroom."""
+    limits = []
+    try:
+        with open("/proc/meminfo") as meminfo:
+            limits += [int(line.split()[1]) * 1024 for line in meminfo if line.startswith("MemAvailable:")]
+    except (OSError, ValueError, IndexError):
+        try:
+            limits.append(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+        except (ValueError, OSError, AttributeError):  # not POSIX: no bound known
+            pass
+    try:
+        with open("/sys/fs/cgroup/memory.max") as limit, open("/sys/fs/cgroup/memory.current") as current:
+            limits.append(int(limit.read()) - int(current.read()))
+    except (OSError, ValueError):  # no cgroup v2 limit ("max" is not a number)
+        pass
+    return min(limits, default=sys.maxsize)
+
+
+def require(nbytes: int, what: str, error: type[SigmaError] = SigmaError) -> None:
+    """Raise ``error`` naming ``what`` when ``nbytes`` exceeds :func:`available`."""
+    free = available()
+    if nbytes > free:
+        raise error(f"{what} need {nbytes:,} bytes, more than the {free:,} bytes of memory available")

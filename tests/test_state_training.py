@@ -1,0 +1,252 @@
+"""``sigma train`` under faults (issue 10, items 8 and 15): locks, leftovers, unwritable paths, full disks,
+overflow, Ctrl-C. Every failure is one line; the last good checkpoint always survives."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import numpy
+import pytest
+
+from sigma_core.atomic import PARTIAL, remove_stale
+from sigma_core.checkpoint import checkpoints, directory_lock, latest_checkpoint, load_checkpoint
+from sigma_core.cli import main
+from sigma_core.data import build_blocks
+from sigma_core.trainer import Trainer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+RUN = """
+name = "run"
+seed = 0
+[handler]
+name = "numpy"
+[data]
+source = "synthetic"
+n = {records}
+shape = [16]
+classes = 4
+[split]
+validation = 0.25
+[[network.layers]]
+type = "input"
+shape = [16]
+[[network.layers]]
+type = "dense"
+size = 32
+activation = "relu"
+[[network.layers]]
+type = "dense"
+size = 4
+[[network.layers]]
+type = "softmax_ce"
+[optimiser]
+type = "gradient_descent"
+learning_rate = {rate}
+[training]
+batch_size = 16
+epochs = {epochs}
+"""
+
+CHECKPOINT = """
+[checkpoint]
+directory = "{directory}"
+every_iterations = {every}
+keep = 3
+"""
+
+
+def run_file(tmp_path, *, directory=None, every=1, records=256, rate=0.01, epochs=2) -> Path:
+    text = RUN.format(records=records, rate=rate, epochs=epochs)
+    if directory is not None:
+        text += CHECKPOINT.format(directory=directory, every=every)
+    path = tmp_path / "run.toml"
+    path.write_text(text)
+    return path
+
+
+def train(capsys, path, *extra) -> tuple[int, str, list[str]]:
+    """Run ``sigma train`` in-process; returns the exit code, stdout and stderr without the info lines."""
+    code = main(["train", str(path), "--quiet", *extra])
+    captured = capsys.readouterr()
+    return code, captured.out, [line for line in captured.err.splitlines() if not line.startswith("sigma: ")]
+
+
+def dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def sigma(*argv) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "sigma_core.cli", *argv], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(condition, process, what):
+    deadline = time.monotonic() + 60
+    while not condition():
+        assert process.poll() is None, f"sigma ended before {what}: {process.communicate()}"
+        assert time.monotonic() < deadline, f"no {what} after 60 s"
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    """Fail the test if an epoch starts: what is refused must be refused before training."""
+    def forbidden(self, *args, **kwargs):
+        raise AssertionError("training started")
+
+    monkeypatch.setattr(Trainer, "run_epoch", forbidden)
+
+
+# -- item 8: leftovers and locks -----------------------------------------------------------------------------
+
+
+def test_a_write_killed_midway_leaves_a_leftover_that_the_next_run_removes(tmp_path, capsys):
+    directory = tmp_path / "ck"
+    writer = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\nfrom sigma_core.atomic import atomic_write\n"
+        "with atomic_write(sys.argv[1]) as f:\n    f.write(b'half a checkpoint'); f.flush()\n"
+        "    print('writing', flush=True); time.sleep(60)\n"), str(directory / "run-e0-i1.ckpt")],
+        stdout=subprocess.PIPE, text=True)
+    assert writer.stdout.readline() == "writing\n"
+    [leftover] = directory.glob(f".run-e0-i1.ckpt{PARTIAL}{writer.pid}-*")
+    assert remove_stale(directory) == []  # its writer is alive: not stale
+    writer.kill()
+    writer.wait()
+    assert leftover.exists()
+    live = directory / f".run-e0-i2.ckpt{PARTIAL}{os.getpid()}-0123abcd"  # another live process's write
+    live.write_bytes(b"")
+    code, _, err = train(capsys, run_file(tmp_path, directory=directory, epochs=1))
+    assert code == 0, err
+    assert not leftover.exists() and live.exists()
+    assert not list(directory.glob(f"*{PARTIAL}{writer.pid}-*"))
+
+
+def test_stale_block_cache_folders_are_removed_when_blocks_are_built(tmp_path):
+    stale = tmp_path / f".old-cache{PARTIAL}{dead_pid()}-0123abcd"
+    live = tmp_path / f".other-cache{PARTIAL}{os.getpid()}-0123abcd"
+    for folder in (stale, live):
+        folder.mkdir()
+        (folder / "block-00000.inputs.npy").write_bytes(b"partial")
+    build_blocks([{"inputs": numpy.zeros((4, 2))}], tmp_path / "cache", block_records=2)
+    assert not stale.exists() and live.exists()
+
+
+def test_a_second_run_on_a_locked_checkpoint_directory_gets_one_line(tmp_path, capsys, no_training):
+    directory = tmp_path / "ck"
+    with directory_lock(directory):  # as a running `sigma train` holds it
+        code, out, err = train(capsys, run_file(tmp_path, directory=directory))
+    assert code == 2 and out == ""
+    assert err == [f"error: checkpoint directory {directory} is in use by another run (pid {os.getpid()}); "
+                   "wait for it to end or set another checkpoint.directory"]
+
+
+# -- item 15: refused before training, full disk, overflow, Ctrl-C ------------------------------------------------
+
+
+def test_an_unwritable_checkpoint_directory_is_refused_before_training(tmp_path, capsys, no_training):
+    (tmp_path / "file").write_text("a regular file")  # the tests run as root: only a file blocks a directory
+    code, out, err = train(capsys, run_file(tmp_path, directory=tmp_path / "file" / "ck"))
+    assert code == 2 and out == ""
+    assert err == [f"error: checkpoint directory {tmp_path}/file/ck: cannot write there (Not a directory)"]
+    code, out, err = train(capsys, run_file(tmp_path, directory=tmp_path / "file"))
+    assert err == [f"error: checkpoint directory {tmp_path}/file: cannot write there (a file is in the way)"]
+
+
+@pytest.mark.parametrize("out, reason", [
+    ("file/result.json", "cannot write there ({tmp}/file is not a directory)"),
+    ("file/sub/result.json", "cannot write there (Not a directory)"),
+    (".", "is a directory; name a file such as {tmp}/result.json"),
+])
+def test_an_unwritable_out_path_is_refused_before_training(tmp_path, capsys, no_training, out, reason):
+    (tmp_path / "file").write_text("a regular file")
+    code, _, err = train(capsys, run_file(tmp_path), "--out", str(tmp_path / out))
+    assert code == 2 and err == [f"error: --out {tmp_path / out}: {reason.format(tmp=tmp_path)}"], err
+
+
+def test_a_full_disk_gives_one_line_and_keeps_the_last_good_checkpoint(tmp_path, capsys, monkeypatch):
+    written = []
+    writestr = zipfile.ZipFile.writestr
+
+    def disk_fills_up(self, name, data, *args, **kwargs):
+        if len(written) == 3:  # three checkpoints fitted, the fourth does not
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        writestr(self, name, data, *args, **kwargs)
+        if name == "checksum.json":
+            written.append(name)
+
+    monkeypatch.setattr(zipfile.ZipFile, "writestr", disk_fills_up)
+    directory = tmp_path / "ck"
+    code, _, err = train(capsys, run_file(tmp_path, directory=directory))
+    assert code == 2
+    assert err == [f"error: checkpoint {directory}/run-e0-i4.ckpt: cannot write it (No space left on device); "
+                   "the previous checkpoints are kept"]
+    assert [p.name for p in checkpoints(directory, "run")] == ["run-e0-i1.ckpt", "run-e0-i2.ckpt", "run-e0-i3.ckpt"]
+    load_checkpoint(latest_checkpoint(directory, "run"))
+    assert not list(directory.glob(f"*{PARTIAL}*"))
+
+
+def test_an_overflow_names_the_step_and_says_it_overflowed_without_numpy_warnings(tmp_path, capsys):
+    code, _, err = train(capsys, run_file(tmp_path, rate=1e4))
+    assert code == 2
+    assert len(err) == 1, err  # no RuntimeWarning lines
+    assert err[0].startswith("error: trainer 'run': cost became nan at epoch 1, iteration "), err
+    assert "the network overflowed float32 computing it (parameters have grown to " in err[0]
+    assert "every parameter" not in err[0] and err[0].endswith("lower the learning rate")
+
+
+def test_ctrl_c_saves_says_how_to_resume_and_a_second_run_cannot_take_the_directory(tmp_path, capsys):
+    directory = tmp_path / "ck"
+    path = run_file(tmp_path, directory=directory, every=50, records=4000, epochs=1000)
+    victim = sigma("train", str(path), "--quiet", "--set", "training.batch_size=8")
+    try:
+        wait_for(lambda: latest_checkpoint(directory, "run") is not None, victim, "a checkpoint")
+        code, _, err = train(capsys, path)  # meanwhile, a second run on the same directory
+        assert code == 2 and err == [f"error: checkpoint directory {directory} is in use by another run "
+                                     f"(pid {victim.pid}); wait for it to end or set another checkpoint.directory"]
+        victim.send_signal(signal.SIGINT)
+        out, err = victim.communicate(timeout=60)
+    finally:
+        victim.kill()
+    assert victim.returncode == 130, err
+    lines = [line for line in err.splitlines() if not line.startswith("sigma: ")]
+    assert len(lines) == 1 and lines[0].startswith("interrupted after training step "), err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    saved = latest_checkpoint(directory, "run")
+    state = load_checkpoint(saved).trainer
+    assert f"; saved {saved}; resume with: sigma train {path} --set=training.batch_size=8 --resume {saved}" in lines[0]
+    assert lines[0].startswith(f"interrupted after training step {state['total_iterations']} (epoch "
+                               f"{state['epoch'] + 1}, iteration {state['iteration']});")
+    command = shlex.split(lines[0].split("resume with: ")[1])
+    assert command[:2] == ["sigma", "train"]
+    code, out, err = train(capsys, *command[2:], "--set", f"training.epochs={state['epoch'] + 1}")
+    assert code == 0, err
+    assert out.startswith(f"run: {state['epoch'] + 1} epochs in ")
+
+
+def test_ctrl_c_without_a_checkpoint_section_says_nothing_was_saved(tmp_path):
+    path = run_file(tmp_path, records=4000, epochs=1000)
+    victim = sigma("train", str(path), "--quiet", "--out", str(tmp_path / "result.json"),
+                   "--set", 'hooks=[{type="epoch_iteration_reporter", every=[100, "iteration"]}]')
+    try:
+        while not victim.stderr.readline().startswith("sigma: epoch 0 iteration 100"):  # training, for sure
+            assert victim.poll() is None, victim.communicate()
+        victim.send_signal(signal.SIGINT)
+        _, err = victim.communicate(timeout=60)
+    finally:
+        victim.kill()
+    assert victim.returncode == 130, err
+    [line] = [line for line in err.splitlines() if not line.startswith("sigma: epoch ")]
+    assert line.startswith("interrupted after training step ") and "Traceback" not in err, err
+    assert line.endswith("; nothing saved: the run file has no [checkpoint] section"), err
+    assert not (tmp_path / "result.json").exists()
