@@ -14,6 +14,7 @@ resolved (``"#-dense"`` becomes ``"2-dense"``), as in Sigma.
 from __future__ import annotations
 
 import copy
+from collections import Counter
 
 from . import plugins
 from .arguments import require
@@ -72,12 +73,12 @@ class Architecture:
     def __rmul__(self, count: int):
         """``n * arch``: n deep copies stacked; every construct needs '#' in its name."""
         if not isinstance(count, int) or count < 1:
-            raise ArchitectureError(f"an architecture can only be repeated a positive whole number of times, not {count!r}")
+            raise ArchitectureError(f"an architecture can only be repeated a positive whole number of times, "
+                                    f"not {count!r}")
         for construct in self.constructs:
             if "#" not in construct.name:
-                raise ArchitectureError(
-                    f"construct {construct.name!r} is repeated, so its name needs a '#' to be numbered"
-                )
+                raise ArchitectureError(f"construct {construct.name!r} is repeated, so its name needs a '#' "
+                                        "to be numbered")
         result = Architecture()
         for _ in range(count):
             result = result + copy.deepcopy(self)
@@ -89,15 +90,9 @@ class Architecture:
     def resolved_names(self) -> dict[int, str]:
         """Final name per construct (by id): '#' replaced with the 1-based position."""
         width = len(str(len(self.constructs)))
-        names = {}
-        for position, construct in enumerate(self.constructs, start=1):
-            names[id(construct)] = construct.name.replace("#", str(position).zfill(width))
-        seen = {}
-        for construct in self.constructs:
-            name = names[id(construct)]
-            if name in seen:
-                raise ArchitectureError(f"two layers are named {name!r}; names must be unique")
-            seen[name] = construct
+        names = {id(c): c.name.replace("#", str(n).zfill(width)) for n, c in enumerate(self.constructs, start=1)}
+        if twice := [name for name, count in Counter(names.values()).items() if count > 1]:
+            raise ArchitectureError(f"two layers are named {twice[0]!r}; names must be unique")
         return names
 
     def ordered(self) -> list[Construct]:
@@ -107,22 +102,19 @@ class Architecture:
         for construct in self.constructs:
             for source in construct.inputs:
                 if id(source) not in members:
-                    raise ArchitectureError(
-                        f"layer {names[id(construct)]!r} is fed by {source.name!r}, which is not part of the architecture"
-                    )
-        order, state = [], {}  # state: 1 = visiting, 2 = done
+                    raise ArchitectureError(f"layer {names[id(construct)]!r} is fed by {source.name!r}, "
+                                            "which is not part of the architecture")
+        order, done = [], set()
 
-        def visit(construct, path):
-            mark = state.get(id(construct))
-            if mark == 2:
+        def visit(construct, path):  # depth first; ``path`` holds the constructs being visited
+            if id(construct) in done:
                 return
-            if mark == 1:
+            if construct in path:
                 cycle = path[path.index(construct):] + [construct]
                 raise ArchitectureError("cycle in the network: " + " -> ".join(names[id(c)] for c in cycle))
-            state[id(construct)] = 1
             for source in construct.inputs:
                 visit(source, path + [construct])
-            state[id(construct)] = 2
+            done.add(id(construct))
             order.append(construct)
 
         for construct in self.constructs:
@@ -142,8 +134,7 @@ def from_layer_list(specs: list[dict]) -> Architecture:
     """An architecture from run-file tables: ``[{type = "dense", size = 10}, ...]``.
 
     Each entry may name itself (``name``) and its sources (``inputs = [...]``);
-    without ``inputs`` an entry is fed by the entry before it (input layers by
-    nothing).
+    without ``inputs`` it is fed by the entry before it (input layers by nothing).
     """
     constructs, by_name = [], {}
     for position, spec in enumerate(specs):
@@ -165,9 +156,8 @@ def from_layer_list(specs: list[dict]) -> Architecture:
             continue
         for source in [sources] if isinstance(sources, str) else sources:
             if source not in by_name:
-                raise ArchitectureError(
-                    f"network.layers[{position}] ({construct.name!r}): input {source!r} is not a layer name "
-                    f"(named layers: {', '.join(n for n in by_name if '#' not in n) or 'none'})"
-                )
+                named = ", ".join(n for n in by_name if "#" not in n) or "none"
+                raise ArchitectureError(f"network.layers[{position}] ({construct.name!r}): input {source!r} is not a "
+                                        f"layer name (named layers: {named})")
             construct.link(by_name[source])
     return Architecture([c for c, _ in constructs])

@@ -1,24 +1,18 @@
 """Checking a component's arguments before it is built: one mechanism for every kind.
 
-Layers, optimisers, initialisers, hooks, extractors, monitors and operators
-are all built from a table of keyword arguments. :func:`check` holds the table
-against the component's signature before anything is constructed or any data
-is read, so a bad value is one line naming its key
-(``optimiser.learning_rate: expected a finite number >= 0, got 'banana'``),
-not a traceback from deep inside, and nothing is silently truncated.
+Every component is built from a table of keyword arguments. :func:`check` holds
+it against the component's signature before anything is constructed or any data
+is read, so a bad value is one line naming its key (``optimiser.learning_rate:
+expected a finite number >= 0, got 'banana'``), not a traceback from deep inside.
 
-A parameter's rule is the first of:
-
-1. the component's own ``argument_rules`` class attribute, e.g. ``{"size": "int >= 1"}``;
-2. :data:`CONVENTIONS`, for names that mean the same in most components
-   (skipped where an annotation says another type);
-3. its annotation: ``int``, ``float``, ``bool`` or ``str``, optionally ``| None``;
-4. its default: an int default takes only integers, a float one any number, a bool one a boolean.
-
-A rule is a type, ``int``, ``number`` (always finite), ``bool``, ``str``,
-``shape`` (a positive integer or an array of them) or ``names`` (a string or
-an array of strings), optionally followed by a range: ``>= a``, ``> a``,
-``<= a``, ``< a`` or ``in [a, b)`` with either bracket at either end.
+A parameter's rule is the first of: the component's ``argument_rules`` class
+attribute (``{"size": "int >= 1"}``); :data:`CONVENTIONS`, unless an annotation
+says another type; its annotation (``int``, ``float``, ``bool`` or ``str``,
+optionally ``| None``); its default's type (an int default takes only integers).
+A rule is a type (``int``, ``number`` (finite), ``bool``, ``str``, ``shape``: a
+positive integer or an array of them, ``names``: a string or an array of them),
+optionally followed by a range: ``>= a``, ``> a``, ``<= a``, ``< a`` or ``in [a, b)``
+with either bracket at either end.
 """
 
 from __future__ import annotations
@@ -58,10 +52,9 @@ _COMPARE = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operato
 def check(where: str, target, arguments: dict, *, label: str, skip: int = 0, given=(), shared=()) -> None:
     """Raise :class:`ConfigError` unless ``arguments`` suit ``target``'s signature.
 
-    ``where`` is the key path of the table (``"optimiser"``, ``"network.layers[1]"``),
-    ``label`` what it builds (``"optimiser 'adam'"``). The caller passes the
-    first ``skip`` parameters and those named in ``given`` itself; ``shared``
-    are keys it reads besides (listed as allowed).
+    ``where`` is the table's key path (``"network.layers[1]"``), ``label`` what it
+    builds (``"optimiser 'adam'"``). The caller passes the first ``skip``
+    parameters and those in ``given`` itself; ``shared`` are keys it reads besides.
     """
     try:
         parameters = inspect.signature(target).parameters

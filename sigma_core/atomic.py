@@ -1,16 +1,12 @@
 """Atomic writes: a file or folder appears complete under its final name, or not at all.
 
-Everything a later run trusts (checkpoints, results, downloads, unpacked
-archives, block caches) is written under a temporary name beside its final
-path, fsynced, renamed over it (atomic on one file system), and the directory
-is fsynced so the rename itself survives a crash. A crash, even SIGKILL,
-leaves the previous file intact and at most a hidden leftover
-``.<name>.partial-<pid>-<random>``; :func:`remove_stale` deletes those whose
-process is gone.
-
-Files are created with ``open`` (0666 minus the umask), not
-``tempfile.mkstemp`` (always 0600), so they get the permissions of any other
-file the user writes.
+Everything a later run trusts (checkpoints, results, downloads, caches) is
+written under a hidden temporary name beside its final path
+(``.<name>.partial-<pid>-<random>``), fsynced, renamed over it, and the
+directory fsynced so the rename survives a crash. A crash, even SIGKILL,
+leaves the previous file intact and at most a leftover, which
+:func:`remove_stale` deletes once its process is gone. Files are created with
+``open`` (0666 minus the umask), not ``tempfile.mkstemp`` (always 0600).
 """
 
 from __future__ import annotations
@@ -60,12 +56,10 @@ def atomic_write(path, mode: str = "wb"):
 
 def remove_stale(directory) -> list[Path]:
     """Delete leftovers of writes whose process has gone (killed mid-write); return them."""
-    stale = []
-    for path in Path(directory).glob(f".*{PARTIAL}*"):
-        match = _LEFTOVER.fullmatch(path.name)
-        if match and not _alive(int(match[1])):
-            _remove(path)
-            stale.append(path)
+    stale = [path for path in Path(directory).glob(f".*{PARTIAL}*")
+             if (match := _LEFTOVER.fullmatch(path.name)) and not _alive(int(match[1]))]
+    for path in stale:
+        _remove(path)
     return stale
 
 
@@ -75,7 +69,7 @@ def _alive(pid: int) -> bool:
     except (ProcessLookupError, OverflowError):
         return False
     except PermissionError:  # someone else's process
-        return True
+        pass
     return True
 
 

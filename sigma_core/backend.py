@@ -17,7 +17,7 @@ import threading
 from typing import Any, Iterator
 
 from sigma_core import plugins
-from sigma_core.errors import ComponentLoadError, HandlerUnavailableError
+from sigma_core.errors import ComponentLoadError, HandlerUnavailableError, describe, one_line
 
 AUTO = "auto"
 
@@ -111,9 +111,9 @@ def _can_run(component: plugins.Component) -> tuple[bool, str]:
         cls = component.load()
     except ComponentLoadError as exc:
         _log.warning("%s", exc)
-        return False, f"cannot be imported ({type(exc.__cause__).__name__}: {exc.__cause__})"
+        return False, f"cannot be imported ({describe(exc.__cause__)})"
     try:
         available, reason = cls.availability() if hasattr(cls, "availability") else (True, "")
     except Exception as exc:
-        return False, f"availability check failed: {type(exc).__name__}: {exc}"
-    return bool(available), " ".join(str(reason).split())
+        return False, f"availability check failed: {describe(exc)}"
+    return bool(available), one_line(reason)

@@ -1,13 +1,8 @@
-"""Sigma's own components, registered through the same hooks as any plugin.
+"""Sigma's own components, registered through the same public hooks as any plugin's.
 
-:mod:`sigma_core.plugins` registers this module directly (not through an entry
-point) and attributes its components to the ``sigmann`` distribution. Going
-through the public hooks keeps the core honest: anything built in could have
-been a plugin.
-
-To add a kind, add one ``@hookimpl`` function per hook, e.g.
-``register_layers(register)``; keep targets lazy (``"module:attr"``) so that
-discovery imports nothing heavy.
+:mod:`sigma_core.plugins` registers this module directly, for the ``sigmann``
+distribution. Going through the hooks keeps the core honest: anything built in
+could have been a plugin. Targets are lazy so that discovery imports nothing heavy.
 """
 
 from sigma_core.hookspecs import hookimpl
@@ -15,12 +10,7 @@ from sigma_core.hookspecs import hookimpl
 
 @hookimpl
 def register_handlers(register):
-    register(
-        "numpy",
-        "sigma_core.handlers.numpy_handler:NumpyHandler",
-        rank=0,
-        description="NumPy on the CPU; runs everywhere",
-    )
+    register("numpy", "sigma_core.handlers.numpy_handler:NumpyHandler", description="NumPy on the CPU; runs everywhere")
 
 
 @hookimpl
@@ -94,8 +84,7 @@ def register_hooks(register):
              description="logs iterations/s and time per iteration or epoch (average, min, max)")
     register("accuracy_reporter", f"{hooks}.reporters:AccuracyReporter",
              description="logs top-k (or thresholded binary) accuracy on a validation iterator")
-    register("accuracy_scorer", f"{hooks}.scorers:AccuracyScorer",
-             description="writes shared.<iterator>.accuracy_top<k>")
+    register("accuracy_scorer", f"{hooks}.scorers:AccuracyScorer", description="writes shared.<iterator>.accuracy_top<k>")
     register("binary_accuracy_scorer", f"{hooks}.scorers:BinaryAccuracyScorer",
              description="writes shared.<iterator>.accuracy for one thresholded output")
     register("number_accumulator", f"{hooks}.processors:NumberAccumulator", description="sums or averages a value")
@@ -128,3 +117,5 @@ def register_monitors(register):
 def register_operators(register):
     register("single_worker", "sigma_core.operators:SingleWorkerOperator", aliases=("single",),
              description="trains on one thread; pause, resume, step, stop and reset from monitors")
+    register("threads", "sigma_core.workers:ThreadsOperator", aliases=("multithreaded",),
+             description="data-parallel workers on threads, each with its own handler; gradient or model averaging")

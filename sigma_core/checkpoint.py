@@ -1,30 +1,18 @@
 """Checkpoints: everything a run needs to stop and later continue bit for bit.
 
-A checkpoint is one ``.ckpt`` file, a zip archive of stored (uncompressed)
-members that ``numpy.load(path, allow_pickle=False)`` opens like an ``.npz``:
+A checkpoint is one ``.ckpt`` zip of stored members that ``numpy.load`` opens
+like an ``.npz``: ``parameters/<id>.npy``, ``optimiser/<id>/<buffer>.npy``,
+``metadata.json`` (format, handler, the trainer's and the optimiser's other
+state, the run's config) and ``checksum.json`` (a SHA-256 of the others). No
+pickle, and arrays go through NumPy, so a checkpoint loads on any handler.
 
-``parameters/<id>.npy``
-    each network parameter, by id (``"2-dense.weights"``);
-``optimiser/<id>/<buffer>.npy``
-    each optimiser memory buffer (Adam's ``m`` and ``v``, ...);
-``metadata.json``
-    format and version, handler name and dtype, the trainer's state (epoch,
-    iteration, total iterations, costs, iterator positions, RNG state), the
-    optimiser's non-array state (type, hyperparameters, freeze filters, step
-    count), the ids of the arrays above, and the run's validated config;
-``checksum.json``
-    the SHA-256 of every other member's name and bytes.
-
-No pickle anywhere, and arrays go through NumPy, so a checkpoint written by
-one handler (or dtype) loads on another. Nothing a file says is trusted
-unchecked; every failure is one :class:`CheckpointError` naming the file:
-members must be stored, unencrypted, no larger together than the file (a zip
-bomb or a lying size is refused before anything is allocated) and fit in
-memory; the checksum is computed as they are read and compared before any is
-parsed; each ``.npy`` header must account for exactly its bytes; arrays hold
-real numbers (parameters floating point); metadata has the types written.
-Writes are atomic (:mod:`sigma_core.atomic`) and never hold a non-finite
-value, so the newest checkpoint is always one a run can resume from.
+Nothing a file says is trusted: member sizes are held against the file and
+the memory available before anything is read (a zip bomb is refused unread),
+the checksum is compared before any member is parsed, arrays are read by
+:func:`~sigma_core.data.numpy_files.read_array`, and the metadata must have
+the types written. Every failure is one :class:`CheckpointError` naming the
+file. Writes are atomic and never hold a non-finite value, so the newest
+checkpoint is always one a run can resume from.
 """
 
 from __future__ import annotations
@@ -34,7 +22,6 @@ import hashlib
 import io
 import json
 import logging
-import math
 import os
 import re
 import zipfile
@@ -45,7 +32,9 @@ from pathlib import Path
 import numpy
 
 from . import memory
+from .arguments import accepts
 from .atomic import atomic_write, remove_stale
+from .data.numpy_files import read_array
 from .errors import NonFiniteError, SigmaError
 
 log = logging.getLogger("sigma")
@@ -56,7 +45,6 @@ SUFFIX = ".ckpt"
 METADATA = "metadata.json"
 CHECKSUM = "checksum.json"
 LOCK = ".lock"
-CHUNK = 1 << 20
 
 
 class CheckpointError(SigmaError):
@@ -70,9 +58,7 @@ class Checkpoint:
     path: Path
     metadata: dict
     parameters: dict  # parameter id -> NumPy array
-
-    #: The optimiser's state in :meth:`Optimiser.state_dict` form, memory as NumPy arrays.
-    optimiser: dict
+    optimiser: dict  # as Optimiser.state_dict(), memory as NumPy arrays
 
     @property
     def config(self) -> dict | None:
@@ -84,41 +70,37 @@ class Checkpoint:
         return self.metadata["trainer"]
 
 
-# -- writing -------------------------------------------------------------------------------------------
-
-
 def save_checkpoint(trainer, run_config: dict | None, path) -> Path:
     """Write ``trainer``'s full state (and the run's config) atomically to ``path``.
 
-    Raises :class:`NonFiniteError` instead of writing when a parameter or
-    optimiser buffer holds NaN or Inf, and :class:`CheckpointError` when the
-    file cannot be written (a full disk); either way the previous files stay.
+    A parameter or optimiser buffer holding NaN or Inf raises
+    :class:`NonFiniteError` instead, and a failed write (a full disk)
+    :class:`CheckpointError`; either way the previous files stay.
     """
     path = Path(path)
     optimiser = trainer.optimiser.state_dict()
     buffers = optimiser.pop("memory")
     optimiser["memory"] = {pid: list(named) for pid, named in buffers.items()}
     parameters = trainer.network.state_dict()
-    arrays = {_parameter_member(pid): array for pid, array in parameters.items()}
-    arrays.update((_memory_member(pid, name), array) for pid, named in buffers.items() for name, array in named.items())
+    arrays = {f"parameters/{pid}.npy": array for pid, array in parameters.items()}
+    arrays.update((f"optimiser/{pid}/{name}.npy", array)
+                  for pid, named in buffers.items() for name, array in named.items())
     for member, array in arrays.items():
-        bad = array.size - int(numpy.count_nonzero(numpy.isfinite(array)))
-        if bad:
+        if bad := array.size - int(numpy.count_nonzero(numpy.isfinite(array))):
             latest = latest_checkpoint(path.parent, trainer.name)
             raise NonFiniteError(
                 f"not saving checkpoint {path}: {member.removesuffix('.npy')} holds {bad} non-finite value(s) after "
                 f"training step {trainer.total_iterations} (epoch {trainer.epoch + trainer.in_epoch}, iteration "
                 f"{trainer.iteration}); " + (f"the last good one is {latest}" if latest else "none was saved before"))
-    metadata = {
-        "format": FORMAT,
-        "version": VERSION,
-        "handler": {"name": trainer.handler.name, "dtype": trainer.handler.dtype},
-        "trainer": trainer.state_dict(),
-        "optimiser": optimiser,
-        "parameters": list(parameters),
-        "config": run_config,
-    }
-    members = {name: _npy_bytes(array) for name, array in arrays.items()}
+    metadata = {"format": FORMAT, "version": VERSION,
+                "handler": {"name": trainer.handler.name, "dtype": trainer.handler.dtype},
+                "trainer": trainer.state_dict(), "optimiser": optimiser, "parameters": list(parameters),
+                "config": run_config}
+    members = {}
+    for name, array in arrays.items():
+        stream = io.BytesIO()
+        numpy.lib.format.write_array(stream, numpy.ascontiguousarray(array), allow_pickle=False)
+        members[name] = stream.getvalue()
     members[METADATA] = json.dumps(metadata, indent=1).encode()
     members[CHECKSUM] = json.dumps({"sha256": _digest(members)}).encode()
     try:
@@ -131,35 +113,13 @@ def save_checkpoint(trainer, run_config: dict | None, path) -> Path:
     return path
 
 
-def _parameter_member(pid: str) -> str:
-    return f"parameters/{pid}.npy"
-
-
-def _memory_member(pid: str, buffer: str) -> str:
-    return f"optimiser/{pid}/{buffer}.npy"
-
-
-def _npy_bytes(array) -> bytes:
-    stream = io.BytesIO()
-    numpy.lib.format.write_array(stream, numpy.ascontiguousarray(array), allow_pickle=False)
-    return stream.getvalue()
-
-
 def _digest(members: dict) -> str:
-    """SHA-256 over every member except the checksum, names included, in name order."""
+    """SHA-256 over every member's name, size and bytes, in name order."""
     sha = hashlib.sha256()
     for name in sorted(members):
-        if name != CHECKSUM:
-            _hash_header(sha, name, len(members[name]))
-            sha.update(members[name])
+        sha.update(name.encode() + b"\0" + len(members[name]).to_bytes(8, "little"))
+        sha.update(members[name])
     return sha.hexdigest()
-
-
-def _hash_header(sha, name: str, size: int) -> None:
-    sha.update(name.encode() + b"\0" + size.to_bytes(8, "little"))
-
-
-# -- reading ---------------------------------------------------------------------------------------------
 
 
 def load_checkpoint(path) -> Checkpoint:
@@ -175,57 +135,45 @@ def load_checkpoint(path) -> Checkpoint:
             raise CheckpointError(f"checkpoint {path}: format version {metadata.get('version')!r} "
                                   f"is not supported (this Sigma reads version {VERSION})")
         _check_types(metadata, _METADATA, "metadata")
-        parameters = {pid: _npy_array(members, _parameter_member(pid), "f") for pid in metadata["parameters"]}
-        optimiser = dict(metadata["optimiser"])
-        optimiser["memory"] = {
-            pid: {name: _npy_array(members, _memory_member(pid, name), "biuf") for name in buffers}
-            for pid, buffers in optimiser["memory"].items()
-        }
+        parameters = {pid: _array(members, f"parameters/{pid}.npy", "f") for pid in metadata["parameters"]}
+        optimiser = {**metadata["optimiser"], "memory": {
+            pid: {name: _array(members, f"optimiser/{pid}/{name}.npy", "biuf") for name in names}
+            for pid, names in metadata["optimiser"]["memory"].items()}}
     except (ValueError, KeyError, TypeError) as error:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise CheckpointError(f"checkpoint {path}: malformed ({error})") from None
     return Checkpoint(path, metadata, parameters, optimiser)
 
 
 def _read_members(path: Path) -> dict:
-    """Every member's bytes, checked against the file's size, available memory and the checksum."""
+    """Every member's bytes, read once their sizes fit the file and the memory available; checksum verified."""
     try:
         stream = open(path, "rb")
-    except FileNotFoundError:
-        raise CheckpointError(f"checkpoint {path}: no such file") from None
-    except IsADirectoryError:
-        raise CheckpointError(f"checkpoint {path}: is a directory, not a checkpoint file") from None
     except OSError as error:
-        raise CheckpointError(f"checkpoint {path}: cannot read it ({error.strerror or error})") from None
-    with stream:
-        try:
-            with zipfile.ZipFile(stream) as archive:
-                infos = archive.infolist()
-                _check_sizes(path, infos, os.fstat(stream.fileno()).st_size)
-                if CHECKSUM not in archive.NameToInfo or METADATA not in archive.NameToInfo:
-                    raise CheckpointError(f"checkpoint {path}: not a Sigma checkpoint (no {CHECKSUM} or {METADATA})")
-                members = {CHECKSUM: archive.read(CHECKSUM)}
-                sha = hashlib.sha256()
-                for info in sorted(infos, key=lambda info: info.filename):
-                    if info.filename != CHECKSUM:
-                        members[info.filename] = _read_member(archive, info, sha)
-        except (zipfile.BadZipFile, EOFError, OSError, NotImplementedError, RuntimeError, ValueError,
-                zlib.error, OverflowError) as error:
-            # BadZipFile: truncated (no central directory) or a bad CRC; the others: damaged header fields
-            # (offsets, sizes, flags, names) that zipfile trips over in its own ways.
-            raise CheckpointError(f"checkpoint {path}: truncated or corrupted ({error})") from None
+        reason = {FileNotFoundError: "no such file", IsADirectoryError: "is a directory, not a checkpoint file"}.get(
+            type(error), f"cannot read it ({error.strerror or error})")
+        raise CheckpointError(f"checkpoint {path}: {reason}") from None
     try:
-        expected = json.loads(members[CHECKSUM])["sha256"]
+        with stream, zipfile.ZipFile(stream) as archive:
+            infos = archive.infolist()
+            _check_sizes(path, infos, os.fstat(stream.fileno()).st_size)
+            members = {info.filename: archive.read(info) for info in infos}
+    except (zipfile.BadZipFile, EOFError, OSError, NotImplementedError, RuntimeError, ValueError, zlib.error,
+            OverflowError) as error:  # damaged header fields (offsets, sizes, flags, names) trip zipfile in many ways
+        raise CheckpointError(f"checkpoint {path}: truncated or corrupted ({error})") from None
+    if CHECKSUM not in members or METADATA not in members:
+        raise CheckpointError(f"checkpoint {path}: not a Sigma checkpoint (no {CHECKSUM} or {METADATA})")
+    try:
+        expected = json.loads(members.pop(CHECKSUM))["sha256"]
     except (ValueError, KeyError, TypeError):
         raise CheckpointError(f"checkpoint {path}: corrupted ({CHECKSUM} is unreadable)") from None
-    if sha.hexdigest() != expected:
+    if _digest(members) != expected:
         raise CheckpointError(f"checkpoint {path}: corrupted (SHA-256 checksum mismatch)")
     return members
 
 
 def _check_sizes(path: Path, infos, file_size: int) -> None:
     """Refuse what Sigma never writes, and sizes the file cannot hold, before anything is read."""
-    names = [info.filename for info in infos]
-    if len(set(names)) != len(names):
+    if len({info.filename for info in infos}) != len(infos):
         raise CheckpointError(f"checkpoint {path}: corrupted (a member name appears twice)")
     claimed = sum(info.file_size for info in infos)
     if claimed > file_size:
@@ -238,39 +186,18 @@ def _check_sizes(path: Path, infos, file_size: int) -> None:
     memory.require(claimed, f"checkpoint {path}: its members", CheckpointError)
 
 
-def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, sha) -> bytearray:
-    """The member's bytes, hashed as they stream in (zipfile checks its CRC at the end)."""
-    data = bytearray()
-    _hash_header(sha, info.filename, info.file_size)
-    with archive.open(info) as member:
-        while chunk := member.read(CHUNK):
-            sha.update(chunk)
-            data += chunk
-    if len(data) != info.file_size:
-        raise zipfile.BadZipFile(f"member {info.filename!r} holds {len(data)} bytes, its header says {info.file_size}")
-    return data
-
-
-def _npy_array(members: dict, name: str, kinds: str) -> numpy.ndarray:
-    """The array in member ``name``, whose header must account for exactly its bytes; dtype kind in ``kinds``."""
+def _array(members: dict, name: str, kinds: str) -> numpy.ndarray:
+    """The array in member ``name`` (dropped from ``members``), exactly its bytes, of a dtype kind in ``kinds``."""
     if name not in members:
         raise ValueError(f"member {name} is missing")
-    data = members[name]
-    head = io.BytesIO(bytes(memoryview(data)[: 1 << 16]))
-    try:  # NumPy parses the header with Python's tokenizer and ast, which fail in many ways on damaged text
-        version = numpy.lib.format.read_magic(head)
-        reader = {(1, 0): numpy.lib.format.read_array_header_1_0, (2, 0): numpy.lib.format.read_array_header_2_0}
-        shape, fortran, dtype = reader[version](head)
-    except Exception as error:
-        raise ValueError(f"{name}: unreadable .npy header ({type(error).__name__}: {error})") from None
-    if dtype.kind not in kinds or dtype.hasobject:
-        wanted = "floating-point" if kinds == "f" else "real numbers"
-        raise ValueError(f"{name.removesuffix('.npy')} has dtype {dtype}, not {wanted}")
-    size = math.prod(shape) * dtype.itemsize
-    if size != len(data) - head.tell():
-        raise ValueError(f"{name}: its header claims shape {shape} of {dtype} ({size:,} bytes), "
-                         f"the member holds {len(data) - head.tell():,}")
-    return numpy.frombuffer(data, dtype, math.prod(shape), head.tell()).reshape(shape, order="F" if fortran else "C")
+    data = members.pop(name)
+    stream, what = io.BytesIO(data), name.removesuffix(".npy")
+    array = read_array(stream, len(data), what, ValueError)
+    if stream.tell() != len(data):
+        raise ValueError(f"{what}: {len(data) - stream.tell():,} bytes follow the array its header describes")
+    if array.dtype.kind not in kinds:
+        raise ValueError(f"{what} has dtype {array.dtype}, not {'floating-point' if kinds == 'f' else 'real numbers'}")
+    return array
 
 
 _COUNT, _NUMBER = "a count", (int, float)  # a count: a non-negative int, not a bool
@@ -287,13 +214,9 @@ _METADATA = {
 
 def _check_types(value, rule, where: str) -> None:
     """Raise ValueError naming ``where`` unless ``value`` has the shape ``rule`` describes."""
-    if isinstance(rule, dict) and str in rule:  # a table of any keys: {str: rule for every value}
+    if isinstance(rule, dict):  # a table: fixed keys, or {str: rule} for any keys
         _check_types(value, dict, where)
-        for key, item in value.items():
-            _check_types(item, rule[str], f"{where}.{key}")
-    elif isinstance(rule, dict):
-        _check_types(value, dict, where)
-        for key, item in rule.items():
+        for key, item in ({key: rule[str] for key in value} if str in rule else rule).items():
             if key not in value:
                 raise ValueError(f"{where}.{key} is missing")
             _check_types(value[key], item, f"{where}.{key}")
@@ -309,16 +232,12 @@ def _check_types(value, rule, where: str) -> None:
         raise ValueError(f"{where} is {value!r}, not {expected.get(rule, 'a table or null')}")
 
 
-# -- applying ---------------------------------------------------------------------------------------------
-
-
 def restore(trainer, checkpoint: Checkpoint) -> None:
     """Put ``checkpoint`` into an initialised ``trainer``: parameters, optimiser, counters, iterators, RNG.
 
-    Arrays are converted to the trainer's handler and dtype, so this works
-    across handlers; an exact continuation needs the same handler and dtype.
-    A checkpoint that does not fit the trainer raises :class:`CheckpointError`
-    (the trainer may then be partly restored: initialise it again to reuse it).
+    Arrays are converted to the trainer's handler and dtype; an exact
+    continuation needs the same ones. A checkpoint that does not fit raises
+    :class:`CheckpointError` (the trainer may be partly restored: initialise it again to reuse it).
     """
     if trainer.handler is None:
         raise SigmaError(f"trainer {trainer.name!r}: initialise it on a handler before restoring a checkpoint")
@@ -335,9 +254,7 @@ def restore(trainer, checkpoint: Checkpoint) -> None:
                     raise ValueError(f"optimiser buffer {name} of {pid!r} has shape {array.shape}, "
                                      f"the parameter {shapes[pid]}")
         for key, value in checkpoint.optimiser["hyperparameters"].items():
-            number = isinstance(value, _NUMBER) and not isinstance(value, bool) and math.isfinite(value)
-            current = getattr(trainer.optimiser, key, None)
-            if isinstance(current, _NUMBER) and not isinstance(current, bool) and not number:
+            if accepts("number", getattr(trainer.optimiser, key, None)) and not accepts("number", value):
                 raise ValueError(f"optimiser hyperparameter {key} is {value!r}, not a finite number")
         trainer.network.load_state_dict(checkpoint.parameters)
         trainer.optimiser.load_state_dict(checkpoint.optimiser, trainer.handler)
@@ -350,27 +267,21 @@ def restore(trainer, checkpoint: Checkpoint) -> None:
         raise CheckpointError(f"checkpoint {checkpoint.path}: cannot be restored ({detail})") from None
 
 
-# -- files in a checkpoint directory ---------------------------------------------------------------------------------
-
-
 def checkpoint_path(directory, trainer) -> Path:
     """``<trainer>-e<epochs done>-i<iterations into the next epoch>.ckpt`` in ``directory``."""
-    iteration = trainer.iteration if trainer.in_epoch else 0
-    return Path(directory) / f"{trainer.name}-e{trainer.epoch}-i{iteration}{SUFFIX}"
+    return Path(directory) / f"{trainer.name}-e{trainer.epoch}-i{trainer.iteration if trainer.in_epoch else 0}{SUFFIX}"
 
 
 def checkpoints(directory, name: str) -> list[Path]:
     """The checkpoints of the trainer ``name`` in ``directory``, oldest written first.
 
-    Ordered by modification time, not by the epoch in the name: after a
-    reset a trainer counts epochs from 1 again, and its newest checkpoint
-    must not sort (and be rotated away) as the oldest.
+    By modification time, not the epoch in the name: after a reset a trainer
+    counts from 1 again, and its newest checkpoint must not be rotated away.
     """
     pattern = re.compile(rf"{re.escape(name)}-e(\d+)-i(\d+){re.escape(SUFFIX)}")
     found = []
     for path in Path(directory).glob(f"*{SUFFIX}"):
-        match = pattern.fullmatch(path.name)
-        if match:
+        if match := pattern.fullmatch(path.name):
             with contextlib.suppress(FileNotFoundError):  # deleted since the listing
                 found.append((path.stat().st_mtime_ns, int(match[1]), int(match[2]), path))
     return [entry[-1] for entry in sorted(found)]
@@ -384,10 +295,10 @@ def latest_checkpoint(directory, name: str) -> Path | None:
 
 @contextlib.contextmanager
 def directory_lock(directory):
-    """Hold ``directory`` for one run: another process asking for it gets a :class:`CheckpointError`.
+    """Hold ``directory`` for one run, so two runs never rotate each other's files away.
 
-    A lock on ``<directory>/.lock`` (released when the run ends or its process
-    dies), so two runs never rotate each other's files away. Once held, the
+    A lock on ``<directory>/.lock``, released when the run ends or its process
+    dies; another run gets a :class:`CheckpointError`. Once held, the
     leftovers of writes killed midway are removed.
     """
     import fcntl

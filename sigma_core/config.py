@@ -1,47 +1,6 @@
-"""Run files: one TOML file describes a whole run.
+"""Run files: one TOML file describes a whole run (the README's run-file reference lists every key).
 
-::
-
-    name = "digits"
-    seed = 0
-
-    [handler]                 # or SIGMA_HANDLER / --handler
-    name = "auto"
-    dtype = "float32"
-
-    [data]                    # see sigma_core.data.config
-    source = "sklearn"
-    name = "digits"
-
-    [split]                   # held-out records: a fraction, or [start, stop) ranges
-    validation = 0.2
-
-    [[network.layers]]
-    type = "input"
-    shape = [64]
-    ...
-
-    [initialisers]
-    "*.weights" = { type = "gaussian", std = 0.1 }
-
-    [optimiser]
-    type = "adagrad"
-    learning_rate = 0.02
-
-    [training]
-    batch_size = 32
-    epochs = 10
-
-    [[hooks]]                 # optional; see sigma_core.hooks.config
-    type = "accuracy_reporter"
-    tops = [1, 3]
-
-    [checkpoint]              # optional: save to resume with sigma train --resume
-    directory = "checkpoints"
-    every_iterations = 100    # and/or every_epochs = 1
-    keep = 3                  # the newest 3
-
-Every key is checked against this schema, so a typo is an error that names
+Every key is checked against :data:`SCHEMA`, so a typo is an error that names
 the key. ``--set training.epochs=3`` overrides any key; the value is read as a
 TOML value (``3``, ``0.5``, ``"adam"``, ``[1, 2]``) and otherwise as a string.
 """
@@ -54,35 +13,29 @@ from pathlib import Path
 
 from .errors import ConfigError
 
-#: section -> allowed keys (None: free-form, validated by the component that reads it)
+#: key -> rule: a type (``dict``: a table the component it builds checks), a tuple of the allowed values,
+#: a dict of the table's keys and their rules, or None (anything: its reader checks it).
 SCHEMA = {
     "name": str,
     "seed": int,
-    "handler": {"name": str, "dtype": ("float32", "float64")},  # a tuple: the allowed values
-    "data": None,
+    "handler": {"name": str, "dtype": ("float32", "float64")},
+    "data": dict,
     "split": {"validation": None, "train": None, "shuffle": bool, "seed": int},
     "network": {"layers": list},
-    "initialisers": None,
-    "optimiser": None,
-    "training": {"batch_size": int, "epochs": int, "last_batch": ("keep", "drop"), "shuffle": bool, "validation_batch_size": int, "prefetch": int},
+    "initialisers": dict,
+    "optimiser": dict,
+    "training": {"batch_size": int, "epochs": int, "last_batch": ("keep", "drop"), "shuffle": bool,
+                 "validation_batch_size": int, "prefetch": int},
     "checkpoint": {"directory": str, "every_iterations": int, "every_epochs": int, "keep": int},
-    "hooks": list,  # [[hooks]] tables, validated by sigma_core.hooks.config
-    "monitors": list,  # [[monitors]] tables: { type = "metrics", ... }, see sigma_core.monitors
-    "operator": None,  # { type = "single_worker", ... }: who runs the trainer, see sigma_core.operators
+    "hooks": list,  # [[hooks]] tables, see sigma_core.hooks.config
+    "monitors": list,  # [[monitors]] tables, see sigma_core.monitors
+    "operator": dict,  # who runs the trainer, see sigma_core.operators
 }
 
-#: lower bounds of numeric settings, checked after defaults are filled in
-MINIMUMS = {
-    "seed": 0,
-    "split.seed": 0,
-    "checkpoint.every_iterations": 0,
-    "checkpoint.every_epochs": 0,
-    "checkpoint.keep": 1,
-    "training.epochs": 1,
-    "training.batch_size": 1,
-    "training.validation_batch_size": 1,
-    "training.prefetch": 0,
-}
+#: lower bounds of numeric settings
+MINIMUMS = {"seed": 0, "split.seed": 0, "checkpoint.every_iterations": 0, "checkpoint.every_epochs": 0,
+            "checkpoint.keep": 1, "training.epochs": 1, "training.batch_size": 1, "training.validation_batch_size": 1,
+            "training.prefetch": 0}
 
 DEFAULTS = {
     "name": "run",
@@ -91,7 +44,8 @@ DEFAULTS = {
     "split": {"validation": 0.2, "shuffle": True},
     "initialisers": {},
     "optimiser": {"type": "sgd", "learning_rate": 0.1},
-    "training": {"batch_size": 32, "epochs": 10, "last_batch": "keep", "shuffle": True, "validation_batch_size": 1000, "prefetch": 2},
+    "training": {"batch_size": 32, "epochs": 10, "last_batch": "keep", "shuffle": True, "validation_batch_size": 1000,
+                 "prefetch": 2},
     # off unless every_iterations or every_epochs is set; see sigma_core.checkpoint
     "checkpoint": {"directory": "checkpoints", "every_iterations": 0, "every_epochs": 0, "keep": 3},
     "hooks": [],
@@ -132,14 +86,13 @@ def apply_override(config: dict, assignment: str):
     key = key.strip()
     if not sep or not key:
         raise ConfigError(f"--set expects key=value, got {assignment!r}")
-    parts = key.split(".")
+    *tables, name = key.split(".")
     node = config
-    for depth, part in enumerate(parts[:-1]):
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            raise ConfigError(f"--set {key}: {'.'.join(parts[:depth + 1])} is not a table")
-        node = child
-    node[parts[-1]] = parse_value(value.strip())
+    for depth, table in enumerate(tables, 1):
+        node = node.setdefault(table, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"--set {key}: {'.'.join(tables[:depth])} is not a table")
+    node[name] = parse_value(value.strip())
 
 
 def validate(raw: dict, source: str = "config") -> dict:
@@ -154,35 +107,21 @@ def validate(raw: dict, source: str = "config") -> dict:
     if not raw["network"].get("layers"):
         raise ConfigError(f"{source}: network.layers is empty; list the layers with [[network.layers]]")
     config = copy.deepcopy(DEFAULTS)
-    for key, value in raw.items():
-        if isinstance(config.get(key), dict) and isinstance(value, dict) and key not in ("initialisers", "optimiser"):
-            config[key].update(value)
-        else:
-            config[key] = value
-    for key, least in MINIMUMS.items():
-        *section, name = key.split(".")
-        table = config.get(section[0], {}) if section else config
-        if name in table and table[name] < least:
-            raise ConfigError(f"{source}: {key} must be at least {least}, got {table[name]}")
+    for key, value in raw.items():  # a section with a schema keeps the defaults of the keys it leaves out
+        config[key] = {**config.get(key, {}), **value} if isinstance(SCHEMA[key], dict) else value
     return config
 
 
 def _check(key: str, value, rule, source: str):
-    if rule is None:
-        if key in ("data", "optimiser", "initialisers", "operator") and not isinstance(value, dict):
-            raise ConfigError(f"{source}: {key} must be a table")
-        return
-    if isinstance(rule, dict):
-        if not isinstance(value, dict):
-            raise ConfigError(f"{source}: {key} must be a table")
-        for sub, subvalue in value.items():
-            if sub not in rule:
-                raise ConfigError(f"{source}: unknown key {key}.{sub} (allowed: {', '.join(rule)})")
-            _check(f"{key}.{sub}", subvalue, rule[sub], source)
-        return
-    if isinstance(rule, tuple):
-        if value not in rule:
-            raise ConfigError(f"{source}: {key} must be one of {', '.join(rule)}, got {value!r}")
-        return
-    if rule is int and isinstance(value, bool) or not isinstance(value, rule):
-        raise ConfigError(f"{source}: {key} must be {rule.__name__}, got {value!r}")
+    expected = dict if isinstance(rule, dict) else rule
+    if isinstance(expected, type) and (not isinstance(value, expected) or expected is int and isinstance(value, bool)):
+        name = "a table" if expected is dict else expected.__name__
+        raise ConfigError(f"{source}: {key} must be {name}, got {value!r}")
+    if isinstance(rule, tuple) and value not in rule:
+        raise ConfigError(f"{source}: {key} must be one of {', '.join(rule)}, got {value!r}")
+    for sub, subvalue in value.items() if isinstance(rule, dict) else ():
+        if sub not in rule:
+            raise ConfigError(f"{source}: unknown key {key}.{sub} (allowed: {', '.join(rule)})")
+        _check(f"{key}.{sub}", subvalue, rule[sub], source)
+    if key in MINIMUMS and value < MINIMUMS[key]:
+        raise ConfigError(f"{source}: {key} must be at least {MINIMUMS[key]}, got {value}")

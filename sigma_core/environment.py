@@ -1,10 +1,9 @@
 """Environment: holds trainers and runs them (Sigma's SigmaEnvironment).
 
-Each trainer gets its own handler and operator. Trainers run one after the
-other, or with ``concurrent=True`` each on its own thread at the same time,
-as Sigma's environment starts all its operators. A handler keeps per-run
-state (its buffer session, tape and random generator), so concurrent
-trainers must not share one.
+Each trainer gets its own handler and operator; trainers run one after the
+other, or with ``concurrent=True`` each on its own thread, as Sigma's
+environment starts all its operators. A handler keeps per-run state (buffer
+session, tape, random generator), so concurrent trainers must not share one.
 """
 
 from __future__ import annotations
@@ -32,11 +31,10 @@ class Environment:
         return [run[0] for run in self._runs.values()]
 
     def run(self, *, concurrent: bool = False) -> dict:
-        """Initialise and train every trainer; returns its epoch reports by trainer name.
+        """Initialise and train every trainer; return their epoch reports by trainer name.
 
-        With ``concurrent`` every trainer trains on its own thread; this
-        returns when all have finished, and raises the first failure (in the
-        order the trainers were added) naming its trainer.
+        With ``concurrent`` this returns when all have finished, and raises the
+        first failure (in the order the trainers were added) naming its trainer.
         """
         if concurrent:
             self._check_handlers_unshared()

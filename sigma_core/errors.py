@@ -48,3 +48,13 @@ class NonFiniteError(SigmaError, FloatingPointError):
 
 class ComponentLoadError(SigmaError, ImportError):
     """A registered component's lazy target could not be imported; names the component."""
+
+
+def one_line(text) -> str:
+    """``text`` with its line breaks and runs of white space as single spaces."""
+    return " ".join(str(text).split())
+
+
+def describe(error: BaseException) -> str:
+    """``"Type: message"`` on one line, for an error that is reported rather than raised."""
+    return one_line(f"{type(error).__name__}: {error}")

@@ -1,8 +1,7 @@
 """How much memory an allocation may ask for, checked before it is made.
 
-A layer of 10^9 units or a data file whose header claims 10^12 elements
-should be one line naming the culprit and the bytes asked for, not a process
-killed by the kernel or NumPy's ``_ArrayMemoryError``.
+A layer of 10^9 units or a data file claiming 10^12 elements is then one line naming the culprit
+and the bytes, not a process killed by the kernel or NumPy's ``_ArrayMemoryError``.
 """
 
 from __future__ import annotations

@@ -33,8 +33,9 @@ and the error (a warning, and ``operator.monitor_failures``); training goes on.
 
 **Commands** go back through :meth:`Monitor.command`, safe from any thread:
 ``pause``, ``resume``, ``stop``, ``reset``, ``step`` (one iteration, then
-paused again) and ``set`` (``key="optimiser.learning_rate", value=0.01``),
-applied by the training thread at its next iteration boundary.
+paused again), ``set`` (``key="optimiser.learning_rate", value=0.01``) and
+``call`` (``fn=...``, returns a Future of its result), applied by the training
+thread at its next iteration boundary.
 
 Hooks are the other half: a hook is part of the training logic (a schedule, a
 stopper, a checkpoint), a monitor is an observer with a command channel.
@@ -128,9 +129,9 @@ class Monitor:
     def trainer(self):
         return self._attached().trainer
 
-    def command(self, name: str, **arguments) -> None:
+    def command(self, name: str, **arguments):
         """Send a command to the operator (any thread): see :meth:`SingleWorkerOperator.command`."""
-        self._attached().command(name, **arguments)
+        return self._attached().command(name, **arguments)
 
     def _attached(self):
         if self.operator is None:
@@ -256,7 +257,7 @@ def parse_monitor_option(text: str) -> dict:
 
     Values are read as TOML values, as ``--set`` reads them, and otherwise as strings.
     """
-    import tomllib
+    from .config import parse_value
 
     name, _, rest = text.partition(":")
     if not name.strip():
@@ -266,10 +267,7 @@ def parse_monitor_option(text: str) -> dict:
         key, equals, value = item.partition("=")
         if not equals or not key.strip():
             raise MonitorError(f"--monitor {text!r}: {item!r} is not key=value")
-        try:
-            spec[key.strip()] = tomllib.loads(f"v = {value}")["v"]
-        except tomllib.TOMLDecodeError:
-            spec[key.strip()] = value
+        spec[key.strip()] = parse_value(value)
     return spec
 
 

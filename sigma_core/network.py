@@ -1,12 +1,13 @@
 """Network: an architecture instantiated on a handler, with its parameters.
 
-Parameters are published under ids ``"<layer>.<param>"`` (the registry shows
-them as ``network.layers.<layer>.<param>``); optimiser filters and
-initialiser bindings match those ids with glob patterns.
+Parameters have ids ``"<layer>.<param>"`` (in the registry
+``network.layers.<layer>.<param>``), which optimiser filters and initialiser
+bindings match with glob patterns.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 
@@ -39,76 +40,58 @@ class Network:
         self.layers: dict = {}  # name -> Layer, in execution order
         self.parameters: dict = {}  # "<layer>.<param>" -> NDArray
         self._sources: dict = {}  # layer name -> names of the layers feeding it
-        self._build()
-
-    # -- building ------------------------------------------------------------------------
-    def _build(self):
-        """Instantiate every layer (shape inference only; no arrays yet)."""
-        self.architecture.validate_types()
-        order = self.architecture.ordered()
-        names = self.architecture.resolved_names()
-        for construct in order:
+        self._plan_cache = None
+        architecture.validate_types()  # then every layer is built: shape inference only, no arrays yet
+        names = architecture.resolved_names()
+        for construct in architecture.ordered():
             name = names[id(construct)]
             sources = [names[id(s)] for s in construct.inputs]
             input_shapes = [self.layers[s].output_shape for s in sources]
             spec = {"type": construct.layer_type, **construct.params}
             self.layers[name] = plugins.build("layer", spec, name, input_shapes, where=construct.where or name)
             self._sources[name] = sources
-        if not any(getattr(layer, "alias", None) is not None and not layer.input_shapes for layer in self.layers.values()):
+        if not any(getattr(layer, "alias", None) is not None and not layer.input_shapes
+                   for layer in self.layers.values()):
             raise ArchitectureError("the network has no input layer")
 
     def check_memory(self, dtype, copies: int = 1) -> None:
-        """Refuse, before allocating, parameters (times ``copies``: gradients, optimiser memory)
-        that would not fit in the memory available, naming the layer where they stop fitting."""
+        """Refuse parameters (times ``copies``: gradients, optimiser memory) that would not fit in the
+        memory available, before allocating, naming the layer where they stop fitting."""
         itemsize, total = numpy.dtype(dtype).itemsize * copies, 0
+        extra = " with their gradients and optimiser memory" if copies > 1 else ""
         for name, layer in self.layers.items():
             total += sum(math.prod(shape) for shape in layer.parameter_shapes.values()) * itemsize
-            extra = " with their gradients and optimiser memory" if copies > 1 else ""
             memory.require(total, f"layer {name!r}: the {dtype} parameters up to this layer{extra}", ArchitectureError)
 
     def initialise(self, handler, initialisers: dict | None = None) -> dict:
-        """Create every parameter on ``handler`` and initialise it.
-
-        ``initialisers`` maps glob patterns on parameter ids to initialisers and
-        wins over each layer's defaults. Returns which pattern set which id.
-        """
+        """Create every parameter on ``handler`` and initialise it: ``initialisers`` (glob on parameter ids ->
+        initialiser) win over each layer's defaults. Returns which pattern set which id."""
         from .initialisers import apply_initialisers
 
         self.check_memory(handler.dtype)
         self.handler = handler
-        self.parameters = {}
-        defaults = {}
+        self.parameters, defaults = {}, {}
         for name, layer in self.layers.items():
             for param, shape in layer.parameter_shapes.items():
                 self.parameters[f"{name}.{param}"] = handler.zeros(shape)
-            for param, initialiser in layer.default_initialisers().items():
-                if param in layer.parameter_shapes:
-                    defaults[f"{name}.{param}"] = initialiser
+            defaults.update((f"{name}.{param}", initialiser)
+                            for param, initialiser in layer.default_initialisers().items()
+                            if param in layer.parameter_shapes)
         applied = apply_initialisers(handler, self.parameters, defaults)
         if initialisers:
             applied.update(apply_initialisers(handler, self.parameters, initialisers))
         return applied
-
-    @property
-    def initialised(self) -> bool:
-        return self.handler is not None
 
     def _require_handler(self):
         if self.handler is None:
             raise SigmaError(f"network {self.name!r} is not initialised; call network.initialise(handler)")
         return self.handler
 
-    # -- running --------------------------------------------------------------------------
-    def layer_parameters(self, layer_name: str) -> dict:
-        prefix = layer_name + "."
-        return {pid[len(prefix):]: array for pid, array in self.parameters.items() if pid.startswith(prefix)}
-
     def forward(self, externals: dict, training: bool = False) -> ForwardResult:
         """Run every layer in order. Cost layers run when their targets are given."""
         handler = self._require_handler()
         context = ForwardContext(training=training, externals=externals)
-        values, result = {}, ForwardResult()
-        total = None
+        values, result, total = {}, ForwardResult(), None
         for name, layer, sources, params in self._plan():
             inputs = [values[s] for s in sources]
             if layer.is_cost:
@@ -133,13 +116,13 @@ class Network:
     def _plan(self) -> list:
         """(name, layer, source names, parameters by name) per layer, in order: built once per
         parameter set instead of on every forward pass."""
-        cache = getattr(self, "_plan_cache", None)
-        if cache is None or cache[0] is not self.parameters:
-            plan = [(name, layer, self._sources[name], self.layer_parameters(name)) for name, layer in self.layers.items()]
-            self._plan_cache = cache = (self.parameters, plan)
-        return cache[1]
+        if self._plan_cache is None or self._plan_cache[0] is not self.parameters:
+            plan = [(name, layer, self._sources[name],
+                     {param: self.parameters[f"{name}.{param}"] for param in layer.parameter_shapes})
+                    for name, layer in self.layers.items()]
+            self._plan_cache = (self.parameters, plan)
+        return self._plan_cache[1]
 
-    # -- inspection and copies ----------------------------------------------------------------
     @property
     def parameter_count(self) -> int:
         return sum(math.prod(shape) for layer in self.layers.values() for shape in layer.parameter_shapes.values())
@@ -152,12 +135,10 @@ class Network:
         """Overwrite parameters from NumPy arrays (any handler, any dtype); old parameter names are accepted."""
         handler = self._require_handler()
         state = with_current_ids(state, self.parameters)
-        missing = sorted(set(self.parameters) - set(state))
-        extra = sorted(set(state) - set(self.parameters))
+        missing, extra = sorted(set(self.parameters) - set(state)), sorted(set(state) - set(self.parameters))
         if missing or extra:
-            raise ArchitectureError(
-                f"parameters do not match: missing {missing or 'none'}, unexpected {extra or 'none'}"
-            )
+            raise ArchitectureError(f"parameters do not match: missing {missing or 'none'}, "
+                                    f"unexpected {extra or 'none'}")
         for pid, array in self.parameters.items():
             value = state[pid]
             if tuple(value.shape) != array.shape:
@@ -170,10 +151,8 @@ class Network:
 
     def copy(self, handler=None) -> "Network":
         """A deep copy with its own parameters, on ``handler`` (default: the same one)."""
-        import copy as copy_module
-
         source = self._require_handler()
-        twin = Network(copy_module.deepcopy(self.architecture), name=self.name)
+        twin = Network(copy.deepcopy(self.architecture), name=self.name)
         twin.handler = handler or source
         twin.parameters = {pid: twin.handler.asarray(a.to_numpy()) for pid, a in self.parameters.items()}
         return twin

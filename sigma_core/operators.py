@@ -19,8 +19,10 @@ iteration cannot be paused. A paused loop blocks on a condition variable
 (no polling) until resumed, stopped or reset. The rules, from Sigma's worker
 tests: start while running is ignored, start while paused raises; pause or
 resume after stop raises; a repeated stop is ignored. :meth:`~SingleWorkerOperator.command`
-is the same channel by name, plus ``step`` (one iteration while paused) and
-``set`` (an optimiser hyperparameter, applied at the next boundary).
+is the same channel by name, plus ``step`` (one iteration while paused),
+``set`` (an optimiser hyperparameter, applied at the next boundary) and
+``call`` (a function run on the training thread at the next boundary, even
+while paused: how a dashboard runs inference on the training handler).
 :meth:`~SingleWorkerOperator.wait_for_state_changed` waits until the loop
 has acted on the last signal, so a caller can tell "asked to pause" from
 "paused".
@@ -41,6 +43,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -79,6 +82,8 @@ class _Interrupted(Exception):
 class SingleWorkerOperator:
     """Runs a trainer epoch by epoch until ``epochs`` or until stopped."""
 
+    _step = None  # a training step spread over workers (see sigma_core.workers); None: the trainer's own
+
     def __init__(self, trainer, *, epochs: int, hooks=(), monitors=()):
         self.trainer = trainer
         self.epochs = int(epochs)
@@ -100,6 +105,7 @@ class SingleWorkerOperator:
         self._step_requested = False  # run one iteration, then pause again ...
         self._stepped = False  # ... and that iteration has been let through
         self._settings = []  # (key, value) sent by `set` commands, applied on the training thread
+        self._calls = []  # (function, Future) sent by `call` commands, run on the training thread
         self._settled = True  # the loop has acted on every signal so far
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
@@ -244,10 +250,14 @@ class SingleWorkerOperator:
         methods. ``step`` runs one iteration of a paused run and pauses it
         again. ``set`` with ``key="optimiser.<hyperparameter>"`` and a number
         ``value`` changes the optimiser at the next iteration boundary (at
-        once when no run is active). Each command is logged as it arrives.
+        once when no run is active). ``call`` with ``fn`` returns a
+        :class:`~concurrent.futures.Future` of ``fn()``, run on the training
+        thread at the next boundary (also while paused; at once, on the calling
+        thread, when no run is active); ``fn`` must not wait for the operator.
+        Each command is logged as it arrives (``call`` at debug level).
         """
-        log.info("operator of trainer %s: command %s", self.trainer.name,
-                 " ".join([name, *(f"{key}={value!r}" for key, value in arguments.items())]))
+        log.log(logging.DEBUG if name == "call" else logging.INFO, "operator of trainer %s: command %s",
+                self.trainer.name, " ".join([name, *(f"{key}={value!r}" for key, value in arguments.items())]))
         simple = {"pause": self.signal_pause, "resume": self.signal_resume,
                   "stop": self.signal_stop, "reset": self.signal_reset}
         if name in simple and not arguments:
@@ -271,8 +281,32 @@ class SingleWorkerOperator:
                 self._settled = False
                 self._changed.notify_all()
             return
+        if name == "call" and set(arguments) == {"fn"}:
+            return self._call(arguments["fn"])
         raise SigmaError(f"unknown command {name!r} with arguments {sorted(arguments)} (commands: pause, resume, "
-                         "stop, reset, step, set key=... value=...)")
+                         "stop, reset, step, set key=... value=..., call fn=...)")
+
+    def _call(self, fn) -> Future:
+        future = Future()
+        with self._changed:
+            self._calls.append((fn, future))
+            if self._active:
+                self._settled = False
+                self._changed.notify_all()
+                return future
+            self._run_calls()
+        return future
+
+    def _run_calls(self) -> None:
+        """Run the functions sent by ``call`` (lock held), handing each result or exception to its future."""
+        calls, self._calls = self._calls, []
+        for fn, future in calls:
+            if not future.set_running_or_notify_cancel():  # the caller gave up waiting
+                continue
+            try:
+                future.set_result(fn())
+            except Exception as error:
+                future.set_exception(error)
 
     def _check_setting(self, key, value) -> None:
         optimiser = self.trainer.optimiser
@@ -335,13 +369,14 @@ class SingleWorkerOperator:
                 self.monitors = [c.monitor for c in channels if not c.failed] + self.monitors[len(channels):]
                 with self._changed:
                     self._state, self._active, self._settled = State.STOPPED, False, True
+                    self._run_calls()  # sent too late for the loop: run now, at its end
                     self._changed.notify_all()
 
     def _epoch(self) -> None:
         trainer = self.trainer
         began = time.perf_counter()
         try:
-            cost = trainer.run_epoch(on_iteration=self._on_iteration)
+            cost = trainer.run_epoch(on_iteration=self._on_iteration, step=self._step)
         except _Interrupted:
             return  # the caller's loop acts on the stop or reset; the epoch is not reported
         seconds = time.perf_counter() - began
@@ -359,7 +394,7 @@ class SingleWorkerOperator:
                                                    if c.monitor.every and step % c.monitor.every == 0])
         # Unlocked reads: a signal that lands just after them is seen at the next boundary.
         if (self._state is not State.RUNNING or self._paused or self._reset_requested or self._step_requested
-                or self._settings) and not self._obey_signals():
+                or self._settings or self._calls) and not self._obey_signals():
             raise _Interrupted
 
     def _notify(self, event: str, *arguments, channels=None) -> None:
@@ -399,7 +434,7 @@ class SingleWorkerOperator:
     def _obey_signals(self) -> bool:
         """Act on signals at a boundary, blocking while paused; False on a pending stop or reset.
 
-        Settings sent by ``set`` are applied here, on the training thread. A
+        Settings sent by ``set`` are applied and functions sent by ``call`` run here, on the training thread. A
         ``step`` lets one iteration through and then pauses again. Pause and
         resume hooks and monitors run outside the lock, so they may signal too.
         """
@@ -408,6 +443,7 @@ class SingleWorkerOperator:
                 if self._settings:
                     self._apply_settings(self._settings)
                     self._settings = []
+                self._run_calls()
                 if self._reset_requested or self._state is State.STOPPED:
                     return False
                 if self._state is State.RUNNING and not self._paused:

@@ -1,29 +1,23 @@
 """The process-wide component registry: which handlers, layers, ... exist.
 
-Sigma's core (:mod:`sigma_core.builtins`) and every installed plugin register
-components through the hooks in :mod:`sigma_core.hookspecs`. Discovery runs
-once per process, on first use, and is cached; :func:`reset` forgets it.
+The core (:mod:`sigma_core.builtins`) and every installed plugin register
+components through the hooks of :mod:`sigma_core.hookspecs`. Discovery runs
+once per process, on first use, and is cached (:func:`reset` forgets it). Every
+``sigma`` command pays for it, so plugins register lazy ``"module:attr"``
+targets and ``check`` callables that only look for heavy dependencies. One
+broken plugin must not take the others down: each loads on its own and a
+failure is recorded (:func:`failures`).
 
-Every ``sigma`` command pays for discovery, so it must stay cheap: plugins
-register lazy ``"module:attr"`` targets and ``check`` callables that only look
-for heavy dependencies; nothing heavy is imported until a component is used.
-
-One broken plugin must not take the others down: each loads on its own and a
-failure is recorded (see :func:`failures`) unless strict loading is on.
-
-Environment variables:
-
-``SIGMA_PLUGINS``
-    Unset: load every entry point in the group ``"sigma"``. Set: a
-    comma-separated allowlist of entry-point or distribution names. Set but
-    empty: built-ins only.
-``SIGMA_STRICT_PLUGINS=1``
-    A plugin that fails to load raises :class:`~sigma_core.errors.PluginError`.
+``SIGMA_PLUGINS`` unset loads every entry point of the group ``"sigma"``; set,
+it is a comma-separated allowlist of entry-point or distribution names (empty:
+built-ins only). With ``SIGMA_STRICT_PLUGINS=1`` a plugin that fails to load
+raises :class:`~sigma_core.errors.PluginError`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import logging
 import os
@@ -38,39 +32,22 @@ from typing import Any, Callable
 import pluggy
 
 from sigma_core import builtins, hookspecs
-from sigma_core.errors import (
-    ComponentClashError,
-    ComponentLoadError,
-    PluginError,
-    UnknownComponentError,
-)
+from sigma_core.arguments import check, require
+from sigma_core.errors import (ComponentClashError, ComponentLoadError, ConfigError, PluginError, SigmaError,
+                               UnknownComponentError, describe, one_line)
 
-#: Each component kind and the hook through which it is registered.
-HOOKS = {
-    "handler": "register_handlers",
-    "layer": "register_layers",
-    "activation": "register_activations",
-    "optimiser": "register_optimisers",
-    "initialiser": "register_initialisers",
-    "hook": "register_hooks",
-    "extractor": "register_extractors",
-    "monitor": "register_monitors",
-    "operator": "register_operators",
-}
-#: ``sigma`` subcommands: ``register_commands(cli)`` adds them to the argparse parser instead.
-KINDS = (*HOOKS, "command")
+#: Component kinds: kind ``x`` is registered through the hook ``register_xs``. The last,
+#: "command", is a ``sigma`` subcommand: ``register_commands(cli)`` adds it to the argparse parser.
+KINDS = ("handler", "layer", "activation", "optimiser", "initialiser", "hook", "extractor", "monitor", "operator",
+         "command")
 
 #: Components of this repository's plugin distributions: asking for one that is not
 #: installed names the distribution to install rather than only saying "unknown".
-PROVIDED_BY = {
-    ("extractor", name): distribution
-    for distribution, names in (
-        ("sigmann-sklearn", ("sklearn", "digits", "iris", "wdbc", "breast_cancer")),
-        ("sigmann-images", ("image_folder", "images")),
-        ("sigmann-mnist", ("mnist",)),
-    )
-    for name in names
-}
+PROVIDED_BY = {("extractor", name): distribution for distribution, names in (
+    ("sigmann-sklearn", ("sklearn", "digits", "iris", "wdbc", "breast_cancer")),
+    ("sigmann-images", ("image_folder", "images")),
+    ("sigmann-mnist", ("mnist",)),
+) for name in names}
 
 ENTRY_POINT_GROUP = "sigma"
 CORE_DISTRIBUTION = "sigmann"
@@ -82,8 +59,7 @@ _log = logging.getLogger("sigma")
 class Component:
     """One registered component and where it came from.
 
-    ``target`` is the object itself or a lazy ``"module:attr"`` string; use
-    :meth:`load` rather than reading it.
+    ``target`` is the object itself or a lazy ``"module:attr"`` string: use :meth:`load`.
     """
 
     kind: str
@@ -97,37 +73,31 @@ class Component:
     check: Callable[[], tuple[bool, str]] | None = None
 
     def __post_init__(self):
-        # Validated here so a malformed registration fails inside the plugin
-        # that made it, and is reported against that plugin.
+        # Validated here so that a malformed registration fails, and is reported, in the plugin that made it.
         for name in (self.name, *self.aliases):
             if not isinstance(name, str) or not name:
                 raise ValueError(f"{self.kind} names must be non-empty strings, got {name!r}")
-        if isinstance(self.target, str):
-            module, _, attr = self.target.partition(":")
-            if not module or not attr:
-                raise ValueError(
-                    f"{self.kind} {self.name!r}: a lazy target must look like "
-                    f"'package.module:attr', got {self.target!r}"
-                )
+        module, _, attribute = str(self.target).partition(":")
+        if isinstance(self.target, str) and not (module and attribute):
+            raise ValueError(f"{self.kind} {self.name!r}: a lazy target must look like "
+                             f"'package.module:attr', got {self.target!r}")
         if not isinstance(self.rank, int):
             raise TypeError(f"{self.kind} {self.name!r}: rank must be an int, got {self.rank!r}")
         if self.check is not None and not callable(self.check):
             raise TypeError(f"{self.kind} {self.name!r}: check must be callable or None")
 
     def load(self) -> Any:
-        """Return the component, importing a lazy target now."""
+        """The component, importing a lazy target now."""
         if not isinstance(self.target, str):
             return self.target
-        module_name, _, attr_path = self.target.partition(":")
+        module, _, attributes = self.target.partition(":")
         try:
-            obj = importlib.import_module(module_name)
-            for attr in attr_path.split("."):
-                obj = getattr(obj, attr)
+            obj = importlib.import_module(module)
+            for attribute in attributes.split("."):
+                obj = getattr(obj, attribute)
         except Exception as exc:
-            raise ComponentLoadError(
-                f"{self.kind} {self.name!r} from {self.distribution} {self.version} "
-                f"cannot be loaded from {self.target!r}: {_describe(exc)}"
-            ) from exc
+            raise ComponentLoadError(f"{self.kind} {self.name!r} from {self.distribution} {self.version} "
+                                     f"cannot be loaded from {self.target!r}: {describe(exc)}") from exc
         return obj
 
     def availability(self) -> tuple[bool, str]:
@@ -137,8 +107,8 @@ class Component:
         try:
             available, reason = self.check()
         except Exception as exc:
-            return False, f"check failed: {_describe(exc)}"
-        return bool(available), _one_line(str(reason))
+            return False, f"check failed: {describe(exc)}"
+        return bool(available), one_line(reason)
 
 
 @dataclass(frozen=True)
@@ -153,9 +123,9 @@ class PluginFailure:
 
 def components(kind: str | None = None) -> list[Component]:
     """Every registered component (of one kind), ordered by kind then name."""
-    kinds = KINDS if kind is None else (_checked_kind(kind),)
-    registry = _registry()
-    return [c for k in kinds for c in sorted(registry.primary(k), key=lambda c: c.name)]
+    tables = _registry().tables
+    return [c for k in (KINDS if kind is None else (_checked_kind(kind),))
+            for key, c in sorted(tables[k].items()) if key == c.name]  # aliases are keys too
 
 
 def get(kind: str, name: str) -> Component:
@@ -163,14 +133,12 @@ def get(kind: str, name: str) -> Component:
     table = _registry().tables[_checked_kind(kind)]
     if not isinstance(name, str):  # e.g. a run file's ``type = 3``
         raise UnknownComponentError(f"{kind} names are strings, not {name!r}")
-    try:
-        return table[name]
-    except KeyError:
-        raise UnknownComponentError(_unknown_message(kind, name, table)) from None
+    if name not in table:
+        raise UnknownComponentError(_unknown_message(kind, name, table))
+    return table[name]
 
 
 def load(kind: str, name: str) -> Any:
-    """Shorthand for ``get(kind, name).load()``."""
     return get(kind, name).load()
 
 
@@ -192,6 +160,35 @@ def reset() -> None:
         importlib.invalidate_caches()
 
 
+def build(kind: str, config: dict, *context, where: str | None = None, **context_keywords) -> Any:
+    """Construct a registered component from ``{"type": name, **constructor arguments}``.
+
+    Run files describe optimisers, initialisers, monitors, operators and hooks
+    this way. ``context`` and ``context_keywords`` are what the caller supplies
+    (an operator's trainer). Every argument is checked (:func:`sigma_core.arguments.check`)
+    before the constructor runs, so a bad one is a :class:`ConfigError` naming
+    its run-file key (``where``).
+    """
+    where = where or kind
+    if not isinstance(config, dict) or "type" not in config:
+        raise ConfigError(f"{where}: a {kind} config needs a 'type' key, got {config!r}")
+    arguments = dict(config)
+    name = arguments.pop("type")
+    require(f"{where}.type", "str", name)
+    component = get(kind, name)
+    available, reason = component.availability()
+    if not available:
+        raise ConfigError(f"{where}: {kind} {name!r} cannot run here: {reason}")
+    cls = component.load()
+    check(where, cls, arguments, label=f"{kind} {name!r}", skip=len(context), given=context_keywords)
+    try:
+        return cls(*context, **arguments, **context_keywords)
+    except SigmaError:
+        raise
+    except (TypeError, ValueError) as error:  # a value no declared rule caught; --debug shows where it failed
+        raise ConfigError(f"{where}: {kind} {name!r}: {error}") from error
+
+
 # --- discovery ------------------------------------------------------------
 
 _cached: _Registry | None = None
@@ -206,22 +203,15 @@ class _Registry:
         self.failures: list[PluginFailure] = []
         self.load_seconds: dict[str, float] = {}  # distribution -> seconds its plugins took to import and register
 
-    def primary(self, kind: str) -> list[Component]:
-        return [c for key, c in self.tables[kind].items() if key == c.name]
-
-    def add(self, component: Component) -> None:
-        table = self.tables[component.kind]
-        keys = dict.fromkeys((component.name, *component.aliases))
-        for key in keys:
-            if key in table:
-                other = table[key]
-                raise ComponentClashError(
-                    f"{component.kind} {key!r} is registered by both {other.distribution} "
-                    f"and {component.distribution}; uninstall one, or leave one out "
-                    f"with SIGMA_PLUGINS"
-                )
-        for key in keys:
-            table[key] = component
+    def add(self, found: list[Component]) -> None:
+        for component in found:
+            table, keys = self.tables[component.kind], dict.fromkeys((component.name, *component.aliases))
+            for key in keys:
+                if key in table:
+                    raise ComponentClashError(
+                        f"{component.kind} {key!r} is registered by both {table[key].distribution} and "
+                        f"{component.distribution}; uninstall one, or leave one out with SIGMA_PLUGINS")
+            table.update(dict.fromkeys(keys, component))
 
 
 def _registry() -> _Registry:
@@ -234,10 +224,9 @@ def _registry() -> _Registry:
 
 def _discover() -> _Registry:
     registry = _Registry()
-    # The built-ins are part of the core: if they fail, that is a bug and
-    # should show its traceback rather than be recorded as a plugin failure.
-    for component in _collect(builtins, CORE_DISTRIBUTION, _core_version()):
-        registry.add(component)
+    # The built-ins are the core: if they fail, that is a bug, shown with its traceback.
+    registry.add(_collect(builtins, CORE_DISTRIBUTION, _core_version()))
+    strict = os.environ.get("SIGMA_STRICT_PLUGINS", "").strip().lower() in {"1", "true", "yes", "on"}
     for entry_point in _selected_entry_points():
         distribution, version = _distribution_of(entry_point)
         started = time.perf_counter()
@@ -247,32 +236,36 @@ def _discover() -> _Registry:
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # sys.exit() at import fails that plugin only, like any exception
-            found = None
-            _record_failure(registry, PluginFailure(entry_point.name, distribution, version, _describe(exc)), exc)
+            found, failure = [], PluginFailure(entry_point.name, distribution, version, describe(exc))
+            message = f"plugin {failure.name!r} ({distribution} {version}) failed to load: {failure.error}"
+            if strict:
+                raise PluginError(message) from exc
+            _log.warning("%s", message)
+            registry.failures.append(failure)
         seconds = time.perf_counter() - started
         registry.load_seconds[distribution] = registry.load_seconds.get(distribution, 0.0) + seconds
         _log.debug("plugin %r (%s %s) took %.3f s to load", entry_point.name, distribution, version, seconds)
-        if found is None:
-            continue
-        # A clash is not this plugin's failure alone, so it is not swallowed.
-        for component in found:
-            registry.add(component)
+        registry.add(found)  # outside the try: a clash is not this plugin's failure alone
     return registry
 
 
 def _collect(plugin: object, distribution: str, version: str) -> list[Component]:
     """Run one plugin's hooks and return what it registered, committing nothing.
 
-    Each plugin gets its own plugin manager so that every component can be
-    attributed to the distribution that registered it.
+    Each plugin gets its own plugin manager, so every component is attributed to its distribution.
     """
     manager = pluggy.PluginManager(hookspecs.PROJECT)
     manager.add_hookspecs(hookspecs)
     manager.register(plugin)
     manager.check_pending()  # a misspelt hook name is an error, not a no-op
     found: list[Component] = []
-    for kind, hook in HOOKS.items():
-        getattr(manager.hook, hook)(register=_registrar(kind, distribution, version, found))
+
+    def register(kind, name, target, *, aliases=(), check=None, rank=0, description=""):  # see hookspecs.Register
+        aliases = (aliases,) if isinstance(aliases, str) else tuple(aliases)
+        found.append(Component(kind, name, target, distribution, version, aliases, rank, description, check))
+
+    for kind in KINDS[:-1]:  # all but "command", whose hook is handed the argparse parser
+        getattr(manager.hook, f"register_{kind}s")(register=functools.partial(register, kind))
     if manager.hook.register_commands.get_hookimpls():
         found += _commands(manager.hook.register_commands, distribution, version)
     return found
@@ -295,50 +288,31 @@ def _commands(hook, distribution: str, version: str) -> list[Component]:
             for name, *aliases in by_parser.values()]
 
 
-def _registrar(kind: str, distribution: str, version: str, found: list[Component]) -> hookspecs.Register:
-    def register(name, target, *, aliases=(), check=None, rank=0, description=""):
-        aliases = (aliases,) if isinstance(aliases, str) else tuple(aliases)
-        found.append(Component(kind, name, target, distribution, version, aliases, rank, description, check))
-
-    return register
-
-
 def _selected_entry_points() -> list[metadata.EntryPoint]:
-    entry_points = sorted(
-        metadata.entry_points(group=ENTRY_POINT_GROUP),
-        key=lambda ep: (_distribution_of(ep)[0], ep.name),
-    )
+    def names(entry_point) -> set[str]:
+        return {_normalise(entry_point.name), _normalise(_distribution_of(entry_point)[0])}
+
+    entry_points = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP),
+                          key=lambda ep: (_distribution_of(ep)[0], ep.name))
     allowlist = os.environ.get("SIGMA_PLUGINS")
     if allowlist is None:
         return entry_points
     wanted = {_normalise(name) for name in allowlist.split(",") if name.strip()}
-    chosen = [ep for ep in entry_points if _allowlist_names(ep) & wanted]
-    unmatched = wanted - set().union(*map(_allowlist_names, chosen)) - {CORE_DISTRIBUTION}
+    chosen = [ep for ep in entry_points if names(ep) & wanted]
+    unmatched = wanted - set().union(*map(names, chosen)) - {CORE_DISTRIBUTION}
     if unmatched:
         _log.warning("SIGMA_PLUGINS names %s, but no installed plugin matches", ", ".join(sorted(unmatched)))
     return chosen
 
 
-def _allowlist_names(entry_point: metadata.EntryPoint) -> set[str]:
-    return {_normalise(entry_point.name), _normalise(_distribution_of(entry_point)[0])}
-
-
-def _record_failure(registry: _Registry, failure: PluginFailure, exc: BaseException) -> None:
-    message = (
-        f"plugin {failure.name!r} ({failure.distribution} {failure.version}) "
-        f"failed to load: {failure.error}"
-    )
-    if os.environ.get("SIGMA_STRICT_PLUGINS", "").strip().lower() in {"1", "true", "yes", "on"}:
-        raise PluginError(message) from exc
-    _log.warning("%s", message)
-    registry.failures.append(failure)
+def _normalise(name: str) -> str:
+    """PEP 503 normalisation, so ``Sigmann_CPU`` matches ``sigmann-cpu``."""
+    return re.sub(r"[-_.]+", "-", name.strip()).lower()
 
 
 def _distribution_of(entry_point: metadata.EntryPoint) -> tuple[str, str]:
     dist = entry_point.dist
-    if dist is None:
-        return "unknown", "0+unknown"
-    return dist.name, dist.version
+    return ("unknown", "0+unknown") if dist is None else (dist.name, dist.version)
 
 
 def _core_version() -> str:
@@ -346,9 +320,6 @@ def _core_version() -> str:
         return metadata.version(CORE_DISTRIBUTION)
     except metadata.PackageNotFoundError:
         return "0+unknown"
-
-
-# --- small helpers ------------------------------------------------------
 
 
 def _checked_kind(kind: str) -> str:
@@ -362,51 +333,6 @@ def _unknown_message(kind: str, name: str, table: dict[str, Component]) -> str:
 
     if (kind, name) in PROVIDED_BY:
         return f"unknown {kind} {name!r}: install {PROVIDED_BY[kind, name]}, which provides it"
-    names = sorted({c.name for c in table.values()})
-    available = ", ".join(names) or "none"
     close = difflib.get_close_matches(name, table, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
-    return f"unknown {kind} {name!r} ({hint}available: {available})"
-
-
-def _normalise(name: str) -> str:
-    """PEP 503 normalisation, so ``Sigmann_CPU`` matches ``sigmann-cpu``."""
-    return re.sub(r"[-_.]+", "-", name.strip()).lower()
-
-
-def _describe(exc: BaseException) -> str:
-    return _one_line(f"{type(exc).__name__}: {exc}")
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def build(kind: str, config: dict, *context, where: str | None = None, **context_keywords) -> Any:
-    """Construct a registered component from ``{"type": name, **constructor arguments}``.
-
-    Run files describe optimisers, initialisers, monitors, operators and hooks
-    this way, e.g. ``{"type": "adagrad", "learning_rate": 0.02}``. ``context``
-    and ``context_keywords`` are what the caller supplies, not the run file
-    (an operator's trainer). A missing ``type``, an unknown key or a missing
-    argument is a :class:`ConfigError` naming it (``where``: the run-file key), and
-    so is a value of the wrong type or range (:func:`sigma_core.arguments.check`),
-    all before the constructor runs.
-    """
-    from .arguments import check, require
-    from .errors import ConfigError, SigmaError
-
-    where = where or kind
-    if not isinstance(config, dict) or "type" not in config:
-        raise ConfigError(f"{where}: a {kind} config needs a 'type' key, got {config!r}")
-    arguments = dict(config)
-    name = arguments.pop("type")
-    require(f"{where}.type", "str", name)
-    cls = load(kind, name)
-    check(where, cls, arguments, label=f"{kind} {name!r}", skip=len(context), given=context_keywords)
-    try:
-        return cls(*context, **arguments, **context_keywords)
-    except SigmaError:
-        raise
-    except (TypeError, ValueError) as error:  # a value no declared rule caught; --debug shows where it failed
-        raise ConfigError(f"{where}: {kind} {name!r}: {error}") from error
+    return f"unknown {kind} {name!r} ({hint}available: {', '.join(sorted({c.name for c in table.values()})) or 'none'})"

@@ -20,6 +20,7 @@ from .hooks.config import hooks_from_config
 from .hooks.savers import checkpoint_hooks_from_config
 from .initialisers import check_patterns
 from .network import Network
+from .optimisers import optimiser_from_config
 from .trainer import Trainer
 
 log = logging.getLogger("sigma")
@@ -33,19 +34,18 @@ class Run:
     handler: object
     trainer: Trainer
     epochs: int
-    hooks: list = field(default_factory=list)  # attached to the operator by train()
-    monitors: list = field(default_factory=list)  # the run file's [[monitors]], attached by train()
+    hooks: list = field(default_factory=list)  # [[hooks]] and [checkpoint]'s, attached to the operator by train()
+    monitors: list = field(default_factory=list)  # [[monitors]], attached by train()
     history: list = field(default_factory=list)
     seconds: float = 0.0
 
     def train(self, monitors=()) -> dict:
-        """Train for the configured epochs with the run file's monitors and ``monitors``; return the summary."""
+        """Train with the operator ``[operator]`` names (default: single_worker), the run file's monitors and
+        ``monitors``, for the configured epochs; return the summary."""
         if self.trainer.handler is None:
             self.trainer.initialise(self.handler)
-        monitors = [*self.monitors, *monitors]
-        hooks = [*self.hooks, *checkpoint_hooks_from_config(self.config)]
-        operator = build_operator(self.config.get("operator", {}), self.trainer, epochs=self.epochs,
-                                  hooks=hooks, monitors=monitors)
+        operator = plugins.build("operator", {"type": "single_worker", **self.config.get("operator", {})}, self.trainer,
+                                 epochs=self.epochs, hooks=self.hooks, monitors=[*self.monitors, *monitors])
         started = time.perf_counter()
         self.history = operator.run()
         self.seconds = time.perf_counter() - started
@@ -74,20 +74,13 @@ class Run:
         last = self.history[-1] if self.history else None
         held_out = last.validation.get("validation", {}) if last else {}
         return {
-            "name": self.config["name"],
-            "handler": self.handler.name,
-            "dtype": self.handler.dtype,
+            "name": self.config["name"], "handler": self.handler.name, "dtype": self.handler.dtype,
             "epochs": self.trainer.epoch,  # epochs done, counting those before a resume
-            "seconds": round(self.seconds, 3),
-            "cost": last.cost if last else None,
-            "accuracy": held_out.get("accuracy"),
-            "validation_cost": held_out.get("cost"),
+            "seconds": round(self.seconds, 3), "cost": last.cost if last else None,
+            "accuracy": held_out.get("accuracy"), "validation_cost": held_out.get("cost"),
             "parameters": self.trainer.network.parameter_count,
-            "history": [
-                {"epoch": r.epoch, "cost": r.cost, "seconds": round(r.seconds, 3),
-                 "accuracy": r.validation.get("validation", {}).get("accuracy")}
-                for r in self.history
-            ],
+            "history": [{"epoch": r.epoch, "cost": r.cost, "seconds": round(r.seconds, 3),
+                         "accuracy": r.validation.get("validation", {}).get("accuracy")} for r in self.history],
         }
 
 
@@ -102,8 +95,7 @@ def _changed_keys(old, new, prefix="") -> list[str]:
 def split_dataset(dataset, split: dict, seed: int):
     """(training, held-out) per the ``[split]`` table: a fraction or [start, stop) ranges.
 
-    Ranges must lie within the data and neither part may be empty (an empty
-    held-out set would silently report nothing).
+    Neither part may be empty: an empty held-out set would silently report nothing.
     """
     validation, train, n = split.get("validation"), split.get("train"), len(dataset)
     if isinstance(validation, (int, float)) and not isinstance(validation, bool):
@@ -113,29 +105,20 @@ def split_dataset(dataset, split: dict, seed: int):
             raise ConfigError("split.train is only allowed with a [start, stop] split.validation range")
         parts = dataset.split(1.0 - validation, validation, shuffle=split.get("shuffle", True), seed=split.get("seed", seed))
     else:
-        ranges = {}
-        for key, value in (("validation", validation), ("train", train)):
-            if value is None:
-                continue
+        ranges = {key: value for key, value in (("validation", validation), ("train", train)) if value is not None}
+        for key, value in ranges.items():
             if not (isinstance(value, list) and len(value) == 2 and all(type(v) is int for v in value)):
                 raise ConfigError(f"split.{key} must be [start, stop] record indices, got {value!r}")
             if not 0 <= value[0] <= value[1] <= n:
                 raise ConfigError(f"split.{key} = {value} is not within the {n} records of the data "
                                   f"(0 <= start <= stop <= {n})")
-            ranges[key] = value
         if "validation" not in ranges:
             raise ConfigError("split.validation is required: a fraction or a [start, stop] range")
         parts = dataset.take(*ranges.get("train", (0, ranges["validation"][0]))), dataset.take(*ranges["validation"])
     for key, part, role in (("train" if train else "validation", parts[0], "training"), ("validation", parts[1], "held-out")):
         if len(part) == 0:
             raise ConfigError(f"split.{key}: the {role} set is empty (the data has {n} records)")
-    return parts[0], parts[1]
-
-
-def build_operator(spec: dict, trainer, *, epochs: int, hooks=(), monitors=()):
-    """The operator ``[operator]`` names (default: the single-worker one), running ``trainer``."""
-    spec = {"type": "single_worker", **spec}
-    return plugins.build("operator", spec, trainer, epochs=epochs, hooks=hooks, monitors=monitors)
+    return parts
 
 
 def build_monitors(tables: list, where: str = "monitors") -> list:
@@ -144,16 +127,9 @@ def build_monitors(tables: list, where: str = "monitors") -> list:
         raise ConfigError(f"{where} must be an array of tables: [[monitors]] with type = ...")
     monitors = []
     for index, table in enumerate(tables):
-        monitor = plugins.build("monitor", table, where=f"{where}[{index}]")
-        monitor.name = table["type"]
-        monitors.append(monitor)
+        monitors.append(plugins.build("monitor", table, where=f"{where}[{index}]"))
+        monitors[-1].name = table["type"]
     return monitors
-
-
-def build_optimiser(spec: dict):
-    from .optimisers import optimiser_from_config
-
-    return optimiser_from_config(spec)
 
 
 def build_initialisers(spec: dict) -> dict:
@@ -169,14 +145,13 @@ def build_initialisers(spec: dict) -> dict:
 
 def build_run(config: dict, *, handler_name: str | None = None) -> Run:
     """Create handler, data, network, optimiser and trainer from a validated config."""
-    seed = config["seed"]
-    training_cfg = config["training"]
+    seed, training_cfg = config["seed"], config["training"]
     # Everything a run file can get wrong is checked before the handler is created (which logs its
     # choice), so a bad config is reported as the CLI's one error line and nothing else.
     network = Network(from_layer_list(config["network"]["layers"]), name=config["name"])
-    optimiser = build_optimiser(config["optimiser"])
+    optimiser = optimiser_from_config(config["optimiser"])
     initialisers = build_initialisers(config["initialisers"])
-    hooks = hooks_from_config(config["hooks"])
+    hooks = [*hooks_from_config(config["hooks"]), *checkpoint_hooks_from_config(config)]
     monitors = build_monitors(config["monitors"])
     ids = [f"{name}.{param}" for name, layer in network.layers.items() for param in layer.parameter_shapes]
     check_patterns(initialisers, ids, "initialisers")
@@ -186,27 +161,17 @@ def build_run(config: dict, *, handler_name: str | None = None) -> Run:
     network.check_memory(config["handler"]["dtype"], copies=2 + len(getattr(optimiser, "memory_names", ())))
     plugins.get("operator", config["operator"].get("type", "single_worker"))  # an unknown operator fails before the data is read
 
-    dataset = dataset_from_config(config["data"])
-    training, held_out = split_dataset(dataset, config["split"], seed)
-    iterator = MinibatchIterator(
-        training, training_cfg["batch_size"], shuffle=training_cfg["shuffle"], seed=seed,
-        last_batch=training_cfg["last_batch"],
-    )
+    training, held_out = split_dataset(dataset_from_config(config["data"]), config["split"], seed)
+    iterator = MinibatchIterator(training, training_cfg["batch_size"], shuffle=training_cfg["shuffle"], seed=seed,
+                                 last_batch=training_cfg["last_batch"])
     if training_cfg["prefetch"]:  # gather the next batch on a background thread while this one trains
         iterator = PrefetchIterator(iterator, depth=training_cfg["prefetch"])
     validation = MinibatchIterator(held_out, training_cfg["validation_batch_size"], shuffle=False)
 
     name, source = backend.resolve_handler_name(cli=handler_name, config=config["handler"].get("name"))
     handler = backend.create_handler(name, dtype=config["handler"]["dtype"], seed=seed, source=source)
-    trainer = Trainer(
-        network,
-        optimiser,
-        iterator,
-        validation={"validation": validation},
-        initialisers=initialisers,
-        name=config["name"],
-        run_config=config,
-    )
+    trainer = Trainer(network, optimiser, iterator, validation={"validation": validation}, initialisers=initialisers,
+                      name=config["name"], run_config=config)
     log.info("run %s: %d training and %d held-out records, %s parameters on %s",
              config["name"], len(training), len(held_out), f"{network.parameter_count:,}", handler)
     return Run(config, handler, trainer, training_cfg["epochs"], hooks=hooks, monitors=monitors)

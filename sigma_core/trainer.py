@@ -147,37 +147,67 @@ class Trainer:
         h = self.handler
         h.begin_session()
         try:
-            externals = self._externals(batch)
-            ids, params = self._trainable_ids, self._trainable_arrays
-            with h.tape() as tape:
-                tape.watch(*params)
-                result = self.network.forward(externals, training=True)
-                if result.cost is None:
-                    raise SigmaError(f"trainer {self.name!r}: the network has no cost layer, so there is nothing to optimise")
-                cost = result.cost
-                # Checked before the update, so a bad step changes no parameter.
-                if not h.all_finite(cost):
-                    raise NonFiniteError(
-                        f"trainer {self.name!r}: cost became {float(cost)} at epoch {self.epoch + 1}, "
-                        f"iteration {self.iteration + 1}"
-                    )
-                grads = tape.gradient(cost, params)
-            self.optimiser.step(h, self._trainable, dict(zip(ids, grads)))
+            cost, grads = self.gradients(batch)
+            self.optimiser.step(h, self._trainable, grads)
         finally:
             h.end_session()
-        h.fill(self._costs[0], cost)
+        return self.count_iteration(cost)
+
+    def gradients(self, batch: dict):
+        """``(cost, {id: gradient})`` of the trainable parameters on ``batch``, inside the caller's session.
+
+        A non-finite cost raises before any gradient is taken, so a bad step changes no parameter.
+        """
+        h = self.handler
+        externals = self._externals(batch)
+        with h.tape() as tape:
+            tape.watch(*self._trainable_arrays)
+            result = self.network.forward(externals, training=True)
+            if result.cost is None:
+                raise SigmaError(f"trainer {self.name!r}: the network has no cost layer, so there is nothing to optimise")
+            cost = result.cost
+            if not h.all_finite(cost):
+                raise NonFiniteError(
+                    f"trainer {self.name!r}: cost became {float(cost)} at epoch {self.epoch + 1}, "
+                    f"iteration {self.iteration + 1}"
+                )
+            grads = tape.gradient(cost, self._trainable_arrays)
+        return cost, dict(zip(self._trainable_ids, grads))
+
+    def apply_gradients(self, grads: dict, cost: float) -> float:
+        """One step from gradients computed elsewhere (data-parallel workers: host arrays by id); returns ``cost``."""
+        h = self.handler
+        with h.session():
+            self.optimiser.step(h, self._trainable, {pid: h.adopt(grad) for pid, grad in grads.items()})
+        return self.count_iteration(cost)
+
+    def count_iteration(self, cost):
+        """Record one finished step and its cost (a handler number or a float)."""
+        self.handler.fill(self._costs[0], cost)
         self.iteration += 1
         self.total_iterations += 1
         return cost
 
-    def run_epoch(self, on_iteration=None) -> float:
+    def replica(self, handler, name: str) -> Trainer:
+        """A data-parallel worker's trainer: copies of this network and optimiser state on ``handler``, no data."""
+        optimiser = type(self.optimiser)(**self.optimiser.hyperparameters())
+        optimiser.load_state_dict(self.optimiser.state_dict(), handler)
+        twin = Trainer(self.network.copy(handler), optimiser, None, name=name, inputs=self.inputs_alias,
+                       targets=self.targets_alias)
+        twin.handler = handler
+        twin._costs = (handler.number(float("nan"), dtype="float64"), handler.number(0.0, dtype="float64"))
+        twin.refresh_trainable()
+        return twin
+
+    def run_epoch(self, on_iteration=None, step=None) -> float:
         """Train on every batch of one epoch; returns the mean cost.
 
         An epoch that was interrupted (a stop mid-epoch, or a checkpoint taken
         mid-epoch and restored by :meth:`load_state_dict`) is finished instead
         of starting a new one: the iterator resumes at its first unseen batch
         and the iteration count and cost sum carry on, so the epoch ends exactly
-        as if it had never been interrupted.
+        as if it had never been interrupted. ``step(batch)`` replaces
+        :meth:`run_iteration` (how data-parallel operators train).
         """
         batches = self.training_iterator
         if self.in_epoch:
@@ -190,7 +220,7 @@ class Trainer:
         self.in_epoch = True
         for batch in batches:
             try:
-                self.handler.add_(self._costs[1], self.run_iteration(batch))
+                self.handler.add_(self._costs[1], (step or self.run_iteration)(batch))
             except NonFiniteError as error:
                 raise NonFiniteError(f"{error}; {self._non_finite_source(batch)}") from None
             if on_iteration is not None:

@@ -250,8 +250,8 @@ def test_an_npy_header_claiming_more_elements_than_its_bytes_is_refused_without_
     rewrite(saved, members)
     tracemalloc.start()
     try:
-        refused(saved, "malformed", "header claims shape (1000000, 1000000) of float32 (4,000,000,000,000 bytes)",
-                "the member holds 48")
+        refused(saved, "malformed", "weights claims shape (1000000, 1000000) of float32 (4,000,000,000,000 bytes)",
+                "only 48 bytes follow its header")
         assert tracemalloc.get_traced_memory()[1] < 4 << 20
     finally:
         tracemalloc.stop()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 
 from sigma_core.errors import SigmaError
@@ -12,21 +11,17 @@ from . import options
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "eval",
-        parents=[options.HANDLER, options.JSON, options.DEBUG],
-        help="accuracy and cost of a checkpoint on a dataset",
+        "eval", parents=[options.HANDLER, options.JSON, options.DEBUG], help="accuracy and cost of a checkpoint on a dataset",
         description="Load a checkpoint's parameters and report accuracy and cost on a dataset of its run: "
-        "the held-out split by default.",
-    )
+        "the held-out split by default.")
     parser.add_argument("checkpoint", help="checkpoint file (.ckpt)")
     parser.add_argument("--data-config", metavar="RUNFILE",
                         help="take [data] and [split] from this run file instead of the checkpoint's run config")
-    parser.add_argument("--dataset", default="validation",
-                        help="validation (the held-out split, default) or training")
+    parser.add_argument("--dataset", default="validation", help="validation (the held-out split, default) or training")
     parser.set_defaults(run=run_eval)
 
 
-def run_eval(args: argparse.Namespace) -> int:
+def run_eval(args) -> int:
     import copy
 
     from sigma_core import config as run_config
@@ -38,10 +33,7 @@ def run_eval(args: argparse.Namespace) -> int:
     cfg = copy.deepcopy(checkpoint.config)
     if args.data_config:
         data_cfg = run_config.load(args.data_config)
-        if cfg is None:
-            cfg = data_cfg
-        else:
-            cfg["data"], cfg["split"] = data_cfg["data"], data_cfg["split"]
+        cfg = data_cfg if cfg is None else {**cfg, "data": data_cfg["data"], "split": data_cfg["split"]}
     if cfg is None:
         raise SigmaError(f"{args.checkpoint}: the checkpoint has no run config (saved from code); "
                          "pass --data-config RUNFILE")
@@ -53,10 +45,8 @@ def run_eval(args: argparse.Namespace) -> int:
         trainer.network.load_state_dict(checkpoint.parameters)
     except SigmaError as error:  # parameters that do not match the network its config describes
         raise CheckpointError(f"checkpoint {args.checkpoint}: does not fit the run's network ({error})") from None
-    datasets = dict(trainer.validation)
-    datasets["training"] = MinibatchIterator(
-        trainer.training_iterator.dataset, cfg["training"]["validation_batch_size"], shuffle=False
-    )
+    datasets = {**trainer.validation, "training": MinibatchIterator(
+        trainer.training_iterator.dataset, cfg["training"]["validation_batch_size"], shuffle=False)}
     if args.dataset not in datasets:
         raise SigmaError(f"no dataset {args.dataset!r} (choose one of {', '.join(datasets)})")
     report = trainer.evaluate(datasets[args.dataset])

@@ -2,25 +2,27 @@
 
 from __future__ import annotations
 
-import argparse
+import contextlib
 import json
 import shlex
 import signal
 import sys
+import tempfile
 import threading
+from pathlib import Path
 
+from sigma_core import config as run_config
+from sigma_core.atomic import atomic_write
 from sigma_core.errors import SigmaError
+from sigma_core.monitors import Monitor, parse_monitor_option
 
 from . import options
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "train",
-        parents=[options.HANDLER, options.DEBUG],
-        help="train the run a TOML file describes",
-        description="Train the network a run file describes and report held-out accuracy.",
-    )
+        "train", parents=[options.HANDLER, options.DEBUG], help="train the run a TOML file describes",
+        description="Train the network a run file describes and report held-out accuracy.")
     parser.add_argument("config", help="run file (TOML)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override any run-file key, e.g. --set training.epochs=3 (repeatable)")
@@ -33,25 +35,22 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(run=run_train)
 
 
-def run_train(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from sigma_core import config as run_config
-    from sigma_core.checkpoint import load_checkpoint
+def run_train(args) -> int:
+    from sigma_core.checkpoint import load_checkpoint  # imports numpy: not on every sigma command's path
     from sigma_core.run import build_run
 
     overrides = list(args.overrides)
     if args.dtype:
         overrides.append(f"handler.dtype={args.dtype}")
     cfg = run_config.load(args.config, overrides)
-    # Read before anything is built, so a bad checkpoint is the only line printed.
+    # Everything that can be refused is refused before anything is built, in one line.
     checkpoint = load_checkpoint(args.resume) if args.resume else None
     if checkpoint is not None and checkpoint.trainer["epoch"] >= cfg["training"]["epochs"]:
-        raise SigmaError(
-            f"{args.resume}: the checkpoint has {checkpoint.trainer['epoch']} epochs done and the run has "
-            f"training.epochs = {cfg['training']['epochs']}: nothing left to train (raise it with --set)"
-        )
-    _refuse_unwritable_out(args.out)
+        raise SigmaError(f"{args.resume}: the checkpoint has {checkpoint.trainer['epoch']} epochs done and the run "
+                         f"has training.epochs = {cfg['training']['epochs']}: nothing left to train (raise it with --set)")
+    out = Path(args.out) if args.out else None
+    if out:
+        _refuse_unwritable(out)
     run = build_run(cfg, handler_name=args.handler)
     if checkpoint is not None:
         run.resume(checkpoint)
@@ -60,35 +59,28 @@ def run_train(args: argparse.Namespace) -> int:
         return 130
     accuracy = "n/a" if summary["accuracy"] is None else f"{summary['accuracy']:.2%}"
     cost = "n/a" if summary["cost"] is None else f"{summary['cost']:.4f}"  # e.g. stopped inside epoch 1
-    print(
-        f"{summary['name']}: {summary['epochs']} epochs in {summary['seconds']:.1f}s on "
-        f"{summary['handler']} ({summary['dtype']}); final cost {cost}, held-out accuracy {accuracy}"
-    )
-    if args.out:
-        _write_json_atomically(Path(args.out), summary)
+    print(f"{summary['name']}: {summary['epochs']} epochs in {summary['seconds']:.1f}s on "
+          f"{summary['handler']} ({summary['dtype']}); final cost {cost}, held-out accuracy {accuracy}")
+    if out:
+        try:
+            with atomic_write(out, "w") as stream:  # a crash never leaves half a file
+                json.dump(summary, stream, indent=2)
+        except OSError as error:
+            raise SigmaError(f"--out {out}: cannot write it ({error.strerror or error})") from None
     return 0
 
 
 def _monitors(args, run) -> list:
     """The ``--monitor`` monitors, plus the progress bars unless ``--quiet`` or the run file has them."""
-    from sigma_core.monitors import parse_monitor_option
     from sigma_core.run import build_monitors
-
     specs = [parse_monitor_option(text) for text in args.monitors]
-    named = {monitor.name for monitor in run.monitors} | {spec["type"] for spec in specs}
-    if not args.quiet and "progress" not in named:
+    if not args.quiet and "progress" not in {monitor.name for monitor in run.monitors} | {s["type"] for s in specs}:
         specs.insert(0, {"type": "progress"})
     return build_monitors(specs, where="--monitor")
 
 
-def _refuse_unwritable_out(out) -> None:
+def _refuse_unwritable(path: Path) -> None:
     """Refuse an ``--out`` path that cannot be written before any data is read, not after training."""
-    import tempfile
-    from pathlib import Path
-
-    if out is None:
-        return
-    path = Path(out)
     if path.is_dir():
         raise SigmaError(f"--out {path}: is a directory; name a file such as {path / 'result.json'}")
     try:
@@ -100,20 +92,18 @@ def _refuse_unwritable_out(out) -> None:
 
 
 def _train_guarded(args, run, monitors) -> dict | None:
-    """Train holding every checkpoint directory's lock; on Ctrl-C save, say how to resume, return None.
+    """Train holding every checkpoint directory's lock; on Ctrl-C save, say how to resume, and return None.
 
-    The first Ctrl-C stops the run at the next iteration boundary, the
-    second aborts at once (what is on disk stays whole: writes are atomic).
+    The first Ctrl-C stops the run at the next iteration boundary, the second
+    aborts at once (what is on disk stays whole: writes are atomic).
     """
-    import contextlib
-
     import numpy
 
     from sigma_core.checkpoint import directory_lock
-    from sigma_core.hooks.savers import CheckpointHook, checkpoint_hooks_from_config
+    from sigma_core.hooks.savers import CheckpointHook
 
-    savers = [hook for hook in (*checkpoint_hooks_from_config(run.config), *run.hooks) if isinstance(hook, CheckpointHook)]
-    ctrl_c = _stop_on_ctrl_c()
+    savers = [hook for hook in run.hooks if isinstance(hook, CheckpointHook)]
+    ctrl_c = StopOnCtrlC()
     with contextlib.ExitStack() as locks:
         for directory in dict.fromkeys(saver.directory for saver in savers):
             locks.enter_context(directory_lock(directory))
@@ -128,46 +118,29 @@ def _train_guarded(args, run, monitors) -> dict | None:
             print(f"{where}; nothing saved: the run file has no [checkpoint] section", file=sys.stderr)
             return None
         path = savers[0].save(trainer)
-    options = [f"--{key}={value}" for key, value in (("handler", args.handler), ("dtype", args.dtype)) if value]
-    command = ["sigma", "train", args.config, *options, *(f"--set={o}" for o in args.overrides), "--resume", str(path)]
+    flags = [f"--{key}={value}" for key, value in (("handler", args.handler), ("dtype", args.dtype)) if value]
+    command = ["sigma", "train", args.config, *flags, *(f"--set={o}" for o in args.overrides), "--resume", str(path)]
     print(f"{where}; saved {path}; resume with: {shlex.join(command)}", file=sys.stderr)
     return None
 
 
-def _stop_on_ctrl_c():
-    """A monitor that turns Ctrl-C into a stop at the next iteration boundary; a second Ctrl-C aborts at once."""
-    from sigma_core.monitors import Monitor
+class StopOnCtrlC(Monitor):
+    """Turns Ctrl-C into a stop at the next iteration boundary; a second Ctrl-C aborts at once."""
 
-    class StopOnCtrlC(Monitor):
-        name = "ctrl-c"
-        interrupted = False
-        previous = None
+    name, interrupted, previous = "ctrl-c", False, None
 
-        def attach(self, operator):
-            super().attach(operator)
-            if threading.current_thread() is threading.main_thread():  # only there can signals be caught
-                self.previous = signal.signal(signal.SIGINT, self.interrupt)
+    def attach(self, operator):
+        super().attach(operator)
+        if threading.current_thread() is threading.main_thread():  # only there can signals be caught
+            self.previous = signal.signal(signal.SIGINT, self.interrupt)
 
-        def interrupt(self, signum, frame):
-            self.interrupted = True
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            # From another thread: this handler may run while the training thread holds the operator's lock.
-            threading.Thread(target=self.operator.signal_stop, daemon=True).start()
+    def interrupt(self, signum, frame):
+        self.interrupted = True
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        # From another thread: this handler may run while the training thread holds the operator's lock.
+        threading.Thread(target=self.operator.signal_stop, daemon=True).start()
 
-        def detach(self):
-            if self.previous is not None:
-                signal.signal(signal.SIGINT, self.previous)
-            super().detach()
-
-    return StopOnCtrlC()
-
-
-def _write_json_atomically(path, payload) -> None:
-    """Write JSON so that a crash never leaves half a file."""
-    from sigma_core.atomic import atomic_write
-
-    try:
-        with atomic_write(path, "w") as stream:
-            json.dump(payload, stream, indent=2)
-    except OSError as error:
-        raise SigmaError(f"--out {path}: cannot write it ({error.strerror or error})") from None
+    def detach(self):
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+        super().detach()

@@ -3,10 +3,9 @@
 A block folder (one ``.npy`` file per block and section, and a manifest) is
 renamed into place only when complete, so a failed extraction leaves nothing a
 later run would trust. A :class:`BlockDataset` indexes records like an
-in-memory :class:`~sigma_core.data.dataset.Dataset` (so the iterators serve
-both) but holds only the blocks that fit in half its ``memory_budget`` (the
-other half is headroom for batches), and shuffles block by block so an epoch
-loads each block about once.
+in-memory :class:`~sigma_core.data.dataset.Dataset` but holds only the blocks
+that fit in half its ``memory_budget`` (the rest is headroom for batches), and
+shuffles block by block so an epoch loads each block about once.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from sigma_core.atomic import atomic_path, remove_stale
-from sigma_core.data.dataset import split_bounds
+from sigma_core.data.dataset import Dataset, Records, split_bounds
 from sigma_core.data.errors import DataError
 
 MANIFEST = "manifest.json"
@@ -35,10 +34,8 @@ def _length(sections: Mapping[str, np.ndarray]) -> int:
 
 def build_blocks(chunks: Iterable[Mapping[str, np.ndarray]], directory, *, block_records: int,
                  name: str = "") -> Path:
-    """Write ``chunks`` (section dicts of any size) to ``directory`` as blocks of ``block_records`` records.
-
-    At most one block plus one chunk is held in memory; an error leaves ``directory`` as it was.
-    """
+    """Write ``chunks`` (section dicts of any size) to ``directory`` as blocks of ``block_records`` records,
+    holding at most one block plus one chunk in memory; an error leaves ``directory`` as it was."""
     if block_records < 1:
         raise DataError(f"block size must be at least 1 record, got {block_records}")
     directory = Path(directory)
@@ -54,10 +51,8 @@ def build_blocks(chunks: Iterable[Mapping[str, np.ndarray]], directory, *, block
             sizes.append(_length(block))
 
         for chunk in chunks:
-            chunk = {section: np.asarray(array) for section, array in chunk.items()}
+            chunk = Dataset(chunk, name)[:]  # checks that its sections are aligned
             shape = {section: {"dtype": a.dtype.str, "shape": list(a.shape[1:])} for section, a in chunk.items()}
-            if len({len(a) for a in chunk.values()}) != 1:
-                raise DataError(f"dataset {name!r}: a chunk's sections are not aligned on axis 0")
             if layout and shape != layout:
                 raise DataError(f"dataset {name!r}: a chunk has sections {shape}, earlier ones {layout}")
             layout = shape
@@ -106,8 +101,10 @@ def read_blocks(directory) -> Iterator[dict[str, np.ndarray]]:
         yield _load_block(directory, block, manifest["sections"])
 
 
-class BlockDataset:
+class BlockDataset(Records):
     """Records read block by block from a :func:`build_blocks` folder; subsets are views of the same folder."""
+
+    sorted_parts = True  # split parts in file order, so a batch reads few blocks
 
     def __init__(self, directory, memory_budget: int, *, records: np.ndarray | None = None, name: str | None = None):
         self.directory = Path(directory)
@@ -167,17 +164,6 @@ class BlockDataset:
         return BlockDataset(self.directory, self.memory_budget, records=self._records[index],
                             name=self.name if name is None else name)
 
-    def take(self, start: int | None = None, stop: int | None = None) -> BlockDataset:
-        """Records ``[start, stop)`` with Python slice semantics."""
-        return self.select(slice(start, stop))
-
-    def split(self, *fractions: float, shuffle: bool = True, seed: int = 0) -> tuple[BlockDataset, ...]:
-        """Record-wise split by fractions, as :meth:`Dataset.split`; each part keeps file order."""
-        bounds = split_bounds(len(self), fractions, self.name)
-        order = np.random.default_rng(seed).permutation(len(self)) if shuffle else np.arange(len(self))
-        return tuple(self.select(np.sort(order[a:b]), f"{self.name}[split {i}]")
-                     for i, (a, b) in enumerate(zip(bounds, bounds[1:])))
-
     def split_blocks(self, *fractions: float, shuffle: bool = False, seed: int = 0) -> tuple[BlockDataset, ...]:
         """Block-wise split: whole blocks go to each part, so parts never share a block."""
         blocks = self._blocks_of(self._records)
@@ -192,7 +178,7 @@ class BlockDataset:
         return np.searchsorted(self._offsets, ids, side="right") - 1
 
     def _block(self, block: int) -> dict[str, np.ndarray]:
-        """Block ``block``'s arrays, loading it (and evicting the least recently used) when not held."""
+        """Block ``block``'s arrays, loaded (evicting the least recently used) when not held."""
         if block in self._loaded:
             self._loaded.move_to_end(block)
             return self._loaded[block]

@@ -1,32 +1,20 @@
 """Build a dataset from the ``data`` block of a run file, through the extractor registry.
 
-``source`` names an extractor: a component of kind ``"extractor"`` registered
-by Sigma (:mod:`sigma_core.builtins`) or by any installed plugin. The block's
-other keys are the extractor's keyword arguments, checked against its
-signature, plus keys every source shares::
+``source`` names a registered extractor (Sigma's or a plugin's); the block's
+other keys are its keyword arguments, checked against its signature, plus keys
+every source shares::
 
-    {"source": "iris", "preprocess": [{"normalise": [0, 1]}], "one_hot": 3}
-    {"source": "mnist", "directory": "data/mnist", "train": false}
     {"source": "csv", "path": ["https://a/x.csv.gz", "mirror/x.csv.gz"], "md5": "...",
-     "sections": {"inputs": "0-3", "targets": 4}, "mappings": {"4": ["a", "b", "c"]}}
+     "sections": {"inputs": "0-3", "targets": 4}, "preprocess": [{"normalise": [0, 1]}], "one_hot": 3}
     {"source": "csv", "path": "big.csv", "blocks": {"records": 10000, "memory_budget": 100000000}}
 
-An extractor returns a :class:`Dataset`, or an iterable of section-dict chunks
-for data that should not be held in memory at once. Arguments named ``path``
-or ``*_path`` are sources (:func:`sigma_core.data.sources.resolve`): a local
-path, a URL or a fallback list of them; ``md5``/``sha256`` check ``path``.
-
-``blocks`` stores the extracted records as a block cache on disk
-(:mod:`sigma_core.data.blocks`) keyed by the data block, and serves them
-within ``memory_budget`` bytes. Preprocessing then runs per block while the
-cache is built. Steps with statistics of the whole dataset (adaptive
-normalise, standardise) are fitted first, each in one streaming pass over
-the extracted blocks as the steps before it leave them, so the cached
-records equal what the in-memory dataset would hold; only ``shuffle``, which
-needs every record at once, is refused there.
-
-Every key is checked: a typo is a :class:`ConfigError` naming the key and the
-allowed ones, never silently ignored.
+Arguments named ``path`` or ``*_path`` are sources (:func:`~sigma_core.data.sources.resolve`).
+An extractor returns a :class:`Dataset` or an iterable of section-dict chunks.
+``blocks`` stores the records as an on-disk block cache keyed by the data
+block (:mod:`sigma_core.data.blocks`) and preprocesses block by block: steps
+with statistics of the whole dataset (adaptive normalise, standardise) are
+fitted first, one streaming pass each, so the cache holds what the in-memory
+dataset would; only ``shuffle``, which needs every record at once, is refused.
 """
 
 from __future__ import annotations
@@ -42,30 +30,21 @@ import numpy as np
 
 from sigma_core import plugins
 from sigma_core.arguments import accepts, check, require
-from sigma_core.data.blocks import BlockDataset, build_blocks, is_built, read_blocks
 from sigma_core.atomic import partial_prefix
-from sigma_core.data.cache import data_dir
+from sigma_core.data.blocks import BlockDataset, build_blocks, is_built, read_blocks
 from sigma_core.data.dataset import Dataset
 from sigma_core.data.errors import DataError
 from sigma_core.data.preprocessing import Moments, Range, normalise, permute_axes, rescale, standardise
-from sigma_core.data.sources import resolve
+from sigma_core.data.sources import data_dir, resolve
 from sigma_core.errors import ConfigError, UnknownComponentError
 
 COMMON_KEYS = ("source", "preprocess", "one_hot", "md5", "sha256", "blocks")
 BLOCK_KEYS = ("records", "memory_budget", "directory")
 
 
-# --- preprocessing steps ---------------------------------------------------------------
-
-
 @dataclass
 class _Step:
-    """One validated ``preprocess`` step: ``apply`` maps a dataset to a dataset.
-
-    ``statistics`` (a :class:`Range` or :class:`Moments`, or None) must see
-    the inputs of every record, as the steps before left them, before
-    ``apply`` runs; ``apply`` reads them when called.
-    """
+    """One ``preprocess`` step; its ``statistics`` (if any) must see every record's inputs before ``apply``."""
 
     name: str
     apply: Callable[[Dataset], Dataset]
@@ -102,7 +81,7 @@ def _standardise_step(enabled) -> _Step:
 
 
 def _shuffle_step(seed) -> _Step:
-    require("data.preprocess.shuffle", "int >= 0", seed)  # a seed
+    require("data.preprocess.shuffle", "int >= 0", seed)
     return _Step("shuffle", lambda dataset: dataset.shuffle(seed))
 
 
@@ -130,8 +109,11 @@ def _steps(steps) -> list[_Step]:
     return [PREPROCESSORS[key](value) for key, value in pairs]
 
 
-def _apply(dataset: Dataset, steps: list[_Step]) -> Dataset:
+def _apply(dataset: Dataset, steps: list[_Step], fit: bool = False) -> Dataset:
+    """Run ``steps``; with ``fit``, each step's statistics first see what reaches it."""
     for step in steps:
+        if fit and step.statistics is not None:
+            step.statistics.update(dataset.section("inputs"))
         dataset = step.apply(dataset)
     return dataset
 
@@ -140,39 +122,8 @@ def _one_hot(dataset: Dataset, cfg: Mapping) -> Dataset:
     return dataset.one_hot("targets", cfg["one_hot"]) if "one_hot" in cfg else dataset
 
 
-def _preprocess(dataset: Dataset, cfg: Mapping, steps: list[_Step]) -> Dataset:
-    """Run ``steps`` on an in-memory dataset, fitting each one's statistics on what reaches it."""
-    for step in steps:
-        if step.statistics is not None:
-            step.statistics.update(dataset.section("inputs"))
-        dataset = step.apply(dataset)
-    return _one_hot(dataset, cfg)
-
-
-def _fit(blocks: Callable[[], Iterable[Dataset]], steps: list[_Step]) -> None:
-    """Fit every step's statistics over all ``blocks``: one pass per fitted step, one block in memory.
-
-    Each pass runs the blocks through the steps before (already fitted), so
-    the statistics are those the in-memory path computes on the whole array.
-    """
-    for position, step in enumerate(steps):
-        if step.statistics is not None:
-            for block in blocks():
-                step.statistics.update(_apply(block, steps[:position]).section("inputs"))
-
-
-# --- extractors ---------------------------------------------------------------------
-
-
-def _extractor(source) -> Callable:
-    try:
-        return plugins.load("extractor", source)
-    except UnknownComponentError as error:  # it lists the extractors, or names the distribution to install
-        raise ConfigError(f"data.source: {error}") from None
-
-
 def _arguments(source: str, extractor: Callable, cfg: Mapping) -> dict:
-    """The extractor's keyword arguments from ``cfg``, checked against its signature."""
+    """The extractor's keyword arguments from ``cfg``, checked against its signature, sources resolved."""
     arguments = {key: value for key, value in cfg.items() if key not in COMMON_KEYS}
     check("data", extractor, arguments, label=f"source {source!r}", shared=COMMON_KEYS)
     for key, value in arguments.items():
@@ -191,19 +142,6 @@ def _in_memory(result, source: str) -> Dataset:
     return Dataset({s: np.concatenate([c[s] for c in chunks]) for s in chunks[0]}, source)
 
 
-# --- block datasets -----------------------------------------------------------------
-
-
-def _block_options(cfg: Mapping) -> dict:
-    blocks = cfg["blocks"]
-    if not isinstance(blocks, Mapping) or set(blocks) - set(BLOCK_KEYS):
-        raise ConfigError(f"data.blocks must be a table with keys {', '.join(BLOCK_KEYS)}, got {blocks!r}")
-    for key in ("records", "memory_budget"):
-        if not isinstance(blocks.get(key), int) or blocks[key] < 1:
-            raise ConfigError(f"data.blocks.{key} must be a positive integer, got {blocks.get(key)!r}")
-    return dict(blocks)
-
-
 def _cache_directory(cfg: Mapping, arguments: Mapping, blocks: Mapping) -> Path:
     """A folder keyed by the data block and the state of its local files, so an edit rebuilds the cache."""
     if "directory" in blocks:
@@ -218,49 +156,53 @@ def _cache_directory(cfg: Mapping, arguments: Mapping, blocks: Mapping) -> Path:
 
 
 def _block_dataset(cfg, source, extractor, arguments, steps) -> BlockDataset:
-    blocks = _block_options(cfg)
+    blocks = cfg["blocks"]
+    if not isinstance(blocks, Mapping) or set(blocks) - set(BLOCK_KEYS):
+        raise ConfigError(f"data.blocks must be a table with keys {', '.join(BLOCK_KEYS)}, got {blocks!r}")
+    for key in ("records", "memory_budget"):
+        require(f"data.blocks.{key}", "int >= 1", blocks.get(key))
     if any(step.name == "shuffle" for step in steps):
         raise ConfigError("data.preprocess.shuffle needs the whole dataset, which data.blocks does not hold in "
                           "memory; drop it (the minibatch iterator shuffles every epoch) or drop data.blocks")
     directory = _cache_directory(cfg, arguments, blocks)
-    if is_built(directory):
-        return BlockDataset(directory, blocks["memory_budget"])
-    result = extractor(**arguments)
-    chunks = [result] if isinstance(result, Dataset) else (Dataset(c, source) for c in result)
-    if not any(step.statistics is not None for step in steps):
-        build_blocks((_one_hot(_apply(chunk, steps), cfg)[:] for chunk in chunks), directory,
-                     block_records=blocks["records"], name=source)
-        return BlockDataset(directory, blocks["memory_budget"])
-    # Fitted steps need every record before the first block can be written: stage the raw
-    # records as blocks beside the cache (removed afterwards), fit over them, then write.
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=directory.parent, prefix=partial_prefix(directory)) as staging:
-        raw = build_blocks((chunk[:] for chunk in chunks), Path(staging) / "raw", block_records=blocks["records"],
-                           name=source)
+    if not is_built(directory):
+        result = extractor(**arguments)
+        chunks = [result] if isinstance(result, Dataset) else (Dataset(c, source) for c in result)
 
-        def raw_blocks() -> Iterable[Dataset]:
-            return (Dataset(block, source) for block in read_blocks(raw))
+        def build(chunks):
+            build_blocks((_one_hot(_apply(chunk, steps), cfg)[:] for chunk in chunks), directory,
+                         block_records=blocks["records"], name=source)
 
-        _fit(raw_blocks, steps)
-        build_blocks((_one_hot(_apply(block, steps), cfg)[:] for block in raw_blocks()), directory,
-                     block_records=blocks["records"], name=source)
+        if not any(step.statistics is not None for step in steps):
+            build(chunks)
+        else:  # fitted steps need every record first: stage the raw records beside the cache, fit over them
+            directory.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=directory.parent, prefix=partial_prefix(directory)) as staging:
+                raw = build_blocks((chunk[:] for chunk in chunks), Path(staging) / "raw",
+                                   block_records=blocks["records"], name=source)
+                for position, step in enumerate(steps):  # one pass per fitted step, the steps before it applied
+                    if step.statistics is not None:
+                        for block in read_blocks(raw):
+                            step.statistics.update(_apply(Dataset(block, source), steps[:position]).section("inputs"))
+                build(Dataset(block, source) for block in read_blocks(raw))
     return BlockDataset(directory, blocks["memory_budget"])
 
 
 def dataset_from_config(cfg: Mapping) -> Dataset | BlockDataset:
     """The dataset a run file's ``data`` block describes (see the module docstring)."""
     if "source" not in cfg:
-        names = ", ".join(c.name for c in plugins.components("extractor"))
-        raise ConfigError(f"data.source is missing; allowed: {names}")
+        raise ConfigError(f"data.source is missing; allowed: {', '.join(c.name for c in plugins.components('extractor'))}")
     source = cfg["source"]
-    extractor = _extractor(source)
+    try:
+        extractor = plugins.load("extractor", source)
+    except UnknownComponentError as error:  # it lists the extractors, or names the distribution to install
+        raise ConfigError(f"data.source: {error}") from None
     arguments = _arguments(source, extractor, cfg)
     steps = _steps(cfg.get("preprocess", []))
     require("data.one_hot", "int >= 1", cfg.get("one_hot", 1))
     try:
         if "blocks" in cfg:
             return _block_dataset(cfg, source, extractor, arguments, steps)
-        return _preprocess(_in_memory(extractor(**arguments), source), cfg, steps)
+        return _one_hot(_apply(_in_memory(extractor(**arguments), source), steps, fit=True), cfg)
     except MemoryError as error:  # NumPy's message says how much, in what shape
         raise DataError(f"data.source {source!r}: not enough memory: {error}") from None
-

@@ -1,16 +1,12 @@
-"""The CSV extractor: chosen columns of a delimited text file into named sections.
+"""The CSV extractor: chosen columns of a delimited text file into named float64 sections.
 
-Sections are given as column specs: an index, an inclusive range string
-(``"0-3"``), a comma list of both (``"0-3,6"``) or a list of indices and
-strings. Categorical columns get a value mapping: a list (values map to their
-positions) or a table (value -> number). Every section is float64; one-hot
-encoding accepts whole-number floats as labels.
-
-The file is read as a stream and yielded in chunks of records, so a block
-cache can be built from a file larger than memory. A bad row stops extraction
-with the file and line number: a row with a different number of columns than
-the first (the original silently skipped those), or a value that is neither a
-number nor in its column's mapping.
+A section is a column spec: an index, an inclusive range (``"0-3"``), a comma
+list of both (``"0-3,6"``) or a list of indices and strings. Categorical
+columns get a value mapping: a list (values map to their positions) or a table
+(value -> number). The file is streamed in chunks of records, so a block cache
+can be built from a file larger than memory. A bad row stops extraction naming
+the file and line: another number of columns than the first row (the original
+silently skipped those), or a value that is neither a number nor mapped.
 """
 
 from __future__ import annotations
@@ -53,10 +49,8 @@ def _mapping_table(mappings: Mapping | None) -> dict[int, dict[str, float]]:
     """``{column: {value: number}}`` from a config mapping whose keys may be strings (TOML)."""
     table = {}
     for column, values in (mappings or {}).items():
-        if isinstance(values, Mapping):
-            table[int(column)] = {str(k): float(v) for k, v in values.items()}
-        else:
-            table[int(column)] = {str(value): float(i) for i, value in enumerate(values)}
+        pairs = values.items() if isinstance(values, Mapping) else ((value, i) for i, value in enumerate(values))
+        table[int(column)] = {str(key): float(number) for key, number in pairs}
     return table
 
 
@@ -66,9 +60,8 @@ def read_csv(path, sections: Mapping[str, int | str | Sequence] | None = None, *
     """Yield ``{section: float64 array (n, columns)}`` chunks of at most ``chunk_records`` records.
 
     ``sections`` defaults to every column but the last as ``inputs`` and the
-    last as ``targets``; ``skip_header`` lines are skipped first; blank lines
-    are ignored. A ``nan`` or ``inf`` cell is an error naming its line unless
-    ``allow_non_finite``.
+    last as ``targets``; blank lines are ignored. A ``nan`` or ``inf`` cell is
+    an error naming its line unless ``allow_non_finite``.
     """
     path = Path(path)
     sections = DEFAULT_SECTIONS if sections is None else sections

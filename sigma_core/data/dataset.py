@@ -1,21 +1,16 @@
 """In-memory datasets: named sections of NumPy arrays aligned record by record.
 
-A dataset is a mapping ``section name -> array`` in which axis 0 of every array
-indexes the same records, so ``inputs[i]`` belongs with ``targets[i]``. Every
-operation that reorders or selects records (indexing, :meth:`Dataset.split`,
-:meth:`Dataset.take`) applies one index to every section, so sections can never
-drift apart (the original shuffled some sections and not others).
-
-Arrays live on the host. Iterators hand out host batches and the trainer copies
-them into the handler, so nothing here knows about devices or dtypes. The
-block-wise, cached datasets (:mod:`sigma_core.data.blocks`) offer the same
-record-indexing interface, so the iterators serve both.
+Axis 0 of every section indexes the same records, and every operation that
+selects records applies one index to every section, so ``inputs[i]`` always
+belongs with ``targets[i]`` (the original shuffled some sections and not
+others). Arrays live on the host: iterators hand out host batches and the
+trainer copies them into its handler. :class:`Records` is what block-cached
+datasets (:mod:`sigma_core.data.blocks`) share, so the iterators serve both.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import MappingProxyType
 
 import numpy as np
 
@@ -40,39 +35,48 @@ def check_finite(array: np.ndarray, what: str) -> np.ndarray:
     return array
 
 
-class Dataset:
-    """Named sections of arrays aligned on axis 0, held in host memory.
+class Records:
+    """Selecting records by position, for any dataset with ``name``, ``len()`` and ``select(index, name)``."""
 
-    The arrays are not copied: a dataset built from arrays, or sliced with
-    :meth:`take`, shares memory with them, like a NumPy view.
-    """
+    sorted_parts = False  # whether split parts keep file order rather than the shuffled one
+
+    def take(self, start: int | None = None, stop: int | None = None):
+        """Records ``[start, stop)`` with Python slice semantics, e.g. ``take(-2000)`` for the last 2000."""
+        shown = ":".join("" if bound is None else str(bound) for bound in (start, stop))
+        return self.select(slice(start, stop), f"{self.name}[{shown}]")
+
+    def split(self, *fractions: float, shuffle: bool = True, seed: int = 0) -> tuple:
+        """Consecutive, non-overlapping parts of the given fractions of the records (shuffled by ``seed``),
+        e.g. ``split(0.8, 0.2)``; part ``i`` holds ``[floor(n * f_0..i-1), floor(n * f_0..i))``."""
+        bounds = split_bounds(len(self), fractions, self.name)
+        order = np.random.default_rng(seed).permutation(len(self)) if shuffle else np.arange(len(self))
+        parts = [order[start:stop] for start, stop in zip(bounds, bounds[1:])]
+        return tuple(self.select(np.sort(part) if self.sorted_parts else part, f"{self.name}[split {i}]")
+                     for i, part in enumerate(parts))
+
+
+class Dataset(Records):
+    """Named sections of arrays aligned on axis 0, held in host memory and not copied: a dataset
+    built from arrays, or sliced with :meth:`take`, shares memory with them, like a NumPy view."""
 
     def __init__(self, sections: Mapping[str, np.ndarray], name: str = ""):
         if not sections:
             raise DataError(f"dataset {name!r} needs at least one section")
-        arrays = {section: np.asarray(array) for section, array in sections.items()}
-        for section, array in arrays.items():
+        self.name, self._sections = name, {section: np.asarray(array) for section, array in sections.items()}
+        for section, array in self._sections.items():
             if array.ndim == 0:
                 raise DataError(f"dataset {name!r}: section {section!r} is a scalar; records run along axis 0")
-        lengths = {section: len(array) for section, array in arrays.items()}
+        lengths = {section: len(array) for section, array in self._sections.items()}
         if len(set(lengths.values())) > 1:
             listed = ", ".join(f"{section!r} has {length}" for section, length in lengths.items())
             raise DataError(f"dataset {name!r}: sections are not aligned on axis 0 ({listed} records)")
-        self.name = name
-        self._sections = arrays
         self._length = next(iter(lengths.values()))
 
     @property
     def section_names(self) -> tuple[str, ...]:
         return tuple(self._sections)
 
-    @property
-    def sections(self) -> Mapping[str, np.ndarray]:
-        """A read-only view of the section arrays."""
-        return MappingProxyType(self._sections)
-
     def section(self, name: str) -> np.ndarray:
-        """The whole array of one section."""
         try:
             return self._sections[name]
         except KeyError:
@@ -92,27 +96,6 @@ class Dataset:
     def select(self, index, name: str | None = None) -> Dataset:
         """A dataset of the records at ``index``, in that order, from every section."""
         return Dataset(self[index], self.name if name is None else name)
-
-    def take(self, start: int | None = None, stop: int | None = None) -> Dataset:
-        """Records ``[start, stop)`` with Python slice semantics, e.g. ``take(-2000)`` for the last 2000."""
-        shown = ":".join("" if bound is None else str(bound) for bound in (start, stop))
-        return self.select(slice(start, stop), f"{self.name}[{shown}]")
-
-    def split(self, *fractions: float, shuffle: bool = True, seed: int = 0) -> tuple[Dataset, ...]:
-        """Split record-wise into consecutive parts of the given fractions, e.g. ``split(0.8, 0.2)``.
-
-        Fractions must be non-negative and sum to at most 1; part ``i`` holds
-        records ``[floor(n * f_0..i-1), floor(n * f_0..i))`` of the (optionally
-        shuffled) order, so parts never overlap. Shuffling draws one
-        permutation from ``seed`` and applies it to every section.
-        """
-        n = len(self)
-        bounds = split_bounds(n, fractions, self.name)
-        order = np.random.default_rng(seed).permutation(n) if shuffle else np.arange(n)
-        return tuple(
-            self.select(order[start:stop], f"{self.name}[split {i}]")
-            for i, (start, stop) in enumerate(zip(bounds, bounds[1:]))
-        )
 
     def shuffle(self, seed: int = 0) -> Dataset:
         """The records in a seeded random order: one permutation applied to every section."""

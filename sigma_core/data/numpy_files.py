@@ -1,11 +1,10 @@
-"""The NumPy extractors: ``.npy`` arrays and ``.npz`` archives, read without NumPy's loader.
+"""The NumPy extractors (``.npy`` arrays, ``.npz`` archives) and the ``.npy`` reader checkpoints share.
 
-Each array's header is parsed first, and what it claims is held against the
-bytes the file holds and the memory available before anything is allocated
-(``np.load`` trusts it: a 80-byte file claiming 10^12 elements fails deep in
-NumPy, or not at all). An object array would need unpickling, which runs code
-from the file, so it is refused; so are NaN and infinity unless
-``allow_non_finite``. Every problem is a :class:`DataError` naming the file.
+``np.load`` trusts a header: an 80-byte file claiming 10^12 elements fails deep
+in NumPy, or not at all. :func:`read_array` holds the claim against the bytes
+that follow and the memory available before allocating, and refuses object
+arrays (unpickling runs code from the file). NaN and infinity are refused
+unless ``allow_non_finite``. Every problem is a :class:`DataError` naming the file.
 """
 
 from __future__ import annotations
@@ -33,43 +32,47 @@ DEFLATE_RATIO = 1032  # deflate expands at most this much: a member claiming mor
 HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
 
 
-def _array(stream, size: int, what: str, allow_non_finite: bool) -> np.ndarray:
-    """The array in ``stream`` (``size`` bytes in all), its header checked before anything is allocated."""
+def read_array(stream, size: int, what: str, error: type[Exception] = DataError) -> np.ndarray:
+    """The ``.npy`` array in ``stream`` (``size`` bytes from its start); any problem is ``error`` naming ``what``."""
     if size == 0:
-        raise DataError(f"{what} is empty")
+        raise error(f"{what} is empty")
     try:
         shape, fortran, dtype = HEADERS[np.lib.format.read_magic(stream)](stream)
-    except DAMAGED as error:
-        raise DataError(f"{what} is not in NumPy's .npy format ({error})") from None
+    except DAMAGED as damage:
+        raise error(f"{what} is not in NumPy's .npy format ({damage})") from None
     if dtype.hasobject:
-        raise DataError(f"{what} holds pickled Python objects, which Sigma never loads: unpickling runs code "
-                        "from the file")
+        raise error(f"{what} holds pickled Python objects, which Sigma never loads: unpickling runs code from the file")
     count = math.prod(shape)
     nbytes, left = count * dtype.itemsize, size - stream.tell()
     if nbytes > left:
-        raise DataError(f"{what} claims shape {shape} of {dtype} ({nbytes:,} bytes), but only {left:,} bytes "
-                        "follow its header")
-    memory.require(nbytes, f"{what} of shape {shape}", DataError)
+        raise error(f"{what} claims shape {shape} of {dtype} ({nbytes:,} bytes), "
+                    f"but only {left:,} bytes follow its header")
+    memory.require(nbytes, f"{what} of shape {shape}", error)
     array = np.empty(count, dtype)
     view, done = memoryview(array.view(np.uint8)), 0
     while done < nbytes and (read := stream.readinto(view[done:])):
         done += read
     if done < nbytes:
-        raise DataError(f"{what} is truncated: {done:,} of its {nbytes:,} bytes are there")
-    array = array.reshape(shape, order="F" if fortran else "C")
-    return array if allow_non_finite else check_finite(array, what)
+        raise error(f"{what} is truncated: {done:,} of its {nbytes:,} bytes are there")
+    return array.reshape(shape, order="F" if fortran else "C")
 
 
 @contextlib.contextmanager
 def _open(path: Path, allow_non_finite: bool):
-    """Yield ``(names, read)``: an .npz archive's array names (None for an .npy file) and ``read(name)``."""
-    where = f"cannot read NumPy file {path}:"
+    """Yield ``(names, read)``: an .npz archive's array names (None for an .npy file) and ``read(name)``.
+
+    Any :class:`DataError` inside is reworded to name the file.
+    """
+    def checked(stream, size, what):
+        array = read_array(stream, size, what)
+        return array if allow_non_finite else check_finite(array, what)
+
     try:
         with open(path, "rb") as file:
             size = os.fstat(file.fileno()).st_size
             if file.read(2) != b"PK":
                 file.seek(0)
-                yield None, lambda name: _array(file, size, f"{where} the array", allow_non_finite)
+                yield None, lambda name: checked(file, size, "the array")
                 return
             with zipfile.ZipFile(file) as archive:
                 members = {i.filename[:-4]: i for i in archive.infolist() if i.filename.endswith(".npy")}
@@ -77,21 +80,21 @@ def _open(path: Path, allow_non_finite: bool):
                 def read(name):
                     info = members[name]
                     with archive.open(info) as stream:
-                        limit = min(info.file_size, DEFLATE_RATIO * info.compress_size + 1024)
-                        return _array(stream, limit, f"{where} array {name!r}", allow_non_finite)
+                        return checked(stream, min(info.file_size, DEFLATE_RATIO * info.compress_size + 1024),
+                                       f"array {name!r}")
 
                 yield list(members), read
     except FileNotFoundError:
         raise DataError(f"file not found: {path}") from None
-    except DAMAGED as error:
-        raise DataError(f"{where} {(error.strerror if isinstance(error, OSError) else None) or error}") from None
+    except (DataError, *DAMAGED) as error:
+        raise DataError(f"cannot read NumPy file {path}: {getattr(error, 'strerror', None) or error}") from None
 
 
-def _dataset(sections: dict, path: Path, name: str) -> Dataset:
-    try:
-        return Dataset(sections, name)
-    except DataError as error:
-        raise DataError(f"cannot read NumPy file {path}: {error}") from None
+def _dataset(path: Path, names: list, read, chosen: dict, key: str, name: str) -> Dataset:
+    for section, array in chosen.items():
+        if array not in names:
+            raise ConfigError(f"{key}{section}: npz file {path} has no array {array!r}; it has {names}")
+    return Dataset({section: read(array) for section, array in chosen.items()}, name)
 
 
 def load_numpy(path, sections: Mapping[str, str] | str | None = None, *, allow_non_finite: bool = False) -> Dataset:
@@ -106,14 +109,11 @@ def load_numpy(path, sections: Mapping[str, str] | str | None = None, *, allow_n
         if names is None:
             if sections is not None and not isinstance(sections, str):
                 raise ConfigError(f"data.sections: {path} is a single .npy array; give one section name")
-            return _dataset({sections or "inputs": read(None)}, path, path.stem)
+            return Dataset({sections or "inputs": read(None)}, path.stem)
         if not (sections is None or isinstance(sections, Mapping)):
             raise ConfigError(f"data.sections: {path} is an .npz archive; map section names to its arrays")
         chosen = dict(sections) if sections is not None else {name: name for name in names}
-        for section, array in chosen.items():
-            if array not in names:
-                raise ConfigError(f"data.sections.{section}: npz file {path} has no array {array!r}; it has {names}")
-        return _dataset({section: read(array) for section, array in chosen.items()}, path, path.stem)
+        return _dataset(path, names, read, chosen, "data.sections.", path.stem)
 
 
 def load_npz(path, inputs: str = "inputs", targets: str = "targets", *, allow_non_finite: bool = False) -> Dataset:
@@ -121,8 +121,5 @@ def load_npz(path, inputs: str = "inputs", targets: str = "targets", *, allow_no
     path = Path(path)
     with _open(path, allow_non_finite) as (names, read):
         if names is None:
-            raise DataError(f"{path} is a single .npy array, not an .npz archive of named arrays")
-        for key, array in (("inputs", inputs), ("targets", targets)):
-            if array not in names:
-                raise ConfigError(f"data.{key}: npz file {path} has no array {array!r}; it has {names}")
-        return _dataset({"inputs": read(inputs), "targets": read(targets)}, path, str(path))
+            raise DataError("it is a single .npy array, not an .npz archive of named arrays")
+        return _dataset(path, names, read, {"inputs": inputs, "targets": targets}, "data.", str(path))

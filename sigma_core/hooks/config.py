@@ -1,22 +1,14 @@
-"""Hooks from a run file's ``[[hooks]]`` tables.
-
-::
+"""Hooks from a run file's ``[[hooks]]`` tables::
 
     [[hooks]]
-    type = "value_reporter"
-    values = ["optimiser.cost_total"]
+    type = "value_reporter"                        # any hook registered through register_hooks
+    values = ["optimiser.cost_total"]              # the hook's constructor arguments, checked by name
     every = [1, "iteration"]                       # [interval, scale] or [interval, scale, live]
-    on = { extrema = "optimiser.cost_total", mode = "min" }
-
-Every table has a ``type`` (a hook registered through ``register_hooks``, so
-plugins add their own) and may have ``every``, ``on``, ``priority``,
-``background`` and ``target``; its other keys are the hook's constructor
-arguments, checked by name so a typo is an error naming the key.
+    on = { extrema = "optimiser.cost_total", mode = "min" }   # also priority, background, target
 
 ``on`` is one criterion or a combination::
 
     { threshold = "optimiser.cost_total", op = "<", value = 0.1, rising_edge = true }
-    { extrema = "shared.validation.accuracy_top1", mode = "max" }
     { all = [ {...}, {...} ] }   { any = [ ... ] }   { not = {...} }
     { ..., repeated = 3, without_interruption = true }   # on any of the above
 """
@@ -77,16 +69,15 @@ def criteria_from_config(spec, where: str):
     if not isinstance(spec, dict):
         raise ConfigError(f"{where} must be a table such as {{ extrema = \"optimiser.cost_total\", mode = \"min\" }}")
     spec = dict(spec)
-    times = spec.pop("repeated", None)
-    without_interruption = spec.pop("without_interruption", False)
+    times, without_interruption = spec.pop("repeated", None), spec.pop("without_interruption", False)
     kinds = [kind for kind in ("threshold", "extrema", "all", "any", "not") if kind in spec]
     if len(kinds) != 1:
         raise ConfigError(f"{where} needs exactly one of threshold, extrema, all, any, not; got {sorted(spec)}")
     kind = kinds[0]
     allowed = {"threshold": {"threshold", "op", "value", "rising_edge"}, "extrema": {"extrema", "mode"}}.get(kind, {kind})
-    unknown = sorted(set(spec) - allowed)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r} for a {kind} criterion (allowed: {', '.join(sorted(allowed))}, repeated, without_interruption)")
+    if unknown := sorted(set(spec) - allowed):
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} for a {kind} criterion "
+                          f"(allowed: {', '.join(sorted(allowed))}, repeated, without_interruption)")
     if kind == "threshold":
         if "op" not in spec or "value" not in spec:
             raise ConfigError(f"{where}: a threshold needs op (>, <, >=, <=, ==) and value")

@@ -1,14 +1,10 @@
-"""Saviors: write checkpoints from inside training, on a time step or a criterion.
+"""Savers: the one way a run writes checkpoints (:mod:`sigma_core.checkpoint`), as hooks.
 
-This is the one way a run saves checkpoints. A run file's ``[checkpoint]``
-section becomes these hooks (:func:`checkpoint_hooks_from_config`), and a
-``[[hooks]]`` table adds more: ``{ type = "checkpoint", every = [1, "epoch"],
-on = { extrema = "shared.validation.accuracy_top1", mode = "max" } }`` keeps
-the checkpoints of the best epochs so far (with an ``accuracy_scorer``
-attached to write the score). The files are those of
-:mod:`sigma_core.checkpoint`: atomic, checksummed, never holding a
-non-finite value, and resumable with ``sigma train --resume``. Time steps
-count from the start of this run (after a resume, from the resume point).
+A run file's ``[checkpoint]`` section becomes these hooks, and a ``[[hooks]]``
+table adds more: ``{ type = "checkpoint", on = { extrema =
+"shared.validation.accuracy_top1", mode = "max" } }`` keeps the best epochs so
+far (with an ``accuracy_scorer`` writing the score). Time steps count from the
+start of this run (after a resume, from the resume point).
 """
 
 from __future__ import annotations
@@ -22,12 +18,8 @@ from .base import Hook
 
 
 class CheckpointHook(Hook):
-    """Saves a checkpoint whenever it fires, keeping the newest ``keep`` files in ``directory``.
-
-    Files are named ``<trainer>-e<epochs done>-i<iterations into the next
-    epoch>.ckpt``; :func:`~sigma_core.checkpoint.latest_checkpoint` finds the
-    one written last.
-    """
+    """Saves a checkpoint whenever it fires (:func:`~sigma_core.checkpoint.checkpoint_path` names it),
+    keeping the newest ``keep`` in ``directory``."""
 
     default_target = "global"
     default_priority = 5000  # after scorers (a criterion sees the fresh score) and modifiers, before stoppers

@@ -1,0 +1,49 @@
+"""The ``web`` monitor and ``sigma dashboard``: Sigma's runs in the browser, watched and steered.
+
+Discovery imports nothing heavy: Starlette and uvicorn load when a dashboard starts.
+"""
+
+from __future__ import annotations
+
+from sigma_core.hookspecs import hookimpl
+
+
+@hookimpl
+def register_monitors(register):
+    register("web", "sigmann_web.monitor:WebMonitor",
+             description="a live dashboard in the browser: charts, controls, settings, draw-a-digit")
+
+
+@hookimpl
+def register_commands(cli):
+    parser = cli.add_parser(
+        "dashboard",
+        help="show finished runs' metrics in the browser (read-only)",
+        description="Serve the dashboard for run directories the metrics monitor wrote (e.g. runs/digits), "
+        "one tab each, read-only, until Ctrl-C.",
+    )
+    parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="a run directory holding metrics.jsonl")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine)")
+    parser.add_argument("--port", type=int, default=0, help="port (default: a free one, printed)")
+    parser.add_argument("--open", action="store_true", help="open the page in the default browser")
+    parser.set_defaults(run=run_dashboard)
+
+
+def run_dashboard(args) -> int:
+    import sys
+    import webbrowser
+
+    from sigmann_web.board import board_from_files
+    from sigmann_web.server import Server
+
+    boards = [board_from_files(directory) for directory in args.runs]
+    server = Server(args.host, args.port)
+    for board in boards:
+        server.add(board)
+    url = server.url(with_token=False)
+    print(f"sigma web: dashboard of {', '.join(b.name for b in boards)} at {url} (read-only; Ctrl-C to stop)",
+          file=sys.stderr, flush=True)
+    if args.open:
+        webbrowser.open(url)
+    server.serve()
+    return 0

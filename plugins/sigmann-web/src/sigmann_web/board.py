@@ -1,0 +1,178 @@
+"""A board: one run as the dashboard shows it, live or read from its metrics files.
+
+Its chart points are records in the format of the core's ``metrics`` monitor
+(:func:`sigma_core.metrics.record`: ``event``, ``epoch``, ``iteration``,
+``step``, ``cost``, ``learning_rate``, ``validation.accuracy``, ...), so a
+finished run's ``metrics.jsonl`` and a live run draw the same charts.
+
+A live board is fed by a :class:`~sigmann_web.monitor.WebMonitor` through
+``inbox``, a bounded deque the training thread appends to and never waits on
+(when full, the oldest entry goes). Everything else happens on the server's
+event-loop thread: :meth:`Board.pump` turns the inbox into records, and
+:meth:`Board.state` builds what ``GET /api/state`` answers.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import time
+from pathlib import Path
+
+from sigma_core.errors import SigmaError
+from sigma_core.metrics import record
+
+#: Inbox entries a live board holds before the oldest is dropped (about a second of every-iteration events).
+INBOX_SIZE = 4096
+
+
+class Board:
+    """One run's records, facts (``info``), latest values and weight images; see the module docstring."""
+
+    def __init__(self, name: str, info: dict, *, max_points: int = 2000, monitor=None):
+        self.name, self.info, self.monitor = name, info, monitor
+        self.max_points = max_points
+        self.records: list[dict] = []  # kept for new pages, bounded (see _thin)
+        self.pending: list[dict] = []  # records not yet sent to open pages
+        self.cleared = False  # a reset emptied the charts since the last broadcast
+        self.values: dict = {}  # the latest event's snapshot (sigma_core.monitors.snapshot)
+        self.weights = None  # {"shape": [h, w], "layer": ..., "tiles": [[-127..127] * h*w, ...]}
+        self.weights_changed = False
+        self.ended = None  # "finished" or "stopped" once a live run is over
+        self.notice = ""  # the last action's outcome, for every open page
+        self.inbox = collections.deque(maxlen=INBOX_SIZE)
+        self.dropped = 0
+        self._rate = collections.deque(maxlen=64)  # (time, step) of recent events, for iterations/s
+
+    @property
+    def live(self) -> bool:
+        """A run is training (or paused) and takes commands."""
+        return self.monitor is not None and self.ended is None
+
+    # -- feeding (training thread: append only) --------------------------------------------------
+    def post(self, event: str, values: dict, read: dict, extra=None) -> None:
+        if len(self.inbox) == INBOX_SIZE:
+            self.dropped += 1
+        self.inbox.append((event, values, read, extra))
+
+    # -- the server's thread ---------------------------------------------------------------------------
+    def pump(self) -> bool:
+        """Turn queued events into records; returns whether anything arrived."""
+        arrived = bool(self.inbox)
+        while self.inbox:
+            event, values, read, extra = self.inbox.popleft()
+            self.values = values
+            self._rate.append((values["time"], values["total_iterations"]))
+            if event == "iteration":
+                self.add(record("iteration", values, read=read))
+            elif event == "epoch":
+                report, scores, weights = extra
+                self.add({**record("epoch", values, report, read), **scores})
+                self.show_weights(weights)
+            elif event == "reset":
+                self.records, self.pending, self.cleared = [], [], True
+                self._rate.clear()
+                self.show_weights(extra)
+        return arrived
+
+    def add(self, row: dict) -> None:
+        self.records.append(row)
+        self.pending.append(row)
+        if len(self.records) > self.max_points:
+            self._thin()
+
+    def _thin(self) -> None:
+        """Halve the older half's iteration records (epoch records stay): recent points keep their detail."""
+        half = len(self.records) // 2
+        old = [r for i, r in enumerate(self.records[:half]) if r["event"] == "epoch" or i % 2 == 0]
+        self.records = old + self.records[half:]
+
+    def show_weights(self, weights) -> None:
+        if weights is not None:
+            self.weights, self.weights_changed = weights, True
+
+    def take(self) -> dict | None:
+        """What changed since the last call, as an ``update`` message body, or None."""
+        if not (self.pending or self.cleared or self.weights_changed):
+            return None
+        update = {"records": self.pending}
+        if self.cleared:
+            update["reset"] = True
+        if self.weights_changed:
+            update["weights"] = self.weights
+        self.pending, self.cleared, self.weights_changed = [], False, False
+        return update
+
+    def state(self) -> dict:
+        """The run's state, counters, speed and settings now (``GET /api/state``)."""
+        values, info = self.values, self.info
+        operator = self.monitor.operator if self.monitor is not None else None
+        state = self.ended or (operator.state.value if operator is not None else "finished")
+        epochs = operator.epochs if operator is not None else info.get("epochs")
+        per_epoch = info.get("iterations_per_epoch") or 0
+        step, epoch = values.get("total_iterations", 0), values.get("epoch", 0)
+        iteration = values.get("iteration", 0)
+        rate = self._iterations_per_s() if state == "running" else None
+        remaining = max(((epochs or 0) - epoch) * per_epoch - (iteration % per_epoch if per_epoch else 0), 0)
+        latest = next((r for r in reversed(self.records) if r["event"] == "epoch"), {})
+        return {
+            "run": self.name, "live": self.live, "state": state, "epoch": epoch, "epochs": epochs,
+            "iteration": iteration, "iterations_per_epoch": per_epoch, "step": step,
+            "runtime": values.get("runtime"), "cost": _finite(values.get("optimiser.cost_total")),
+            "learning_rate": values.get("optimiser.learning_rate"),
+            "iterations_per_s": rate, "eta_s": remaining / rate if rate else None,
+            "latest_epoch": {k: v for k, v in latest.items() if k not in ("time", "event")},
+            "settings": self.monitor.settings() if self.live else {},
+            "notice": self.notice, "dropped": self.dropped,
+        }
+
+    def _iterations_per_s(self) -> float | None:
+        samples = [s for s in self._rate if s[0] >= self._rate[-1][0] - 10] if self._rate else []
+        if len(samples) < 2 or samples[-1][0] <= samples[0][0]:
+            return None
+        return (samples[-1][1] - samples[0][1]) / (samples[-1][0] - samples[0][0])
+
+    def snapshot(self) -> dict:
+        """Everything a page needs to draw this run from scratch."""
+        return {"run": self.name, "info": self.info, "state": self.state(), "records": self.records,
+                "weights": self.weights}
+
+
+def _finite(value):
+    return value if isinstance(value, (int, float)) and value == value else None
+
+
+def board_from_files(directory) -> Board:
+    """A read-only board of a finished run from the ``metrics.jsonl`` in ``directory`` (or that file).
+
+    A line cut short by a crash is skipped; a step logged twice (trained again
+    after a resume) keeps its last record.
+    """
+    path = Path(directory)
+    path = path / "metrics.jsonl" if path.is_dir() else path
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        raise SigmaError(f"{path}: cannot read it ({error.strerror or error}); train with --monitor metrics "
+                         "and give the run directory it wrote, e.g. runs/digits") from None
+    records = {}
+    for line in lines:
+        try:
+            row = json.loads(line)
+            records[row["event"], row["step"]] = row
+        except (ValueError, KeyError, TypeError):
+            continue
+    if not records:
+        raise SigmaError(f"{path}: no metrics records in it")
+    rows = sorted(records.values(), key=lambda r: (r["step"], r["event"] == "epoch"))
+    epochs = [r for r in rows if r["event"] == "epoch"]
+    name = path.parent.resolve().name
+    info = {"run": name, "source": str(path), "epochs": max((r["epoch"] for r in rows), default=0),
+            "iterations_per_epoch": max((r["iteration"] for r in epochs), default=0)}
+    board = Board(name, info, max_points=max(2000, len(rows)))
+    board.values = {"time": rows[-1].get("time", time.time()), "epoch": len(epochs), "total_iterations": rows[-1]["step"],
+                    "iteration": rows[-1]["iteration"], "optimiser.cost_total": rows[-1].get("cost"),
+                    "optimiser.learning_rate": rows[-1].get("learning_rate")}
+    board.records = rows
+    board.ended = "finished"
+    return board

@@ -1,0 +1,339 @@
+"""The ``web`` monitor: a run's live dashboard in the browser (served by :mod:`sigmann_web.server`).
+
+It runs inline, on the training thread, and does almost nothing there: each
+event is appended to its board's bounded inbox (:class:`~sigmann_web.board.Board`),
+which the server's thread turns into chart points four times a second; a
+full inbox drops its oldest entry, so a slow or stuck page never holds
+training up. Running inline lets it read what only the training thread may:
+the top-k accuracies of the evaluation pass the operator has just made
+(served from the trainer's cache) and the first dense layer's weights for
+the weight images.
+
+The page steers the run through the operator's commands: ``pause``,
+``resume``, ``step``, ``reset``, ``stop``, ``set`` for optimiser
+hyperparameters, and ``call`` for what must happen on the training thread at
+an iteration boundary: inference on a drawn digit, a dropout layer's ``p``,
+extending the run, saving a checkpoint before a stop, checking a registry
+pattern to chart. These methods run on the server's worker threads, wait a
+bounded time, and raise :class:`~sigma_core.errors.SigmaError` with a
+message for the page; none of them can fail the training thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import sys
+import threading
+from concurrent.futures import TimeoutError as FutureTimeout
+
+import numpy
+
+from sigma_core.arguments import CONVENTIONS, require
+from sigma_core.errors import ConfigError, SigmaError
+from sigma_core.layers.dropout import Dropout
+from sigma_core.monitors import Monitor, MonitorError
+
+from .board import Board
+from .server import connect
+
+log = logging.getLogger("sigma")
+
+#: Seconds an action waits for the training loop to reach an iteration boundary.
+WAIT = 10.0
+#: Weight images shown for the first dense layer (one per unit, the first ones).
+TILES = 32
+
+
+class WebMonitor(Monitor):
+    """Serves the dashboard of the run it is attached to; see the module docstring and the README."""
+
+    argument_rules = {"port": "int >= 0", "every": "int >= 0", "values": "names", "top": "shape",
+                      "image": "shape", "max_points": "int >= 100"}
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, every: int = 10, values: list | str = (),
+                 top: list | int = (1, 3), image: list | None = None, input_range: list = (0.0, 1.0),
+                 keep_serving: bool = False, paused: bool = False, checkpoints: str = "checkpoints",
+                 max_points: int = 2000):
+        super().__init__()
+        if not (isinstance(input_range, (list, tuple)) and len(input_range) == 2
+                and all(isinstance(v, (int, float)) and math.isfinite(v) for v in input_range)):
+            raise MonitorError(f"web: input_range must be [low, high] numbers, got {input_range!r}")
+        self.host, self.port, self.every, self.keep_serving, self.paused = host, port, every, keep_serving, paused
+        self.patterns = [values] if isinstance(values, str) else list(values)
+        self.reads = {"on_iteration": self.patterns, "on_epoch": self.patterns} if self.patterns else {}
+        self.top = sorted({top} if isinstance(top, int) else set(top))
+        self.image, self.input_range = image, tuple(map(float, input_range))
+        self.checkpoints, self.max_points = checkpoints, max_points
+        self.board = self.server = self._op = None
+        self._layout = {}  # what attach() learnt about the network: image, input shape, weights layer, settables
+        self._inference = threading.Lock()  # after the run, inference runs on the server's threads
+
+    # -- events (training thread) ----------------------------------------------------------------
+    def attach(self, operator):
+        super().attach(operator)
+        self._op, trainer = operator, operator.trainer
+        self._layout = layout(trainer, self.image)
+        info = describe(operator, self._layout, self.top)
+        self.board = Board(trainer.name, info, max_points=self.max_points, monitor=self)
+        self.board.weights = self._weights()
+        self.server = connect(self.host, self.port, self.keep_serving)
+        self.server.add(self.board)
+        print(f"sigma web: dashboard of {trainer.name!r} at {self.server.url(self.board)}", file=sys.stderr, flush=True)
+
+    def on_start(self):
+        self.board.post("start", self.values, self.read)
+        if self.paused:  # wait for Start on the page
+            self.operator.signal_pause()
+
+    def on_iteration(self):
+        self.board.post("iteration", self.values, self.read)
+
+    def on_epoch(self, report):
+        scores = {}
+        ks = [k for k in self.top if k > 1 and k < (self._layout["classes"] or 0)]
+        if ks:
+            for name, iterator in self.trainer.validation.items():  # ranks cached by the operator's pass
+                ranked = self.trainer.evaluate(iterator, top=tuple(ks))
+                scores.update((f"{name}.top{k}", ranked[f"top{k}"]) for k in ks)
+        self.board.post("epoch", self.values, self.read, (report, scores, self._weights()))
+
+    def on_pause(self):
+        self.board.post("pause", self.values, {})
+
+    def on_resume(self):
+        self.board.post("resume", self.values, {})
+
+    def on_reset(self):
+        self.board.post("reset", self.values, {}, self._weights())
+
+    def on_stop(self):
+        self.board.post("stop", self.values, {})
+
+    def detach(self):
+        if self.board is not None:
+            self.board.ended = "finished" if self._trainer.epoch >= self._op.epochs else "stopped"
+            self.server.release(self.board)
+        super().detach()
+
+    def _weights(self):
+        """The first dense layer's weights as images, one per unit (its first :data:`TILES`), scaled to -127..127."""
+        name = self._layout.get("weights")
+        if name is None:
+            return None
+        weights = self.trainer.network.parameters[name].to_numpy()[:, :TILES]
+        tiles = weights.T / numpy.maximum(numpy.abs(weights.T).max(axis=1, keepdims=True), 1e-12)
+        return {"layer": name, "shape": list(self._layout["image"]),
+                "tiles": numpy.rint(numpy.nan_to_num(tiles) * 127).astype(int).tolist()}
+
+    # -- what the page asks for (server threads) ----------------------------------------------------
+    def settings(self) -> dict:
+        """The current value of every setting the page may edit (plain attributes: safe to read from any thread)."""
+        optimiser, layers = self._trainer.optimiser, self._trainer.network.layers
+        return {key: getattr(optimiser, key[10:]) if key.startswith("optimiser.") else layers[key.split(".")[2]].p
+                for key in self._layout["settable"]}
+
+    def control(self, action: str, *, epochs=None, save: bool = False) -> str:
+        """Act on the run (``POST /api/control``); returns what happened, in words."""
+        operator = self._operator()
+        if action == "extend":
+            require("epochs", "int >= 1", epochs)
+            total = self._on_training_thread(lambda: setattr(operator, "epochs", operator.epochs + epochs)
+                                             or operator.epochs)
+            return f"extended to {total} epochs"
+        if action == "stop" and save:
+            path = self._on_training_thread(self._save_and_stop)
+            self._settle(operator)
+            return f"stopped; saved {path} (continue with: sigma train RUN.toml --resume {path})"
+        if action not in ("start", "pause", "resume", "step", "reset", "stop"):
+            raise ConfigError(f"unknown action {action!r}; actions: start, pause, resume, step, reset, stop, extend")
+        operator.command("resume" if action == "start" else action)
+        self._settle(operator)
+        return {"start": "started", "pause": "paused", "resume": "resumed", "step": "stepped one iteration",
+                "reset": "reset to the initial parameters", "stop": "stopped"}[action]
+
+    def set(self, key, value) -> str:
+        """Change a setting the page lists (``POST /api/set``), validated against its range."""
+        operator = self._operator()
+        rule = self._layout["settable"].get(key)
+        if rule is None:
+            raise ConfigError(f"cannot set {key!r}; settable: {', '.join(self._layout['settable']) or 'nothing'}")
+        require(key, rule, value)
+        if key.startswith("optimiser."):
+            operator.command("set", key=key, value=value)
+            self._settle(operator)
+        else:
+            layer = operator.trainer.network.layers[key.split(".")[2]]
+            self._on_training_thread(lambda: setattr(layer, "p", float(value)))
+        return f"{key} = {value:g}"
+
+    def predict(self, pixels) -> dict:
+        """Class probabilities for a drawn image (``POST /api/predict``): ``pixels`` are h×w numbers in [0, 1]."""
+        shape = self._layout["image"]
+        if shape is None:
+            raise SigmaError("the network's input is not an image, so there is nothing to draw")
+        try:
+            image = numpy.asarray(pixels, dtype=numpy.float64)
+        except (TypeError, ValueError):
+            raise ConfigError("pixels must be an array of numbers") from None
+        if image.size != math.prod(shape) or image.ndim not in (1, 2):
+            raise ConfigError(f"pixels must be {shape[0]}×{shape[1]} = {math.prod(shape)} numbers, got shape "
+                             f"{list(image.shape)}")
+        if not (numpy.isfinite(image).all() and image.min() >= 0 and image.max() <= 1):
+            raise ConfigError("pixels must be numbers in [0, 1]")
+        low, high = self.input_range
+        trainer = self._trainer
+        batch = (low + image * (high - low)).reshape(1, *self._layout["input_shape"]).astype(trainer.handler.dtype)
+        outputs = self._on_training_thread(lambda: infer(trainer, batch), live=False)
+        probabilities = _probabilities(outputs.reshape(-1))
+        return {"probabilities": [round(float(p), 6) for p in probabilities], "predicted": int(probabilities.argmax())}
+
+    def watch(self, pattern) -> list[str]:
+        """Chart the registry values ``pattern`` matches (``POST /api/watch``); returns the keys it matches now."""
+        from sigma_core.registry import RegistryError, RegistryResolver
+
+        operator = self._operator()
+        require("key", "str", pattern)
+        try:
+            matches = self._on_training_thread(lambda: RegistryResolver(operator.registry).resolve_get(pattern))
+        except RegistryError as error:
+            raise ConfigError(str(error)) from None
+        keys = [key for key, value in matches if isinstance(value, (int, float)) and not isinstance(value, bool)
+                or getattr(value, "dtype", None) is not None]
+        if not keys:
+            raise ConfigError(f"{pattern!r} matches no number or array in the run's registry "
+                             "(e.g. optimiser.learning_rate, network.layers.*.weights)")
+        if pattern not in self.patterns:
+            self.patterns = [*self.patterns, pattern]
+            self.reads = {"on_iteration": self.patterns, "on_epoch": self.patterns}  # assigned, never mutated
+            self.board.info = {**self.board.info, "values": self.patterns}
+        return keys
+
+    # -- helpers -------------------------------------------------------------------------------------
+    @property
+    def _trainer(self):
+        return self._layout["trainer"]
+
+    def _operator(self):
+        if self.board is None or not self.board.live:
+            raise SigmaError("the run has ended; the dashboard is read-only")
+        return self._op
+
+    def _on_training_thread(self, fn, live: bool = True):
+        """``fn()`` run by the training thread at its next boundary (or here, under a lock, once the run is over)."""
+        if not live and not self.board.live:
+            with self._inference:
+                return fn()
+        future = self._operator().command("call", fn=fn)
+        try:
+            return future.result(WAIT)
+        except FutureTimeout:
+            future.cancel()
+            raise SigmaError(f"the training thread did not reach an iteration boundary within {WAIT:g} s") from None
+
+    def _save_and_stop(self):
+        """Training thread: a checkpoint where the run's [checkpoint] saves (else ``checkpoints``), then stop."""
+        from sigma_core.checkpoint import checkpoint_path, save_checkpoint
+        from sigma_core.hooks.savers import CheckpointHook
+
+        operator, trainer = self._op, self._trainer
+        saver = next((hook for hook in operator.hooks if isinstance(hook, CheckpointHook)), None)
+        path = saver.save(trainer) if saver else save_checkpoint(trainer, trainer.run_config,
+                                                                 checkpoint_path(self.checkpoints, trainer))
+        operator.signal_stop()
+        return path
+
+    @staticmethod
+    def _settle(operator):
+        if not operator.wait_for_state_changed(WAIT):
+            raise SigmaError(f"asked, but the training loop has not acted on it within {WAIT:g} s")
+
+
+def layout(trainer, image=None) -> dict:
+    """What the dashboard needs to know about the network, read once on the training thread."""
+    network = trainer.network
+    inputs = [layer for layer in network.layers.values() if getattr(layer, "alias", None) and not layer.input_shapes]
+    input_shape = inputs[0].output_shape if len(inputs) == 1 else None
+    image = tuple(image) if image else guess_image(input_shape)
+    if image and (len(image) != 2 or input_shape is None or math.prod(image) != math.prod(input_shape)):
+        raise MonitorError(f"web: image = {list(image)} does not match the network's input shape "
+                           f"{list(input_shape or ())}")
+    costs = [layer for layer in network.layers.values() if layer.is_cost]
+    last = costs[0].input_shape if costs else list(network.layers.values())[-1].output_shape
+    weights = next((f"{name}.weights" for name, layer in network.layers.items() if image
+                    and len(layer.parameter_shapes.get("weights", ())) == 2
+                    and layer.parameter_shapes["weights"][0] == math.prod(image)), None)
+    optimiser = trainer.optimiser
+    settable = {f"optimiser.{name}": CONVENTIONS.get(name, "number")
+                for name, value in optimiser.hyperparameters().items()
+                if isinstance(value, (int, float)) and not isinstance(value, bool)}
+    settable.update((f"network.layers.{name}.p", CONVENTIONS["p"])
+                    for name, layer in network.layers.items() if isinstance(layer, Dropout))
+    return {"trainer": trainer, "input_shape": input_shape, "image": image, "classes": last[-1] if last else None,
+            "weights": weights, "settable": settable}
+
+
+def guess_image(shape) -> tuple | None:
+    """(h, w) for an input that looks like a greyscale image: (h, w), (h, w, 1), (1, h, w) or a square of 8×8 or more."""
+    if shape is None:
+        return None
+    squeezed = [n for n in shape if n != 1]
+    if len(squeezed) == 2 and min(squeezed) >= 4:
+        return tuple(squeezed)
+    side = math.isqrt(shape[0]) if len(shape) == 1 else 0
+    return (side, side) if side >= 8 and side * side == shape[0] else None
+
+
+def describe(operator, layout: dict, top) -> dict:
+    """The run's facts for the run panel: handler, network summary, optimiser, what can be edited."""
+    trainer = operator.trainer
+    network, optimiser = trainer.network, trainer.optimiser
+    layers = [{"name": name, "type": type(layer).__name__, "shape": list(layer.output_shape),
+               "parameters": {param: list(shape) for param, shape in layer.parameter_shapes.items()},
+               "count": sum(math.prod(shape) for shape in layer.parameter_shapes.values())}
+              for name, layer in network.layers.items()]
+    return {
+        "run": trainer.name, "handler": trainer.handler.name, "dtype": str(trainer.handler.dtype),
+        "optimiser": type(optimiser).__name__,
+        "hyperparameters": {k: v if isinstance(v, (int, float, str, bool)) else str(v)
+                            for k, v in optimiser.hyperparameters().items()},
+        "network": {"name": network.name, "parameters": network.parameter_count, "layers": layers},
+        "epochs": operator.epochs, "iterations_per_epoch": len(trainer.training_iterator),
+        "validation": list(trainer.validation), "top": list(top), "classes": layout["classes"],
+        "image": list(layout["image"]) if layout["image"] else None,
+        "settable": {key: {"rule": rule, **bounds(rule)} for key, rule in layout["settable"].items()},
+    }
+
+
+def bounds(rule: str) -> dict:
+    """``"number in [0, 1)"`` -> ``{"min": 0.0, "max": 1.0, "min_open": False, "max_open": True}`` (for the page's inputs)."""
+    interval = re.search(r"in ([\[(])(.+), (.+)([\])])", rule)
+    if interval:
+        return {"min": float(interval[2]), "max": float(interval[3]), "min_open": interval[1] == "(",
+                "max_open": interval[4] == ")"}
+    comparison = re.search(r"(>=|>|<=|<) (\S+)", rule)
+    if not comparison:
+        return {}
+    side = "min" if comparison[1].startswith(">") else "max"
+    return {side: float(comparison[2]), f"{side}_open": len(comparison[1]) == 1}
+
+
+def infer(trainer, batch: numpy.ndarray) -> numpy.ndarray:
+    """The network's predictions for ``batch`` in inference mode, on the trainer's handler."""
+    handler = trainer.handler
+    with handler.no_grad():
+        result = trainer.network.forward({trainer.inputs_alias: handler.adopt(batch)}, training=False)
+    return result.outputs["predictions"].to_numpy()
+
+
+def _probabilities(outputs: numpy.ndarray) -> numpy.ndarray:
+    """Outputs as class probabilities: kept if they already are a distribution, else softmax (logits)."""
+    outputs = outputs.astype(numpy.float64)
+    if outputs.size == 1:  # one output: a binary classifier's probability of class 1
+        p = float(numpy.clip(outputs[0], 0, 1))
+        return numpy.array([1 - p, p])
+    if outputs.min() >= 0 and abs(outputs.sum() - 1) < 1e-3:
+        return outputs
+    exp = numpy.exp(outputs - outputs.max())
+    return exp / exp.sum()

@@ -1,0 +1,277 @@
+"""The dashboard's server: a Starlette app on uvicorn, on its own thread, shared by a process's web monitors.
+
+Every ``web`` monitor of a process that asks for the same host (and the same
+port, or any) joins one server, and each run is a tab on its page. The page
+and scripts talk to it only through the JSON API under ``/api/`` (the README
+documents it); updates reach open pages as Server-Sent Events, coalesced four
+times a second into one message per run, so ten open tabs cost the training
+thread nothing: it only appends to its board's inbox (see :mod:`sigmann_web.board`).
+A page that falls behind has its backlog replaced by a fresh snapshot.
+
+Security: the server binds to 127.0.0.1 unless told otherwise (another
+address is logged as a warning), answers only requests whose Host header
+names a loopback address when bound to one (so a web page cannot reach it
+by DNS rebinding), and refuses every ``POST`` (controls, edits, drawings)
+without the random token it prints at start-up (``?token=`` in the page's
+URL, as Jupyter does; ``X-Sigma-Token`` for scripts) with 403.
+
+It stops when its last run ends, after telling open pages, unless a monitor
+asked it to keep serving: then it stays up read-only until Ctrl-C at exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import collections
+import contextlib
+import ipaddress
+import json
+import logging
+import math
+import secrets
+import socket
+import sys
+import threading
+from pathlib import Path
+
+from sigma_core.errors import SigmaError
+
+log = logging.getLogger("sigma")
+
+STATIC = Path(__file__).parent / "static"
+#: Seconds between two pushes of what changed to the open pages.
+TICK = 0.25
+#: Messages a page may fall behind by before its backlog is replaced by a snapshot.
+BACKLOG = 256
+LOOPBACK_NAMES = ["127.0.0.1", "localhost", "::1"]
+
+_servers: list[Server] = []  # running servers of this process, shared by its monitors
+_lock = threading.Lock()  # guards _servers and each server's claims and stopping
+
+
+def connect(host: str, port: int, keep_serving: bool = False) -> Server:
+    """A running server for ``host``/``port`` (0: any), started if this process has none; the caller releases it."""
+    with _lock:
+        server = next((s for s in _servers if s.host == host and port in (0, s.port) and not s.stopping), None)
+        if server is None:
+            server = Server(host, port)
+            server.start()
+            _servers.append(server)
+        server.claims += 1
+        if keep_serving and not server.keep_serving:
+            server.keep_serving = True
+            atexit.register(server.serve_until_interrupted)
+    return server
+
+
+class Server:
+    """One uvicorn server and the boards it shows; see the module docstring."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0):
+        self.host, self.token = host, secrets.token_urlsafe(18)
+        self.boards: dict = {}  # run name -> Board (changed on the event loop's thread only)
+        self.pages: set[Page] = set()
+        self._sent: dict = {}  # run name -> its state as last sent, to send only changes
+        self.claims, self.stopping, self.keep_serving = 0, False, False
+        self.loop = self.thread = None
+        self.socket = bind(host, port)
+        self.port = self.socket.getsockname()[1]
+        if not is_loopback(host):
+            log.warning("web: serving on %s:%d, reachable from other machines; anyone with the token can steer "
+                        "the run", host, self.port)
+        import uvicorn
+
+        from .app import build_app
+
+        config = uvicorn.Config(build_app(self), log_level="warning", access_log=False, lifespan="on",
+                                timeout_graceful_shutdown=2)
+        self.uvicorn = uvicorn.Server(config)
+
+    def url(self, with_token: bool = True) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/" + (f"?token={self.token}" if with_token else "")
+
+    # -- running ------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Serve on a daemon thread; returns once it accepts connections."""
+        self.thread = threading.Thread(target=self.serve, daemon=True, name=f"sigma-web-{self.port}")
+        self.thread.start()
+        while not self.uvicorn.started:
+            self.thread.join(0.01)
+            if not self.thread.is_alive():
+                raise SigmaError(f"web: the server on {self.host}:{self.port} failed to start")
+
+    def serve(self) -> None:
+        """Serve on this thread until stopped (on the main thread, Ctrl-C stops it)."""
+        self.uvicorn.run(sockets=[self.socket])
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app):
+        self.loop = asyncio.get_running_loop()
+        ticker = asyncio.create_task(self._tick())
+        yield
+        ticker.cancel()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop from any thread and wait for the server's thread."""
+        with _lock:
+            self._stopping()
+        if self.loop is not None and not self.loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # closed meanwhile
+                self.loop.call_soon_threadsafe(self._close)
+        if self.thread is not None:
+            self.thread.join(timeout)
+
+    def serve_until_interrupted(self) -> None:
+        """At exit (``keep_serving``): keep the page up, read-only, until Ctrl-C."""
+        if self.stopping or not self.thread.is_alive():
+            return
+        print(f"sigma web: training has ended; the dashboard stays up read-only at {self.url()} "
+              "(Ctrl-C to stop)", file=sys.stderr, flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            while self.thread.is_alive():
+                self.thread.join(0.5)
+        self.stop()
+
+    def _stopping(self) -> None:  # _lock held
+        self.stopping = True
+        if self in _servers:
+            _servers.remove(self)
+
+    # -- boards (any thread; applied on the loop's thread) ----------------------------------------------
+    def add(self, board) -> None:
+        if self.loop is None:
+            self._add(board)
+        else:
+            self.loop.call_soon_threadsafe(self._add, board)
+
+    def _add(self, board) -> None:
+        base, n = board.name, 1
+        while board.name in self.boards:
+            n += 1
+            board.name = f"{base}-{n}"
+        self.boards[board.name] = board
+        self.broadcast({"type": "add", **board.snapshot()})
+
+    def release(self, board) -> None:
+        """A run has ended: tell its pages, and stop once no run is left (unless keeping on serving)."""
+        with _lock:
+            self.claims -= 1
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nothing left to tell
+            self.loop.call_soon_threadsafe(self._released)
+
+    def _released(self) -> None:
+        self.flush()
+        self.loop.call_later(0.5, self._stop_if_idle)  # let answers to the last requests go out first
+
+    def _stop_if_idle(self) -> None:
+        with _lock:
+            if self.claims or self.keep_serving or self.stopping:
+                return
+            self._stopping()
+        self._close()
+
+    def _close(self) -> None:
+        self.flush()
+        for page in self.pages:
+            page.close()
+        self.uvicorn.should_exit = True
+
+    # -- pushing updates (the loop's thread) -----------------------------------------------------------
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(TICK)
+            try:
+                self.flush()
+            except Exception:  # a bug here must not stop the updates for good
+                log.exception("web: pushing updates failed")
+
+    def flush(self) -> None:
+        """Send every open page what changed in each run since the last flush."""
+        for board in list(self.boards.values()):
+            board.pump()
+            update, state = board.take(), board.state()
+            encoded = dumps(state)
+            if update is None and encoded == self._sent.get(board.name):
+                continue
+            self._sent[board.name] = encoded
+            self.broadcast({"type": "update", "run": board.name, "state": state, **(update or {})})
+
+    def broadcast(self, message: dict) -> None:
+        text = dumps(message)
+        for page in self.pages:
+            page.send(f"data: {text}\n\n")
+
+    def snapshot(self) -> str:
+        return f"data: {dumps({'type': 'snapshot', 'runs': [b.snapshot() for b in self.boards.values()]})}\n\n"
+
+    def board(self, name):
+        """The board ``name`` names (the only one when ``name`` is None), or a LookupError naming the runs."""
+        if name is None and len(self.boards) == 1:
+            return next(iter(self.boards.values()))
+        if name in self.boards:
+            return self.boards[name]
+        runs = ", ".join(self.boards) or "none yet"
+        raise LookupError(f"no run {name!r}; runs: {runs}" if name is not None else
+                          f"several runs: name one with run (runs: {runs})")
+
+    def token_ok(self, request) -> bool:
+        given = request.headers.get("x-sigma-token") or request.query_params.get("token") or ""
+        return secrets.compare_digest(given.encode(), self.token.encode())
+
+
+class Page:
+    """One open page's event stream: a bounded backlog of encoded messages."""
+
+    def __init__(self):
+        self.backlog = collections.deque()
+        self.wake = asyncio.Event()
+        self.resync = self.closed = False
+
+    def send(self, text: str) -> None:
+        if len(self.backlog) >= BACKLOG:  # it fell behind: it gets a fresh snapshot instead
+            self.backlog.clear()
+            self.resync = True
+        else:
+            self.backlog.append(text)
+        self.wake.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self.wake.set()
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port`` (0: a free port), or a one-line error naming the address."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        raise SigmaError(f"web: cannot listen on {host}:{port} ({error.strerror or error})") from None
+    return sock
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def dumps(value) -> str:
+    """JSON with NaN and infinities as null (JavaScript's JSON.parse refuses them)."""
+    return json.dumps(_finite(value), separators=(",", ":"))
+
+
+def _finite(value):
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value

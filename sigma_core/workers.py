@@ -1,0 +1,235 @@
+"""Data parallelism on one machine: the ``threads`` operator (Sigma's multithreaded CPU operator).
+
+The global state is the trainer (network, optimiser, counters, iterators, on
+its handler): what hooks read, monitors see and checkpoints save. Each worker
+has a local copy (:meth:`~sigma_core.trainer.Trainer.replica`) on its own
+handler, made like the trainer's (same handler class and dtype), and trains
+on its share of every global minibatch (contiguous rows, :func:`shard_bounds`).
+Workers run on a pool of threads; the training thread waits for all of them,
+so the global ``iteration`` event fires once every worker has finished.
+
+``combine = "gradients"`` (default, synchronous data parallelism): each worker
+takes the gradients of its shard at the global parameters; their mean weighted
+by shard size (:class:`~sigma_core.mergers.WeightedMerger`) is the gradient of
+the whole batch, which the trainer's optimiser applies once. That equals one
+worker on the whole batch up to rounding, and the global state is complete
+after every step, so checkpoints resume exactly. Every worker then holds the
+global state, so local hooks run once on it, before the global ones.
+
+``combine = "models"`` (Sigma's model averaging): each worker steps its own
+optimiser and runs its own copies of the local hooks after each of its
+iterations; every ``every`` iterations, at each epoch's end and when a run is
+interrupted, worker parameters and optimiser memory are averaged into the
+trainer (:class:`~sigma_core.mergers.AverageMerger`), and the workers take
+that back, with the trainer's hyperparameters (``set`` and global hooks
+change those). Global hooks and a paused run see the last merge, and a resume
+is exact from a checkpoint taken at a merge (every epoch's is).
+
+Worker random streams restart every step from (seed, worker, step), so they
+need no checkpoint. BLAS gets ``blas_threads`` threads per process while the
+workers train, when threadpoolctl is installed (the workers are the
+parallelism; BLAS threads on top would fight them for the cores).
+Everything else (states, signals, commands, monitors) is the single worker's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy
+
+from .errors import ConfigError, NonFiniteError, SigmaError, describe
+from .hooks.dispatch import HookDispatcher
+from .hooks.timestep import TimeScale
+from .mergers import AverageMerger, WeightedMerger
+from .operators import SingleWorkerOperator
+
+log = logging.getLogger("sigma")
+COMBINE = ("gradients", "models")
+
+
+class WorkerError(SigmaError):
+    """A worker failed; the message names it and its error."""
+
+
+def worker_failed(index: int, error: BaseException) -> SigmaError:
+    """The error the driver raises for worker ``index``'s ``error`` (a non-finite cost stays a NonFiniteError)."""
+    return (NonFiniteError if isinstance(error, NonFiniteError) else WorkerError)(
+        f"worker {index} failed: {describe(error)}")
+
+
+def shard_bounds(records: int, workers: int) -> list[int]:
+    """Row bounds of each worker's shard: sizes differ by at most one, in worker order."""
+    return [index * records // workers for index in range(workers + 1)]
+
+
+def worker_seed(base: int, index: int, step: int) -> int:
+    """The seed of worker ``index``'s random stream at global ``step``."""
+    return int(numpy.random.SeedSequence([base, index, step]).generate_state(1)[0])
+
+
+def reseed(handler, seed: int) -> None:
+    """Restart ``handler``'s random stream from ``seed``: a fresh handler's state, through the public API."""
+    handler.set_rng_state(type(handler)(dtype=handler.dtype, seed=seed).rng_state())
+
+
+@contextlib.contextmanager
+def blas_threads(count: int):
+    """At most ``count`` BLAS threads inside the block (0, or without threadpoolctl: unchanged)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        threadpool_limits = None
+    if not count or threadpool_limits is None:
+        yield
+        return
+    with threadpool_limits(count, user_api="blas"):
+        yield
+
+
+class Worker:
+    """One worker around its local trainer (a replica, or in another process its own): computes its shard's step."""
+
+    def __init__(self, trainer, index: int, seed: int):
+        self.trainer, self.index, self.seed = trainer, index, seed
+        self.dispatcher = None  # model averaging: this worker's copies of the local hooks
+
+    def _prepare(self, step: int, epoch: int, iteration: int) -> None:
+        local = self.trainer
+        reseed(local.handler, worker_seed(self.seed, self.index, step))
+        local.epoch, local.iteration, local.total_iterations = epoch, iteration, step
+
+    def gradients(self, shard: dict, parameters: dict, counters: tuple):
+        """``(cost, {id: gradient})`` of ``shard`` at ``parameters``, as floats and NumPy arrays."""
+        self._prepare(*counters)
+        local, handler = self.trainer, self.trainer.handler
+        with handler.session():
+            local.network.load_state_dict(parameters)
+            cost, grads = local.gradients(shard)
+            return float(cost), {pid: grad.to_numpy() for pid, grad in grads.items()}
+
+    def train(self, shard: dict, parameters, counters: tuple) -> float:
+        """One local step of model averaging, then the local hooks; returns the cost."""
+        self._prepare(*counters)
+        cost = float(self.trainer.run_iteration(shard))
+        if self.dispatcher is not None:
+            self.dispatcher.event(TimeScale.ITERATION)
+        return cost
+
+
+class ThreadsOperator(SingleWorkerOperator):
+    """``workers`` data-parallel workers on threads of this process; see the module docstring."""
+
+    argument_rules = {"workers": "int >= 1", "every": "int >= 1", "blas_threads": "int >= 0"}
+
+    def __init__(self, trainer, *, epochs: int, hooks=(), monitors=(), workers: int = 2,
+                 combine: str = "gradients", every: int = 1, blas_threads: int = 1):
+        if combine not in COMBINE:
+            raise ConfigError(f"operator.combine must be one of {', '.join(COMBINE)}, got {combine!r}")
+        if trainer.handler is None:
+            raise SigmaError(f"trainer {trainer.name!r}: initialise it before building its operator")
+        if workers > (os.cpu_count() or 1):
+            log.warning("operator threads: %d workers on %d CPUs; they will share cores", workers, os.cpu_count())
+        self.combine, self.every, self.blas_threads = combine, every, blas_threads
+        self.local_hooks = []
+        super().__init__(trainer, epochs=epochs, monitors=monitors)
+        self.attach_hook(*hooks)
+        base = trainer.handler.seed if isinstance(trainer.handler.seed, int) else numpy.random.SeedSequence().entropy
+        handler = trainer.handler
+        self.workers = [Worker(trainer.replica(type(handler)(dtype=handler.dtype, seed=worker_seed(base, index, 0)),
+                                               f"{trainer.name}/worker{index}"), index, base) for index in range(workers)]
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix=f"sigma-worker-{trainer.name}")
+        self._unmerged = 0  # model averaging: local iterations since the last merge
+
+    def attach_hook(self, *hooks) -> list:
+        """With model averaging, local hooks go to the workers (each its own copies), global ones here."""
+        if self.combine == "models":
+            self.local_hooks += [hook for hook in hooks if hook.target == "local"]
+            hooks = [hook for hook in hooks if hook.target != "local"]
+        return super().attach_hook(*hooks)
+
+    def _loop(self) -> None:
+        self._pull()
+        try:
+            with blas_threads(self.blas_threads):
+                super()._loop()
+        finally:
+            for worker in self.workers:
+                dispatcher, worker.dispatcher = worker.dispatcher, None
+                if dispatcher is not None:
+                    dispatcher.close()
+
+    def _start_local_hooks(self) -> None:
+        """Model averaging: each worker's own copies of the local hooks, started at its first iteration of a run."""
+        for worker in self.workers:
+            worker.dispatcher = HookDispatcher(self)
+            worker.dispatcher.attach(*copy.deepcopy(self.local_hooks))
+            worker.dispatcher.start(worker.trainer, time.perf_counter())
+
+    def _epoch(self) -> None:
+        super()._epoch()
+        if self._unmerged:  # interrupted by a stop or reset: the global state takes the work done
+            self._merge()
+
+    def _reset(self) -> None:
+        super()._reset()
+        self._pull()
+
+    def _step(self, batch: dict):
+        """One global iteration: every worker on its shard, then the combination (see the module docstring)."""
+        trainer = self.trainer
+        records = len(batch["inputs"])
+        bounds = shard_bounds(records, len(self.workers))
+        shards = [{key: values[start:stop] for key, values in batch.items()} for start, stop in zip(bounds, bounds[1:])]
+        sizes = [stop - start for start, stop in zip(bounds, bounds[1:])]
+        active = [(worker, shard, size) for worker, shard, size in zip(self.workers, shards, sizes) if size]
+        counters = (trainer.total_iterations, trainer.epoch, trainer.iteration)
+        models = self.combine == "models"
+        if models and self.local_hooks and self.workers[0].dispatcher is None:
+            self._start_local_hooks()
+        parameters = None if models else trainer.network.state_dict()
+        futures = [self._pool.submit(worker.train if models else worker.gradients, shard, parameters, counters)
+                   for worker, shard, _ in active]
+        results, failure = [], None
+        for (worker, *_), future in zip(active, futures):  # every worker finishes before one failure is raised
+            try:
+                results.append(future.result())
+            except Exception as error:
+                failure = failure or worker_failed(worker.index, error)
+        if failure is not None:
+            raise failure
+        weights = [size for *_, size in active]
+        costs = results if models else [result[0] for result in results]
+        cost = sum(w * c for w, c in zip(weights, costs)) / sum(weights)
+        if not models:
+            return trainer.apply_gradients(WeightedMerger(weights).merge_arrays([r[1] for r in results]), cost)
+        self._unmerged += 1
+        if self._unmerged >= self.every or trainer.iteration + 1 >= len(trainer.training_iterator):
+            self._merge()
+        return trainer.count_iteration(cost)
+
+    def _merge(self) -> None:
+        """Model averaging: workers' parameters and optimiser memory into the trainer, and back."""
+        trainer, merger, locals_ = self.trainer, AverageMerger(), [worker.trainer for worker in self.workers]
+        merger.merge(trainer.network, [local.network for local in locals_])
+        states = [local.optimiser.state_dict() for local in locals_]
+        memory = {pid: merger.merge_arrays([state["memory"][pid] for state in states]) for pid in states[0]["memory"]}
+        hyperparameters = trainer.optimiser.hyperparameters()
+        trainer.optimiser.load_state_dict({**states[0], "hyperparameters": hyperparameters, "memory": memory},
+                                          trainer.handler)
+        self._unmerged = 0
+        self._pull()
+
+    def _pull(self) -> None:
+        """Every worker takes the global parameters and optimiser state (and its freeze filters)."""
+        parameters, optimiser = self.trainer.network.state_dict(), self.trainer.optimiser.state_dict()
+        for worker in self.workers:
+            local = worker.trainer
+            local.network.load_state_dict(parameters)
+            local.optimiser.load_state_dict(optimiser, local.handler)
+            local.refresh_trainable()
