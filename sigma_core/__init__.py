@@ -12,11 +12,15 @@ try:
 except _metadata.PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0+unknown"
 
-_LAZY = {
+_LAZY = {  # a plugin author needs only these: hookimpl, Layer, ForwardContext, default_weight_initialisers
     "hookimpl": "sigma_core.hookspecs",
+    **dict.fromkeys(["Layer", "ForwardContext"], "sigma_core.layers.base"),
+    "default_weight_initialisers": "sigma_core.layers.dense",
+    "Initialiser": "sigma_core.initialisers",
     **dict.fromkeys(["create_handler", "use_handler", "set_default_handler"], "sigma_core.backend"),
     **dict.fromkeys(["Construct", "Architecture"], "sigma_core.architecture"),
     "Network": "sigma_core.network",
+    "load": "sigma_core.inference",
     "Trainer": "sigma_core.trainer",
     "Environment": "sigma_core.environment",
     **dict.fromkeys(["Input", "Output", "Dense", "Dropout", "Elementwise", "Recurrent", "LSTM", "Concatenate", "Add",

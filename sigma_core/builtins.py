@@ -42,13 +42,13 @@ def register_activations(register):
 @hookimpl
 def register_optimisers(register):
     optimisers = "sigma_core.optimisers"
-    register("sgd", f"{optimisers}.sgd:GradientDescent", aliases=("gradient_descent",), description="param -= lr·g")
-    register("momentum", f"{optimisers}.momentum:Momentum", description="gradient descent with classical momentum")
-    register("nesterov", f"{optimisers}.momentum:Nesterov", description="gradient descent with Nesterov momentum")
-    register("adagrad", f"{optimisers}.adagrad:Adagrad", description="per-element rates from summed squared gradients")
-    register("adadelta", f"{optimisers}.adadelta:Adadelta", description="Zeiler's Adadelta (Algorithm 1)")
-    register("rmsprop", f"{optimisers}.rmsprop:RMSProp", description="rates from a running mean of squared gradients")
-    register("adam", f"{optimisers}.adam:Adam", description="Adam with bias correction")
+    register("sgd", f"{optimisers}.rules:GradientDescent", aliases=("gradient_descent",), description="param -= lr·g")
+    register("momentum", f"{optimisers}.rules:Momentum", description="gradient descent with classical momentum")
+    register("nesterov", f"{optimisers}.rules:Nesterov", description="gradient descent with Nesterov momentum")
+    register("adagrad", f"{optimisers}.rules:Adagrad", description="per-element rates from summed squared gradients")
+    register("adadelta", f"{optimisers}.rules:Adadelta", description="Zeiler's Adadelta (Algorithm 1)")
+    register("rmsprop", f"{optimisers}.rules:RMSProp", description="rates from a running mean of squared gradients")
+    register("adam", f"{optimisers}.rules:Adam", description="Adam with bias correction")
 
 
 @hookimpl

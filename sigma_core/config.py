@@ -1,8 +1,9 @@
 """Run files: one TOML file describes a whole run (the README's run-file reference lists every key).
 
 Every key is checked against :data:`SCHEMA`, so a typo is an error that names
-the key. ``--set training.epochs=3`` overrides any key; the value is read as a
-TOML value (``3``, ``0.5``, ``"adam"``, ``[1, 2]``) and otherwise as a string.
+the key. ``--set training.epochs=3`` overrides any key, ``network.layers.1.size``
+a list entry; the value is read as a TOML value (``3``, ``0.5``, ``"adam"``,
+``[1, 2]``) and otherwise as a string.
 """
 
 from __future__ import annotations
@@ -81,18 +82,25 @@ def parse_value(text: str):
 
 
 def apply_override(config: dict, assignment: str):
-    """Apply ``"a.b.c=value"`` to a nested dict in place."""
+    """Apply ``"a.b.c=value"`` to nested tables in place; a number addresses a list entry (``network.layers.1.size``)."""
     key, sep, value = assignment.partition("=")
     key = key.strip()
     if not sep or not key:
         raise ConfigError(f"--set expects key=value, got {assignment!r}")
-    *tables, name = key.split(".")
+    *path, name = key.split(".")
     node = config
-    for depth, table in enumerate(tables, 1):
-        node = node.setdefault(table, {})
-        if not isinstance(node, dict):
-            raise ConfigError(f"--set {key}: {'.'.join(tables[:depth])} is not a table")
-    node[name] = parse_value(value.strip())
+    for depth, part in enumerate([*path, name]):
+        where = ".".join(path[:depth]) or key
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                raise ConfigError(f"--set {key}: {where} is a list of {len(node)}; {part!r} is not an index 0..{len(node) - 1}")
+            part = int(part)
+        elif not isinstance(node, dict):
+            raise ConfigError(f"--set {key}: {where} is not a table or a list")
+        if depth == len(path):
+            node[part] = parse_value(value.strip())
+        else:
+            node = node.setdefault(part, {}) if isinstance(node, dict) else node[part]
 
 
 def validate(raw: dict, source: str = "config") -> dict:

@@ -1,15 +1,16 @@
 """Environment: holds trainers and runs them (Sigma's SigmaEnvironment).
 
-Each trainer gets its own handler and operator; trainers run one after the
-other, or with ``concurrent=True`` each on its own thread, as Sigma's
+Each trainer gets its own handler and operator (the single worker, or one
+an ``operator`` table names, as a run file's ``[operator]``); trainers run one
+after the other, or with ``concurrent=True`` each on its own thread, as Sigma's
 environment starts all its operators. A handler keeps per-run state (buffer
 session, tape, random generator), so concurrent trainers must not share one.
 """
 
 from __future__ import annotations
 
+from . import plugins
 from .errors import SigmaError
-from .operators import SingleWorkerOperator
 
 
 class Environment:
@@ -17,14 +18,15 @@ class Environment:
 
     def __init__(self, name: str = "sigma"):
         self.name = name
-        self._runs = {}  # trainer name -> (trainer, handler, epochs, hooks, monitors)
+        self._runs = {}  # trainer name -> (trainer, handler, epochs, hooks, monitors, operator table)
         self.operators = {}
 
-    def add_trainer(self, trainer, handler, *, epochs: int, hooks=(), monitors=()):
-        """Add ``trainer`` to run on ``handler`` for ``epochs``, with its operator's hooks and monitors."""
+    def add_trainer(self, trainer, handler, *, epochs: int, hooks=(), monitors=(), operator: dict | None = None):
+        """Add ``trainer`` to run on ``handler`` for ``epochs``, with its operator's hooks and monitors;
+        ``operator`` is ``{"type": "threads", "workers": 2, ...}`` (default: the single worker)."""
         if trainer.name in self._runs:
             raise SigmaError(f"environment {self.name!r} already has a trainer named {trainer.name!r}")
-        self._runs[trainer.name] = (trainer, handler, epochs, list(hooks), list(monitors))
+        self._runs[trainer.name] = (trainer, handler, epochs, list(hooks), list(monitors), operator or {})
 
     @property
     def trainers(self) -> list:
@@ -38,10 +40,12 @@ class Environment:
         """
         if concurrent:
             self._check_handlers_unshared()
-        for name, (trainer, handler, epochs, hooks, monitors) in self._runs.items():
+        for name, (trainer, handler, epochs, hooks, monitors, operator) in self._runs.items():
             if trainer.handler is None:
                 trainer.initialise(handler)
-            self.operators[name] = SingleWorkerOperator(trainer, epochs=epochs, hooks=hooks, monitors=monitors)
+            self.operators[name] = plugins.build("operator", {"type": "single_worker", **operator}, trainer,
+                                                 epochs=epochs, hooks=hooks, monitors=monitors,
+                                                 where=f"trainer {name!r}: operator")
         if not concurrent:
             return {name: operator.run() for name, operator in self.operators.items()}
         for operator in self.operators.values():

@@ -55,6 +55,14 @@ def one_line(text) -> str:
     return " ".join(str(text).split())
 
 
+def first_non_finite(values) -> str:
+    """``"nan at index [1, 2]"``: the first NaN or infinity of a NumPy array that holds one, for error messages."""
+    import numpy  # only on this error path: importing the errors stays cheap
+
+    index = tuple(int(i) for i in numpy.unravel_index(numpy.argmin(numpy.isfinite(values)), values.shape))
+    return f"{values[index]} at index {list(index)}"
+
+
 def describe(error: BaseException) -> str:
     """``"Type: message"`` on one line, for an error that is reported rather than raised."""
     return one_line(f"{type(error).__name__}: {error}")

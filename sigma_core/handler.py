@@ -1,15 +1,11 @@
 """The computation handler: the only thing that touches live data.
 
-Layers, optimisers and hooks describe computations by calling a handler's
-ops on :class:`~sigma_core.ndarray.NDArray` handles. The handler runs them
-with its kernels (:class:`~sigma_core.kernels.ArrayKernels` or a backend's
-subclass), records them on the active tape so gradients come for free, and
-manages buffer reuse between iterations (sessions).
-
-A backend distribution subclasses :class:`Handler`, sets ``name`` and
-``kernels_class`` (whose ``updates_class`` holds the optimiser updates) and,
-if it may not run everywhere, overrides :meth:`Handler.availability`.
-Everything else is inherited.
+Layers, optimisers and hooks call a handler's ops on :class:`~sigma_core.ndarray.NDArray`
+handles; the handler runs them with its kernels (:class:`~sigma_core.kernels.ArrayKernels`
+or a backend's subclass), records them on the active tape so gradients come for free,
+and recycles buffers between iterations (sessions). A backend subclasses
+:class:`Handler`, sets ``name`` and ``kernels_class`` and, if it may not run
+everywhere, overrides :meth:`Handler.availability`; everything else is inherited.
 """
 
 from __future__ import annotations
@@ -25,11 +21,36 @@ from .autodiff.tape import Tape
 from .errors import ShapeError, SigmaError
 from .kernels import ACTIVATIONS, ArrayKernels
 from .ndarray import NDArray, Number
+from .handlers.sequences import RecurrentOps
 
 DTYPES = ("float32", "float64")
 
 
-class Handler:
+def _traced(kernel: str, arity=2, vjp=None):
+    """A differentiable op: the kernel ``kernel`` on the raw inputs, recorded with ``vjp`` (default: the
+    VJP of that name). One function per arity, not ``*inputs``: ops run on every step."""
+    vjp = vjp or getattr(vjps, kernel)
+    if arity == 1:
+        def op(self, a):
+            return self._apply(getattr(self.kernels, kernel), vjp, (a,))
+    else:
+        def op(self, a, b):
+            return self._apply(getattr(self.kernels, kernel), vjp, (a, b))
+    op.__name__ = kernel
+    return op
+
+
+def _comparison(name: str):
+    """A boolean mask of ``a <name> b``, wrapped but never recorded."""
+
+    def compare(self, a, b):
+        return self._wrap(self.kernels.compare(name, self._raw(a), self._raw(b)))
+
+    compare.__name__ = name
+    return compare
+
+
+class Handler(RecurrentOps):
     """Base computation handler; see the module docstring."""
 
     name = "base"
@@ -63,17 +84,13 @@ class Handler:
     def _raw(self, x):
         if isinstance(x, NDArray):
             if x.handler is not self:
-                raise SigmaError(
-                    f"an array of handler {x.handler!r} was passed to handler {self!r}; "
-                    "move it with handler.asarray(array.to_numpy())"
-                )
+                raise SigmaError(f"an array of handler {x.handler!r} was passed to handler {self!r}; "
+                                 "move it with handler.asarray(array.to_numpy())")
             return x._data if x._data is not None else x.data  # .data raises the expiry error
         if isinstance(x, numbers.Number):
             return x
-        raise TypeError(
-            f"expected an NDArray of this handler or a Python number, got {type(x).__name__}; "
-            "wrap host data with handler.asarray()"
-        )
+        raise TypeError(f"expected an NDArray of this handler or a Python number, got {type(x).__name__}; "
+                        "wrap host data with handler.asarray()")
 
     def _apply(self, kernel, vjp, inputs, saved=None, **params):
         """Run ``kernel`` on the raw inputs, wrap the result, record it if traced."""
@@ -88,11 +105,7 @@ class Handler:
         return self._wrap(self.kernels.asarray(host_array))
 
     def adopt(self, host_array) -> NDArray:
-        """Like :meth:`asarray`, for a host array the caller hands over and won't change.
-
-        Host-memory handlers may use it without copying (a fresh batch each
-        iteration); device handlers copy it to the device.
-        """
+        """:meth:`asarray` of host data the caller hands over and won't change (a batch): may skip the copy."""
         return self._wrap(self.kernels.adopt(host_array))
 
     def to_numpy(self, array: NDArray):
@@ -113,61 +126,25 @@ class Handler:
         """A scalar; ``dtype`` (default: the handler's) may be float64 for an accumulator."""
         return self._wrap(self.kernels.full((), value, dtype))
 
-    def copy(self, array) -> NDArray:
-        return self._apply(self.kernels.copy, vjps.identity, (array,))
-
-    # -- elementwise arithmetic (NumPy broadcasting) -------------------------------------------
-    def add(self, a, b):
-        return self._apply(self.kernels.add, vjps.add, (a, b))
-
-    def subtract(self, a, b):
-        return self._apply(self.kernels.subtract, vjps.subtract, (a, b))
-
-    def multiply(self, a, b):
-        return self._apply(self.kernels.multiply, vjps.multiply, (a, b))
-
-    def divide(self, a, b):
-        return self._apply(self.kernels.divide, vjps.divide, (a, b))
-
-    def power(self, a, b):
-        return self._apply(self.kernels.power, vjps.power, (a, b))
-
-    def maximum(self, a, b):
-        return self._apply(self.kernels.maximum, vjps.maximum, (a, b))
-
-    def matmul(self, a, b):
-        return self._apply(self.kernels.matmul, vjps.matmul, (a, b))
-
-    def negative(self, a):
-        return self._apply(self.kernels.negative, vjps.negative, (a,))
-
-    # -- elementwise functions ----------------------------------------------------------------
-    def exp(self, a):
-        return self._apply(self.kernels.exp, vjps.exp, (a,))
-
-    def log(self, a):
-        return self._apply(self.kernels.log, vjps.log, (a,))
-
-    def sqrt(self, a):
-        return self._apply(self.kernels.sqrt, vjps.sqrt, (a,))
-
-    def abs(self, a):
-        return self._apply(self.kernels.abs, vjps.abs, (a,))
-
-    def sign(self, a):
-        return self._apply(self.kernels.sign, vjps.sign, (a,))
-
-    def tanh(self, a):
-        return self._apply(self.kernels.tanh, _ACTIVATION_VJPS["tanh"], (a,))
-
-    def sigmoid(self, a):
-        return self._apply(self.kernels.sigmoid, _ACTIVATION_VJPS["sigmoid"], (a,))
-
-    def relu(self, a):
-        return self._apply(self.kernels.relu, _ACTIVATION_VJPS["relu"], (a,))
-
-    def softplus(self, a):
-        return self._apply(self.kernels.softplus, _ACTIVATION_VJPS["softplus"], (a,))
+    # -- elementwise ops (NumPy broadcasting): a kernel and its VJP each -----------------------
+    copy = _traced("copy", 1, vjps.identity)
+    add = _traced("add")
+    subtract = _traced("subtract")
+    multiply = _traced("multiply")
+    divide = _traced("divide")
+    power = _traced("power")
+    maximum = _traced("maximum")
+    matmul = _traced("matmul")
+    negative = _traced("negative", 1)
+    exp = _traced("exp", 1)
+    log = _traced("log", 1)
+    sqrt = _traced("sqrt", 1)
+    abs = _traced("abs", 1)
+    sign = _traced("sign", 1)
+    tanh = _traced("tanh", 1, vjps.activation("tanh"))
+    sigmoid = _traced("sigmoid", 1, vjps.activation("sigmoid"))
+    relu = _traced("relu", 1, vjps.activation("relu"))
+    softplus = _traced("softplus", 1, vjps.activation("softplus"))
 
     def clip(self, a, low, high):
         return self._apply(self.kernels.clip, vjps.clip, (a,), saved=(low, high), low=low, high=high)
@@ -179,26 +156,12 @@ class Handler:
         return self._apply(self.kernels.log_softmax, vjps.log_softmax, (a,), saved=axis, axis=axis)
 
     # -- comparisons and selection (masks are not differentiable) -------------------------------
-    def _compare(self, op, a, b):
-        return self._wrap(self.kernels.compare(op, self._raw(a), self._raw(b)))
-
-    def greater(self, a, b):
-        return self._compare("greater", a, b)
-
-    def greater_equal(self, a, b):
-        return self._compare("greater_equal", a, b)
-
-    def less(self, a, b):
-        return self._compare("less", a, b)
-
-    def less_equal(self, a, b):
-        return self._compare("less_equal", a, b)
-
-    def equal(self, a, b):
-        return self._compare("equal", a, b)
-
-    def not_equal(self, a, b):
-        return self._compare("not_equal", a, b)
+    greater = _comparison("greater")
+    greater_equal = _comparison("greater_equal")
+    less = _comparison("less")
+    less_equal = _comparison("less_equal")
+    equal = _comparison("equal")
+    not_equal = _comparison("not_equal")
 
     def where(self, condition, a, b):
         return self._apply(self.kernels.where, vjps.where, (condition, a, b))
@@ -254,25 +217,18 @@ class Handler:
         return out
 
     def softmax_cross_entropy(self, logits, targets) -> Number:
-        """Mean cross-entropy of row-wise softmax(logits) against targets, numerically stable.
-
-        ``targets`` are class probabilities (e.g. one-hot) of the logits' shape,
-        or integer class indices, one per row.
-        """
+        """Mean cross-entropy of row-wise softmax(logits), numerically stable, against class
+        probabilities of the logits' shape (e.g. one-hot) or integer class labels, one per row."""
         raws = (self._raw(logits), self._raw(targets))
         if raws[1].dtype.kind in "iu":
             # Checked here, once for every handler: NumPy indexing would wrap -1 silently.
             classes, (low, high) = raws[0].shape[-1], self.kernels.label_range(raws[1])
             if low < 0 or high >= classes:
-                bad = low if low < 0 else high
-                raise ShapeError(
-                    f"softmax_cross_entropy: class label {bad} is outside 0..{classes - 1} "
-                    f"(the logits have {classes} classes)"
-                )
+                raise ShapeError(f"softmax_cross_entropy: class label {low if low < 0 else high} is outside "
+                                 f"0..{classes - 1} (the logits have {classes} classes)")
         elif raws[1].shape != raws[0].shape:
-            raise ShapeError(
-                f"softmax_cross_entropy: logits shape {raws[0].shape} and targets shape {raws[1].shape} differ"
-            )
+            raise ShapeError(f"softmax_cross_entropy: logits shape {raws[0].shape} and targets shape "
+                             f"{raws[1].shape} differ")
         cost, probabilities = self.kernels.softmax_cross_entropy(*raws)
         out = self._wrap(cost)
         self._record((logits, targets), raws, out, vjps.softmax_cross_entropy, probabilities)
@@ -328,13 +284,8 @@ class Handler:
         self.kernels.add_(self._raw(array), self._raw(other), scale)
 
     def optimiser_update(self, rule, param, grad, memory=(), *, weight_decay=0.0, **hyperparameters):
-        """One optimiser step of ``param`` and its ``memory`` arrays, in place, by the named rule.
-
-        ``rule`` names a method of the kernels' :attr:`updates`
-        (:class:`~sigma_core.kernels.UpdateKernels`: sgd, momentum, adagrad,
-        rmsprop, adadelta, adam); ``weight_decay`` adds weight_decay·param to
-        the gradient first. Untraced, like every in-place op.
-        """
+        """One untraced, in-place step of ``param`` and its ``memory`` arrays by ``rule``, a method of
+        :class:`~sigma_core.kernels.UpdateKernels` (sgd, adam, ...), after adding weight_decay·param to ``grad``."""
         updates = self.kernels.updates
         update = getattr(updates, rule, None)
         if update is None:
@@ -345,13 +296,10 @@ class Handler:
         update(raw_param, raw_grad, *[self._raw(m) for m in memory], **hyperparameters)
 
     def all_finite(self, array) -> bool:
-        """Whether every element is finite.
+        """Whether every element is finite: the trainer's only per-step look at the cost, before the update.
 
-        The trainer asks this of every step's cost, before the update, so a
-        non-finite cost changes no parameter; it is the trainer's only per-step
-        look at the cost. Host handlers answer at once. A device handler may
-        defer it to run ahead: answer True now, make its updates no-ops once the
-        cost on the device is non-finite, and raise at the next read.
+        A device handler may defer it to run ahead: answer True now, make its
+        updates no-ops once the cost on the device is non-finite, raise at the next read.
         """
         return self.kernels.all_finite(self._raw(array))
 
@@ -361,12 +309,8 @@ class Handler:
         return Tape(self)
 
     def backward(self, records, slots, target, sources, seed=None) -> list:
-        """Replay a tape's ``records`` (see :class:`Tape`) backwards from ``target``; gradients of ``sources``.
-
-        Gradients reaching one slot from several uses are summed; a source the
-        target does not reach gets zeros; every result is a fresh, contiguous
-        array of its source's shape.
-        """
+        """Replay a tape's ``records`` backwards from ``target``: fresh, contiguous gradients of ``sources``
+        (zeros where the target does not reach them), summed over every use of a value."""
         k = self.kernels
         grads = [None] * slots
         grads[target._node] = k.full(target.shape, 1.0) if seed is None else self._raw(seed)
@@ -397,11 +341,7 @@ class Handler:
 
     # -- sessions: buffer reuse between iterations ---------------------------------------------------
     def begin_session(self):
-        """Start an iteration: buffers from the previous one are recycled.
-
-        Arrays created during the previous session expire (using one raises a
-        clear error) unless they were passed to :meth:`keep`.
-        """
+        """Start an iteration: the previous one's buffers are recycled and its arrays expire unless kept (:meth:`keep`)."""
         if self._session_arrays is not None:
             for array in self._session_arrays:
                 if not array._kept:
@@ -446,7 +386,5 @@ class _NoGrad:
     def __exit__(self, *exc_info):
         self.handler._tape = self.tape
 
-
-_ACTIVATION_VJPS = {name: vjps.activation(name) for name in ACTIVATIONS}
 
 __all__ = ["Handler", "DTYPES", "autodiff"]

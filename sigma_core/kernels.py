@@ -1,18 +1,14 @@
 """Array kernels: the raw-array operations a handler is built from.
 
 :class:`ArrayKernels` is written once over an array module ``xp`` (NumPy here,
-CuPy for the CUDA handler), in the spirit of Thinc's ``Ops``. Every kernel
-takes raw arrays (or Python scalars) and returns a raw array taken from the
-handler's :class:`~sigma_core.buffers.BufferPool`, so a training step reuses
-its buffers. A backend subclasses this and overrides only its hot kernels
-(fused dense + activation, softmax cross-entropy, ...). The one-pass optimiser
-updates are a second class, :class:`UpdateKernels`, that the array kernels
-hold (``kernels.updates``) rather than inherit, so a backend overrides them
-separately and this module imports nothing from the optimisers.
-
-Kernels know nothing of NDArrays or autodiff; the handler wraps them, and the
-vector-Jacobian products in :mod:`sigma_core.autodiff.vjps` are written in
-terms of these same kernels, so every backend gets gradients for free.
+CuPy for a CUDA handler), in the spirit of Thinc's ``Ops``. Every kernel takes
+raw arrays (or Python scalars) and returns a raw array from the handler's
+:class:`~sigma_core.buffers.BufferPool`, so a training step reuses its buffers.
+A backend subclasses it and overrides only its hot kernels (fused dense,
+softmax cross-entropy, ...); the optimiser updates are a class of their own,
+:class:`UpdateKernels`, held as ``kernels.updates``. Kernels know nothing of
+NDArrays or autodiff, and the VJPs (:mod:`sigma_core.autodiff.vjps`) are
+written with these same kernels, so every backend gets gradients for free.
 """
 
 from __future__ import annotations
@@ -23,6 +19,7 @@ import numpy
 
 from .buffers import BufferPool
 from .errors import ShapeError
+from .handlers.sequences import RecurrentKernels
 
 ACTIVATIONS = ("none", "relu", "sigmoid", "tanh", "softplus")
 
@@ -50,15 +47,29 @@ def normalise_axes(axis, ndim: int) -> tuple:
     return tuple(sorted(a % ndim if ndim else 0 for a in axes))
 
 
+def _ufunc(name: str, arity=1):
+    """A kernel applying the array module's ufunc ``name`` into a pooled buffer (two operands broadcast)."""
+    if arity == 1:
+        def kernel(self, x):
+            out = self.empty(x.shape)
+            getattr(self.xp, name)(x, out=out)
+            return out
+    else:
+        def kernel(self, x, y):
+            out = self.empty(broadcast_shape(name, shape_of(x), shape_of(y)))
+            getattr(self.xp, name)(x, y, out=out)
+            return out
+    kernel.__name__ = name
+    return kernel
+
+
 class UpdateKernels:
     """In-place optimiser updates, one method per rule: ``updates.<rule>(param, grad, *memory, **hyperparameters)``.
 
-    Raw arrays of one shape, updated with ``out=`` through at most two pooled
-    temporaries, so a warm training step allocates nothing. A backend
-    overrides a rule with one compiled pass and every optimiser using it
-    speeds up. Complements such as 1 − β are computed in double (Python
-    floats) before meeting the array's dtype; a backend must do the same
-    (1 − β from β = 0.9999 rounded to float32 is wrong by 2e-4).
+    ``out=`` through at most two pooled temporaries: a warm step allocates
+    nothing. Complements such as 1 − β are computed in double (Python floats)
+    before meeting the array's dtype; a backend overriding a rule must do the
+    same (1 − β from β = 0.9999 rounded to float32 is wrong by 2e-4).
     """
 
     def __init__(self, kernels):
@@ -163,6 +174,7 @@ class ArrayKernels:
 
     xp = numpy
     updates_class = UpdateKernels
+    recurrent_class = RecurrentKernels  # the sequence ops' loops (kernels.recurrent)
     normalise_axes = staticmethod(normalise_axes)  # for the VJPs
 
     def __init__(self, dtype, seed=None):
@@ -170,6 +182,7 @@ class ArrayKernels:
         self.pool = BufferPool(self.xp)
         self.rng = numpy.random.Generator(numpy.random.PCG64(seed))
         self.updates = self.updates_class(self)
+        self.recurrent = self.recurrent_class(self)
 
     # -- creation -------------------------------------------------------------------
     def empty(self, shape, dtype=None):
@@ -189,18 +202,10 @@ class ArrayKernels:
         return out
 
     def adopt(self, host_array):
-        """Take a host array the caller hands over (a fresh batch) as a handler array.
-
-        On host-memory handlers a C-contiguous array of the right dtype is used
-        as it is, saving a copy per batch; kernels never write into their
-        inputs, so the caller's data stays unchanged. Device handlers copy.
-        """
-        if (
-            type(host_array) is numpy.ndarray
-            and self.xp is numpy
-            and host_array.flags.c_contiguous
-            and (host_array.dtype == self.dtype or host_array.dtype.kind in "iub")
-        ):
+        """A host array the caller hands over (a batch), used as it is when it fits: kernels never write
+        into their inputs, so that saves a copy per batch. Device handlers copy."""
+        if (type(host_array) is numpy.ndarray and self.xp is numpy and host_array.flags.c_contiguous
+                and (host_array.dtype == self.dtype or host_array.dtype.kind in "iub")):
             return host_array
         return self.asarray(host_array)
 
@@ -213,30 +218,20 @@ class ArrayKernels:
         out[...] = x
         return out
 
-    # -- elementwise binary, with broadcasting -------------------------------------------
-    def _binary(self, ufunc, op, x, y):
-        shape = broadcast_shape(op, shape_of(x), shape_of(y))
-        out = self.empty(shape)
-        ufunc(x, y, out=out)
-        return out
-
-    def add(self, x, y):
-        return self._binary(self.xp.add, "add", x, y)
-
-    def subtract(self, x, y):
-        return self._binary(self.xp.subtract, "subtract", x, y)
-
-    def multiply(self, x, y):
-        return self._binary(self.xp.multiply, "multiply", x, y)
-
-    def divide(self, x, y):
-        return self._binary(self.xp.divide, "divide", x, y)
-
-    def power(self, x, y):
-        return self._binary(self.xp.power, "power", x, y)
-
-    def maximum(self, x, y):
-        return self._binary(self.xp.maximum, "maximum", x, y)
+    # -- elementwise, with broadcasting ----------------------------------------------------
+    add = _ufunc("add", 2)
+    subtract = _ufunc("subtract", 2)
+    multiply = _ufunc("multiply", 2)
+    divide = _ufunc("divide", 2)
+    power = _ufunc("power", 2)
+    maximum = _ufunc("maximum", 2)
+    negative = _ufunc("negative")
+    exp = _ufunc("exp")
+    log = _ufunc("log")
+    sqrt = _ufunc("sqrt")
+    abs = _ufunc("abs")
+    sign = _ufunc("sign")
+    tanh = _ufunc("tanh")
 
     def compare(self, op, x, y):
         """Boolean mask of ``x <op> y`` for op in greater, less, equal, ..."""
@@ -271,51 +266,33 @@ class ArrayKernels:
         self.xp.matmul(x, y, out=out)
         return out
 
-    # -- elementwise unary ---------------------------------------------------------------
-    def _unary(self, ufunc, x):
-        out = self.empty(x.shape)
-        ufunc(x, out=out)
+    # -- activations ------------------------------------------------------------------------
+    def activate(self, name, x, out):
+        """``out`` = the built-in activation ``name`` of ``x``; ``out`` may be ``x`` (in place)."""
+        xp = self.xp
+        if name == "relu":
+            xp.maximum(x, 0, out=out)
+        elif name == "tanh":
+            xp.tanh(x, out=out)
+        elif name == "sigmoid":  # as tanh(x/2)/2 + 1/2: 1 / (1 + exp(-x)) overflows exp for very negative x
+            xp.multiply(x, 0.5, out=out)
+            xp.tanh(out, out=out)
+            xp.multiply(out, 0.5, out=out)
+            xp.add(out, 0.5, out=out)
+        elif name == "softplus":
+            xp.logaddexp(x, 0, out=out)
+        elif out is not x:  # none
+            out[...] = x
         return out
-
-    def negative(self, x):
-        return self._unary(self.xp.negative, x)
-
-    def exp(self, x):
-        return self._unary(self.xp.exp, x)
-
-    def log(self, x):
-        return self._unary(self.xp.log, x)
-
-    def sqrt(self, x):
-        return self._unary(self.xp.sqrt, x)
-
-    def abs(self, x):
-        return self._unary(self.xp.abs, x)
-
-    def sign(self, x):
-        return self._unary(self.xp.sign, x)
-
-    def tanh(self, x):
-        return self._unary(self.xp.tanh, x)
 
     def relu(self, x):
-        out = self.empty(x.shape)
-        self.xp.maximum(x, 0, out=out)
-        return out
+        return self.activate("relu", x, self.empty(x.shape))
 
     def sigmoid(self, x):
-        # 1 / (1 + exp(-x)) overflows exp for very negative x; tanh form does not.
-        out = self.empty(x.shape)
-        self.xp.multiply(x, 0.5, out=out)
-        self.xp.tanh(out, out=out)
-        self.xp.multiply(out, 0.5, out=out)
-        self.xp.add(out, 0.5, out=out)
-        return out
+        return self.activate("sigmoid", x, self.empty(x.shape))
 
     def softplus(self, x):
-        out = self.empty(x.shape)
-        self.xp.logaddexp(x, 0, out=out)
-        return out
+        return self.activate("softplus", x, self.empty(x.shape))
 
     def clip(self, x, low, high):
         out = self.empty(x.shape)
@@ -323,33 +300,27 @@ class ArrayKernels:
         return out
 
     def activation_backward(self, name, g, y):
-        """Gradient through a built-in activation, from its *output* ``y``.
-
-        Every built-in activation's derivative is a function of its output, so
-        a fused forward pass need not keep the pre-activation around.
-        """
+        """g·f'(x) of a built-in activation from its *output* ``y``: every built-in derivative is a
+        function of the output, so a fused forward pass need not keep the pre-activation."""
         xp = self.xp
         if name == "none":
             return g
         out = self.empty(y.shape)
         if name == "relu":
             xp.greater(y, 0, out=out)
-            xp.multiply(out, g, out=out)
         elif name == "sigmoid":  # y (1 - y)
             xp.subtract(1, y, out=out)
             xp.multiply(out, y, out=out)
-            xp.multiply(out, g, out=out)
         elif name == "tanh":  # 1 - y^2
             xp.multiply(y, y, out=out)
             xp.subtract(1, out, out=out)
-            xp.multiply(out, g, out=out)
         elif name == "softplus":  # sigmoid(x) = 1 - exp(-y)
             xp.negative(y, out=out)
             xp.exp(out, out=out)
             xp.subtract(1, out, out=out)
-            xp.multiply(out, g, out=out)
         else:
             raise ValueError(f"unknown built-in activation {name!r}")
+        xp.multiply(out, g, out=out)
         return out
 
     # -- reductions ----------------------------------------------------------------------
@@ -398,9 +369,7 @@ class ArrayKernels:
         if g.shape == shape:
             return g
         lead = g.ndim - len(shape)
-        axes = tuple(range(lead)) + tuple(
-            lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1
-        )
+        axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1)
         out = self.sum(g, axis=axes, keepdims=True) if axes else g
         return out.reshape(shape)
 
@@ -427,13 +396,8 @@ class ArrayKernels:
         return out
 
     def softmax_cross_entropy(self, logits, targets):
-        """Mean cross-entropy of row-wise softmax(logits) against ``targets``.
-
-        ``targets`` holds class probabilities (same shape, e.g. one-hot) or
-        integer class indices (one per row). Returns ``(cost, probabilities)``;
-        the probabilities are what the fused backward pass needs. One pass of
-        exp: with s = logits - rowmax and Z = Σ exp(s), log p = s - log Z.
-        """
+        """``(cost, probabilities)``: see :meth:`Handler.softmax_cross_entropy`; the backward pass needs the
+        probabilities. One pass of exp: with s = logits - rowmax and Z = Σ exp(s), log p = s - log Z."""
         xp = self.xp
         rows = logits.shape[0]
         shifted = self.empty(logits.shape)
@@ -460,12 +424,8 @@ class ArrayKernels:
         return int(labels.min()), int(labels.max())
 
     def softmax_cross_entropy_backward(self, g, probabilities, targets):
-        """(mass·softmax − targets)·g/rows, into a fresh buffer; ``g`` is the incoming 0-d gradient.
-
-        A target row's mass (its sum) weights log Z in the cost, so it weights
-        the softmax here: an all-zero (masked) row gets no gradient, a
-        multi-hot row its full share. Integer labels are rows of mass 1.
-        """
+        """(mass·softmax − targets)·g/rows for the incoming 0-d gradient ``g``. A target row's mass (its sum,
+        1 for a label) weights log Z in the cost, so a masked (all-zero) row gets no gradient."""
         xp = self.xp
         rows = probabilities.shape[0]
         if targets.dtype.kind in "iu":
@@ -486,18 +446,7 @@ class ArrayKernels:
             if bias.shape != out.shape[-1:]:
                 raise ShapeError(f"dense: bias shape {bias.shape} does not match output shape {out.shape}")
             self.xp.add(out, bias, out=out)
-        if activation == "relu":
-            self.xp.maximum(out, 0, out=out)
-        elif activation == "tanh":
-            self.xp.tanh(out, out=out)
-        elif activation == "sigmoid":
-            self.xp.multiply(out, 0.5, out=out)
-            self.xp.tanh(out, out=out)
-            self.xp.multiply(out, 0.5, out=out)
-            self.xp.add(out, 0.5, out=out)
-        elif activation == "softplus":
-            self.xp.logaddexp(out, 0, out=out)
-        return out
+        return self.activate(activation, out, out)
 
     # -- shape and indexing (views where the array module allows) ---------------------------
     def reshape(self, x, shape):
@@ -569,10 +518,7 @@ class ArrayKernels:
         return out
 
     def dropout(self, x, p):
-        """Inverted dropout: zero with probability p, scale the rest by 1/(1-p).
-
-        Returns ``(y, mask)`` where mask already carries the 1/(1-p) scale.
-        """
+        """Inverted dropout: ``(y, mask)``, the mask holding 0 (probability p) or 1/(1-p)."""
         mask = self.bernoulli(x.shape, 1.0 - p)
         self.xp.multiply(mask, 1.0 / (1.0 - p), out=mask)
         return self.multiply(x, mask), mask
@@ -597,8 +543,7 @@ class ArrayKernels:
         if scale == 1.0:
             self.xp.add(dst, src, out=dst)
         else:
-            tmp = self.multiply(src, scale)
-            self.xp.add(dst, tmp, out=dst)
+            self.xp.add(dst, self.multiply(src, scale), out=dst)
 
     def all_finite(self, x) -> bool:
         if not x.ndim:  # a cost, every step: ~2 µs faster than the reduction

@@ -1,14 +1,11 @@
 """Handler-owned arrays: :class:`NDArray` and the scalar :class:`Number`.
 
-As in Sigma, user code never holds live data. An NDArray is a handle to a
-buffer that belongs to a computation handler (host memory for the NumPy and
-numba handlers, device memory for CUDA); reading it gives a *copy*
-(:meth:`NDArray.to_numpy`), and changing it goes through the handler. That is
-what lets a GPU handler keep data on the device and run asynchronously, and
-what lets a handler recycle buffers between training iterations.
-
-Operators (``a + b``, ``a @ w``, ``a[1:3]``, ...) forward to the owning
-handler, so layer code reads like NumPy while every step is differentiable.
+As in Sigma, user code never holds live data: an NDArray is a handle to a
+handler's buffer (host or device memory), reading it gives a *copy*
+(:meth:`NDArray.to_numpy`) and changing it goes through the handler, so a GPU
+handler can run asynchronously and a handler can recycle buffers between
+iterations. Operators (``a + b``, ``a @ w``, ``a[1:3]``) forward to the handler,
+so layer code reads like NumPy while every step is differentiable.
 """
 
 from __future__ import annotations
@@ -37,10 +34,8 @@ class NDArray:
         """The live buffer. For handler and kernel code; user code calls to_numpy()."""
         data = self._data
         if data is None:
-            raise ExpiredArrayError(
-                "this array was created in an earlier training session and its buffer "
-                "has been recycled; call handler.keep(array) to keep it across iterations"
-            )
+            raise ExpiredArrayError("this array was created in an earlier training session and its buffer "
+                                    "has been recycled; call handler.keep(array) to keep it across iterations")
         return data
 
     # -- metadata -------------------------------------------------------------------

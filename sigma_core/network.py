@@ -157,10 +157,29 @@ class Network:
         twin.parameters = {pid: twin.handler.asarray(a.to_numpy()) for pid, a in self.parameters.items()}
         return twin
 
+    def predict(self, inputs, batch_size: int = 1000) -> numpy.ndarray:
+        """The ``predictions`` output for a batch of ``inputs`` (records on axis 0), in inference mode, as NumPy."""
+        handler = self._require_handler()
+        alias = next(layer.alias for layer in self.layers.values()
+                     if getattr(layer, "alias", None) is not None and not layer.input_shapes)
+        inputs = numpy.asarray(inputs, dtype=handler.dtype)
+        if inputs.ndim == 0 or len(inputs) == 0:
+            raise SigmaError(f"network {self.name!r}: predict needs a batch of one or more records, got shape {inputs.shape}")
+        parts = []
+        with handler.no_grad():
+            for start in range(0, len(inputs), batch_size):
+                batch = {alias: handler.asarray(inputs[start:start + batch_size])}
+                parts.append(self.forward(batch).outputs["predictions"].to_numpy())
+        return numpy.concatenate(parts)
+
     def summary(self) -> str:
+        """A table of layer, type, output shape and parameter count, with the total."""
+        rows = [("layer", "type", "output shape", "parameters")] + [
+            (name, type(layer).__name__, str(layer.output_shape),
+             f"{sum(math.prod(s) for s in layer.parameter_shapes.values()):,}") for name, layer in self.layers.items()]
+        rows.append(("total", "", "", f"{self.parameter_count:,}"))
+        widths = [max(len(row[i]) for row in rows) for i in range(4)]
         lines = [f"network {self.name!r}: {len(self.layers)} layers, {self.parameter_count:,} parameters"]
-        for name, layer in self.layers.items():
-            params = ", ".join(f"{p}{list(s)}" for p, s in layer.parameter_shapes.items())
-            sources = ", ".join(self._sources[name]) or "external"
-            lines.append(f"  {name:<20} {type(layer).__name__:<20} <- {sources:<20} {layer.output_shape} {params}")
+        lines += ["  " + "  ".join([*(cell.ljust(w) for cell, w in zip(row[:3], widths)), row[3].rjust(widths[3])])
+                  for row in rows]
         return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""Operators run trainers. For now there is one: a single worker on one thread.
+"""Operators run trainers: here the single worker on one thread (data-parallel ones: :mod:`sigma_core.workers`).
 
 Sigma's operators split work across workers and merge their networks; the
 single-worker operator is the degenerate case that keeps the same shape: it

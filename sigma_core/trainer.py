@@ -1,16 +1,14 @@
 """Trainer: one network, its optimiser, its data, and the training step.
 
-A training iteration, as in Sigma: begin a buffer session, copy the batch into
-the handler, run the network forward under a tape watching the trainable
-parameters, take the gradients, let the optimiser update the parameters in
-place, end the session. The session makes every iteration after the first
-reuse the previous iteration's buffers.
+A training iteration, as in Sigma: begin a buffer session (so every iteration
+reuses the previous one's buffers), copy the batch into the handler, run the
+network forward under a tape watching the trainable parameters, take the
+gradients, let the optimiser update the parameters in place, end the session.
 
-The cost stays a handler number: the trainer copies it into a number it keeps
-and adds it to the epoch's sum, both on the handler, and reads it to the host
-only when asked (:attr:`Trainer.last_cost`, :attr:`Trainer.epoch_cost`, the
-epoch mean). The one check made every step, that the cost is finite before the
-update, is :meth:`Handler.all_finite`, so a device handler decides what it costs.
+The cost stays a handler number, kept and summed over the epoch on the handler,
+and is read to the host only when asked (:attr:`Trainer.last_cost`, the epoch
+mean). The one per-step check, that the cost is finite before the update, is
+:meth:`Handler.all_finite`, so a device handler decides what it costs.
 """
 
 from __future__ import annotations
@@ -19,7 +17,7 @@ import logging
 
 import numpy
 
-from .errors import NonFiniteError, SigmaError
+from .errors import NonFiniteError, SigmaError, first_non_finite
 
 log = logging.getLogger("sigma")
 
@@ -27,19 +25,9 @@ log = logging.getLogger("sigma")
 class Trainer:
     """Owns network, optimiser, initialisers, training and named validation iterators."""
 
-    def __init__(
-        self,
-        network,
-        optimiser,
-        training_iterator,
-        *,
-        validation: dict | None = None,
-        initialisers: dict | None = None,
-        name: str = "trainer",
-        inputs: str = "inputs",
-        targets: str = "targets",
-        run_config: dict | None = None,
-    ):
+    def __init__(self, network, optimiser, training_iterator, *, validation: dict | None = None,
+                 initialisers: dict | None = None, name: str = "trainer", inputs: str = "inputs",
+                 targets: str = "targets", run_config: dict | None = None):
         self.name = name
         #: The validated run file this trainer was built from (saved into checkpoints), if any.
         self.run_config = run_config
@@ -72,28 +60,20 @@ class Trainer:
     def initialise(self, handler):
         """Instantiate the network's parameters on ``handler`` and apply the initialisers."""
         self.handler = handler
-        self._costs = (handler.number(float("nan"), dtype="float64"), handler.number(0.0, dtype="float64"))
+        self._costs = _cost_numbers(handler)
         self._initial = (handler.rng_state(), self.optimiser.state_dict())
         self._initialise_parameters()
 
     def _initialise_parameters(self):
         self.network.initialise(self.handler, self.initialisers)
         self._parameter_generation += 1
-        # Once training has begun, arrays made between sessions expire at the next one, and
-        # parameters must outlive every session.
-        for array in self.network.parameters.values():
+        for array in self.network.parameters.values():  # parameters must outlive every session
             self.handler.keep(array)
         self.refresh_trainable()
 
     def reset(self):
-        """Back to where :meth:`initialise` left the trainer: the same initial parameters, epoch 0.
-
-        The handler's random generator is rewound to its state before the
-        first initialisation, so the initialisers draw the same values and a
-        run after the reset repeats the first run bit for bit (dropout masks
-        included). The optimiser loses its memory and gets its initial
-        hyperparameters back; every iterator starts again at epoch 0.
-        """
+        """Back to where :meth:`initialise` left the trainer: epoch 0, the optimiser's initial state, and the
+        random generator rewound, so the same initial parameters and a run that repeats the first bit for bit."""
         if self._initial is None:
             raise SigmaError(f"trainer {self.name!r} is not initialised; call trainer.initialise(handler) first")
         rng, optimiser = self._initial
@@ -140,10 +120,7 @@ class Trainer:
         return externals
 
     def run_iteration(self, batch: dict):
-        """One optimisation step on ``batch``; returns its cost, a handler number readable until the next step.
-
-        ``float()`` of it, or :attr:`last_cost`, reads it to the host.
-        """
+        """One optimisation step on ``batch``; returns its cost, a handler number readable until the next step."""
         h = self.handler
         h.begin_session()
         try:
@@ -167,10 +144,8 @@ class Trainer:
                 raise SigmaError(f"trainer {self.name!r}: the network has no cost layer, so there is nothing to optimise")
             cost = result.cost
             if not h.all_finite(cost):
-                raise NonFiniteError(
-                    f"trainer {self.name!r}: cost became {float(cost)} at epoch {self.epoch + 1}, "
-                    f"iteration {self.iteration + 1}"
-                )
+                raise NonFiniteError(f"trainer {self.name!r}: cost became {float(cost)} at epoch {self.epoch + 1}, "
+                                     f"iteration {self.iteration + 1}")
             grads = tape.gradient(cost, self._trainable_arrays)
         return cost, dict(zip(self._trainable_ids, grads))
 
@@ -195,19 +170,16 @@ class Trainer:
         twin = Trainer(self.network.copy(handler), optimiser, None, name=name, inputs=self.inputs_alias,
                        targets=self.targets_alias)
         twin.handler = handler
-        twin._costs = (handler.number(float("nan"), dtype="float64"), handler.number(0.0, dtype="float64"))
+        twin._costs = _cost_numbers(handler)
         twin.refresh_trainable()
         return twin
 
     def run_epoch(self, on_iteration=None, step=None) -> float:
-        """Train on every batch of one epoch; returns the mean cost.
-
-        An epoch that was interrupted (a stop mid-epoch, or a checkpoint taken
-        mid-epoch and restored by :meth:`load_state_dict`) is finished instead
-        of starting a new one: the iterator resumes at its first unseen batch
-        and the iteration count and cost sum carry on, so the epoch ends exactly
-        as if it had never been interrupted. ``step(batch)`` replaces
+        """Train on every batch of one epoch; returns the mean cost. ``step(batch)`` replaces
         :meth:`run_iteration` (how data-parallel operators train).
+
+        An interrupted epoch (a stop, or a mid-epoch checkpoint restored) is finished, not restarted: the
+        iterator resumes at its first unseen batch and the counts carry on, as if it had never stopped.
         """
         batches = self.training_iterator
         if self.in_epoch:
@@ -230,20 +202,15 @@ class Trainer:
         return self.epoch_cost / max(self.iteration, 1)
 
     def _non_finite_source(self, batch: dict) -> str:
-        """Where a non-finite cost can be traced to: a value of the batch, else the first bad parameter.
-
-        Only called once the cost check failed, so training never pays for it.
-        The cost is checked before the update, so neither the batch nor any
-        parameter was changed by the failed step: the value named is the one
-        that made the cost non-finite.
-        """
+        """Where a non-finite cost comes from: a value of the batch, else the first bad parameter (both
+        unchanged: the cost is checked before the update). Only called once the check failed."""
         for section, values in batch.items():
             values = numpy.asarray(values)
             if numpy.issubdtype(values.dtype, numpy.number) and not numpy.isfinite(values).all():
-                return f"the batch's {section!r} hold {_first_non_finite(values)}"
+                return f"the batch's {section!r} hold {first_non_finite(values)}"
         for parameter_id, array in self.network.parameters.items():
             if not self.handler.all_finite(array):
-                return f"parameter {parameter_id!r} holds {_first_non_finite(array.to_numpy())}"
+                return f"parameter {parameter_id!r} holds {first_non_finite(array.to_numpy())}"
         largest = max(((float(numpy.abs(a.to_numpy()).max(initial=0)), pid) for pid, a in self.network.parameters.items()),
                       default=(0.0, "none"))
         return (f"the network overflowed {self.handler.dtype} computing it (parameters have grown to "
@@ -251,12 +218,8 @@ class Trainer:
 
     # -- checkpoints ---------------------------------------------------------------------------
     def state_dict(self) -> dict:
-        """Counters, iterator positions and the handler's RNG state, as JSON-ready values.
-
-        With the network's parameters and the optimiser's state this is all a
-        resumed run needs to continue bit for bit; those two hold arrays and are
-        saved by :mod:`sigma_core.checkpoint`.
-        """
+        """Counters, iterator positions and the RNG state, JSON-ready: with the parameters and the optimiser's
+        state (saved by :mod:`sigma_core.checkpoint`), all a resumed run needs to continue bit for bit."""
         return {
             "epoch": self.epoch,
             "iteration": self.iteration,
@@ -271,11 +234,7 @@ class Trainer:
 
     def load_state_dict(self, state: dict):
         """Restore :meth:`state_dict` output; an interrupted epoch continues on the next :meth:`run_epoch`.
-
-        The RNG state is restored only on a handler of the same name: another
-        handler's generator may be a different kind, so its random stream then
-        restarts from the run's seed (parameters still load; resume is not exact).
-        """
+        The RNG state only loads on a handler of the same name (another's generator may differ)."""
         unknown = sorted(set(state["validation_iterators"]) - set(self.validation))
         if unknown:
             raise SigmaError(f"trainer {self.name!r}: state has validation iterator(s) {unknown} it does not have")
@@ -300,13 +259,10 @@ class Trainer:
     def evaluate(self, iterator, top: tuple = (1,), threshold: float = 0.5) -> dict:
         """Cost and top-k accuracy over one pass of ``iterator``, in inference mode.
 
-        A network with one output is a binary classifier: a hit when
-        ``output > threshold`` agrees with ``target > 0.5``. Each pass ranks
-        every class, so any ``top`` costs the same; the ranks are kept until
-        the next training step, (re)initialisation or restored checkpoint, so
-        the operator's end-of-epoch evaluation and a scorer hook at the same
-        moment share one pass. (Parameters changed by hand in between are not
-        noticed: train a step or call :meth:`initialise` again.)
+        One output is a binary classifier: a hit when ``output > threshold`` agrees
+        with ``target > 0.5``. The ranks of every class are kept until the next step,
+        (re)initialisation or restore, so evaluations at the same moment share one
+        pass (parameters changed by hand in between are not noticed).
         """
         key = (id(iterator), self.total_iterations, self._parameter_generation, threshold)
         if self._evaluation is None or self._evaluation[0] != key:
@@ -343,7 +299,6 @@ class Trainer:
         return ranks, cost_sum / max(ranks.size, 1)
 
 
-def _first_non_finite(values: numpy.ndarray) -> str:
-    """``nan at index [1, 2]`` for the first non-finite element of ``values``."""
-    index = tuple(int(i) for i in numpy.argwhere(~numpy.isfinite(values))[0])
-    return f"{values[index]} at index {list(index)}"
+def _cost_numbers(handler) -> tuple:
+    """(last cost, epoch cost sum): float64 numbers on the handler, so steps never read them to the host."""
+    return handler.number(float("nan"), dtype="float64"), handler.number(0.0, dtype="float64")

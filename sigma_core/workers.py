@@ -9,21 +9,21 @@ Workers run on a pool of threads; the training thread waits for all of them,
 so the global ``iteration`` event fires once every worker has finished.
 
 ``combine = "gradients"`` (default, synchronous data parallelism): each worker
-takes the gradients of its shard at the global parameters; their mean weighted
-by shard size (:class:`~sigma_core.mergers.WeightedMerger`) is the gradient of
-the whole batch, which the trainer's optimiser applies once. That equals one
-worker on the whole batch up to rounding, and the global state is complete
-after every step, so checkpoints resume exactly. Every worker then holds the
-global state, so local hooks run once on it, before the global ones.
+takes the gradients of its shard at the global parameters and scales them by
+its share of the records; their sum, the gradient of the whole batch, is
+applied once by the trainer's optimiser. That equals one worker on the whole
+batch up to rounding, and the global state is complete after every step, so
+checkpoints resume exactly. Every worker holds the global state, so local
+hooks run once, on it, before the global ones.
 
 ``combine = "models"`` (Sigma's model averaging): each worker steps its own
-optimiser and runs its own copies of the local hooks after each of its
-iterations; every ``every`` iterations, at each epoch's end and when a run is
-interrupted, worker parameters and optimiser memory are averaged into the
-trainer (:class:`~sigma_core.mergers.AverageMerger`), and the workers take
-that back, with the trainer's hyperparameters (``set`` and global hooks
-change those). Global hooks and a paused run see the last merge, and a resume
-is exact from a checkpoint taken at a merge (every epoch's is).
+optimiser and runs its own copies of the local hooks (their start and
+iteration events); every ``every`` iterations, at each epoch's end and when a
+run is interrupted, worker parameters and optimiser memory are averaged into
+the trainer (:class:`~sigma_core.mergers.AverageMerger`) and the workers take
+that back, with the trainer's hyperparameters (``set`` and global hooks change
+those). Global hooks and a paused run see the last merge; a resume is exact
+from a checkpoint taken at a merge (every epoch's is).
 
 Worker random streams restart every step from (seed, worker, step), so they
 need no checkpoint. BLAS gets ``blas_threads`` threads per process while the
@@ -35,6 +35,7 @@ Everything else (states, signals, commands, monitors) is the single worker's.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import copy
 import logging
 import os
@@ -46,7 +47,7 @@ import numpy
 from .errors import ConfigError, NonFiniteError, SigmaError, describe
 from .hooks.dispatch import HookDispatcher
 from .hooks.timestep import TimeScale
-from .mergers import AverageMerger, WeightedMerger
+from .mergers import AverageMerger
 from .operators import SingleWorkerOperator
 
 log = logging.getLogger("sigma")
@@ -68,28 +69,23 @@ def shard_bounds(records: int, workers: int) -> list[int]:
     return [index * records // workers for index in range(workers + 1)]
 
 
+def base_seed(handler) -> int:
+    """The run's seed (the handler's), or fresh entropy for an unseeded run."""
+    return handler.seed if isinstance(handler.seed, int) else numpy.random.SeedSequence().entropy
+
+
 def worker_seed(base: int, index: int, step: int) -> int:
     """The seed of worker ``index``'s random stream at global ``step``."""
     return int(numpy.random.SeedSequence([base, index, step]).generate_state(1)[0])
 
 
-def reseed(handler, seed: int) -> None:
-    """Restart ``handler``'s random stream from ``seed``: a fresh handler's state, through the public API."""
-    handler.set_rng_state(type(handler)(dtype=handler.dtype, seed=seed).rng_state())
-
-
-@contextlib.contextmanager
 def blas_threads(count: int):
-    """At most ``count`` BLAS threads inside the block (0, or without threadpoolctl: unchanged)."""
+    """A context that limits BLAS to ``count`` threads (none for 0, or without threadpoolctl)."""
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:
-        threadpool_limits = None
-    if not count or threadpool_limits is None:
-        yield
-        return
-    with threadpool_limits(count, user_api="blas"):
-        yield
+        return contextlib.nullcontext()
+    return threadpool_limits(count, user_api="blas") if count else contextlib.nullcontext()
 
 
 class Worker:
@@ -100,20 +96,26 @@ class Worker:
         self.dispatcher = None  # model averaging: this worker's copies of the local hooks
 
     def _prepare(self, step: int, epoch: int, iteration: int) -> None:
-        local = self.trainer
-        reseed(local.handler, worker_seed(self.seed, self.index, step))
+        local, handler = self.trainer, self.trainer.handler
+        seed = worker_seed(self.seed, self.index, step)  # a fresh handler's random state, by the public API:
+        handler.set_rng_state(type(handler)(dtype=handler.dtype, seed=seed).rng_state())
         local.epoch, local.iteration, local.total_iterations = epoch, iteration, step
 
-    def gradients(self, shard: dict, parameters: dict, counters: tuple):
-        """``(cost, {id: gradient})`` of ``shard`` at ``parameters``, as floats and NumPy arrays."""
+    def gradients(self, shard: dict, parameters, counters: tuple, share: float = 1.0):
+        """``(cost, {id: share·gradient})`` of ``shard`` as a float and NumPy arrays, at ``parameters``
+        (the global network, copied by this worker's thread, or NumPy arrays by id)."""
         self._prepare(*counters)
         local, handler = self.trainer, self.trainer.handler
         with handler.session():
-            local.network.load_state_dict(parameters)
+            local.network.load_state_dict(parameters if isinstance(parameters, dict) else parameters.state_dict())
             cost, grads = local.gradients(shard)
-            return float(cost), {pid: grad.to_numpy() for pid, grad in grads.items()}
+            grads = {pid: grad.to_numpy() for pid, grad in grads.items()}
+        if share != 1.0:
+            for grad in grads.values():
+                grad *= share
+        return float(cost), grads
 
-    def train(self, shard: dict, parameters, counters: tuple) -> float:
+    def train(self, shard: dict, parameters, counters: tuple, share: float) -> float:
         """One local step of model averaging, then the local hooks; returns the cost."""
         self._prepare(*counters)
         cost = float(self.trainer.run_iteration(shard))
@@ -139,10 +141,9 @@ class ThreadsOperator(SingleWorkerOperator):
         self.local_hooks = []
         super().__init__(trainer, epochs=epochs, monitors=monitors)
         self.attach_hook(*hooks)
-        base = trainer.handler.seed if isinstance(trainer.handler.seed, int) else numpy.random.SeedSequence().entropy
-        handler = trainer.handler
-        self.workers = [Worker(trainer.replica(type(handler)(dtype=handler.dtype, seed=worker_seed(base, index, 0)),
-                                               f"{trainer.name}/worker{index}"), index, base) for index in range(workers)]
+        handler, base = trainer.handler, base_seed(trainer.handler)  # worker handlers are reseeded every step
+        self.workers = [Worker(trainer.replica(type(handler)(dtype=handler.dtype), f"{trainer.name}/worker{index}"),
+                               index, base) for index in range(workers)]
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix=f"sigma-worker-{trainer.name}")
         self._unmerged = 0  # model averaging: local iterations since the last merge
 
@@ -181,33 +182,37 @@ class ThreadsOperator(SingleWorkerOperator):
         self._pull()
 
     def _step(self, batch: dict):
-        """One global iteration: every worker on its shard, then the combination (see the module docstring)."""
-        trainer = self.trainer
-        records = len(batch["inputs"])
-        bounds = shard_bounds(records, len(self.workers))
-        shards = [{key: values[start:stop] for key, values in batch.items()} for start, stop in zip(bounds, bounds[1:])]
-        sizes = [stop - start for start, stop in zip(bounds, bounds[1:])]
-        active = [(worker, shard, size) for worker, shard, size in zip(self.workers, shards, sizes) if size]
-        counters = (trainer.total_iterations, trainer.epoch, trainer.iteration)
-        models = self.combine == "models"
+        """One global iteration: every worker on its shard, then the combination (see the module docstring).
+
+        With gradients, the weighted mean is computed in two halves: each worker scales its gradients by its
+        share of the records (in parallel), the training thread adds them up.
+        """
+        trainer, models = self.trainer, self.combine == "models"
         if models and self.local_hooks and self.workers[0].dispatcher is None:
             self._start_local_hooks()
-        parameters = None if models else trainer.network.state_dict()
-        futures = [self._pool.submit(worker.train if models else worker.gradients, shard, parameters, counters)
-                   for worker, shard, _ in active]
+        records = len(batch["inputs"])
+        bounds = shard_bounds(records, len(self.workers))
+        counters = (trainer.total_iterations, trainer.epoch, trainer.iteration)
+        work = [(worker, {key: values[start:stop] for key, values in batch.items()}, (stop - start) / records)
+                for worker, start, stop in zip(self.workers, bounds, bounds[1:]) if stop > start]
+        # Each in a copy of this thread's context: NumPy's error state (errstate) holds there.
+        futures = [self._pool.submit(contextvars.copy_context().run, worker.train if models else worker.gradients,
+                                     shard, trainer.network, counters, share) for worker, shard, share in work]
         results, failure = [], None
-        for (worker, *_), future in zip(active, futures):  # every worker finishes before one failure is raised
+        for (worker, *_), future in zip(work, futures):  # every worker finishes before one failure is raised
             try:
                 results.append(future.result())
             except Exception as error:
                 failure = failure or worker_failed(worker.index, error)
         if failure is not None:
             raise failure
-        weights = [size for *_, size in active]
-        costs = results if models else [result[0] for result in results]
-        cost = sum(w * c for w, c in zip(weights, costs)) / sum(weights)
+        cost = sum(share * (result if models else result[0]) for (*_, share), result in zip(work, results))
         if not models:
-            return trainer.apply_gradients(WeightedMerger(weights).merge_arrays([r[1] for r in results]), cost)
+            grads = results[0][1]
+            for _, other in results[1:]:
+                for pid, grad in grads.items():
+                    grad += other[pid]
+            return trainer.apply_gradients(grads, cost)
         self._unmerged += 1
         if self._unmerged >= self.every or trainer.iteration + 1 >= len(trainer.training_iterator):
             self._merge()

@@ -417,8 +417,8 @@ def test_bad_monitor_and_operator_tables_name_the_key(run_file):
     with pytest.raises(ConfigError, match=r"monitors\[0\].*colour.*progress"):
         _run(run_file)
     run_file.write_text(RUN_FILE)
-    with pytest.raises(UnknownComponentError, match="unknown operator 'ray'"):
-        _run(run_file, 'operator.type="ray"')
+    with pytest.raises(UnknownComponentError, match="unknown operator 'nosuch'"):
+        _run(run_file, 'operator.type="nosuch"')
 
 
 def test_cli_monitor_option_and_quiet(run_file, capsys):

@@ -231,7 +231,7 @@ def test_ctrl_c_saves_says_how_to_resume_and_a_second_run_cannot_take_the_direct
     assert command[:2] == ["sigma", "train"]
     code, out, err = train(capsys, *command[2:], "--set", f"training.epochs={state['epoch'] + 1}")
     assert code == 0, err
-    assert out.startswith(f"run: {state['epoch'] + 1} epochs in ")
+    assert out.startswith(f"run: 1 epoch (of {state['epoch'] + 1} in all) in ")  # the interrupted epoch, finished
 
 
 def test_ctrl_c_without_a_checkpoint_section_says_nothing_was_saved(tmp_path):

@@ -290,7 +290,7 @@ def test_set_overrides_epochs_and_other_values(tmp_path, capsys):
     assert summary["epochs"] == 1 and len(summary["history"]) == 1
     assert summary["name"] == "renamed"
     assert summary["dtype"] == "float64"
-    assert capsys.readouterr().out.startswith("renamed: 1 epochs")
+    assert capsys.readouterr().out.startswith("renamed: 1 epoch in ")
 
 
 @pytest.mark.parametrize(
@@ -313,7 +313,7 @@ def test_set_reaches_the_validated_config(tmp_path):
     assert cfg["split"]["validation"] == 0.3
     assert cfg["handler"]["dtype"] == "float64"
     assert cfg["training"]["batch_size"] == 32  # untouched keys keep their values
-    with pytest.raises(ConfigError, match="network.layers.*not a table"):
+    with pytest.raises(ConfigError, match=r"network.layers is a list of 5; .size. is not an index 0..4"):
         run_config.load(DIGITS, ["network.layers.size=3"])
 
 

@@ -1,10 +1,8 @@
 """Reverse-mode automatic differentiation over handler kernels.
 
-A :class:`~sigma_core.autodiff.tape.Tape` records, for every op whose inputs
-depend on a watched array, the op's inputs, output and vector-Jacobian product
-(:mod:`sigma_core.autodiff.vjps`). ``tape.gradient(cost, params)`` walks the
-record backwards once. The VJPs use the handler's kernels, so a new backend
-gets gradients without writing any.
+A :class:`~sigma_core.autodiff.tape.Tape` records the ops on watched arrays
+with their vector-Jacobian products (:mod:`sigma_core.autodiff.vjps`), written
+with the handler's kernels, so a new backend gets gradients without writing any.
 """
 
 from .tape import Tape

@@ -15,8 +15,7 @@ from ..errors import SigmaError
 
 
 class Tape:
-    """Records differentiable ops on one handler while entered (``with handler.tape() as tape``);
-    see the module docstring."""
+    """Records differentiable ops on one handler while entered: ``with handler.tape() as tape``."""
 
     def __init__(self, handler):
         self.handler = handler
@@ -50,13 +49,10 @@ class Tape:
         self._records.append((out._node, slots, raw_inputs, raw_out, vjp, saved))
 
     def gradient(self, target, sources, seed=None):
-        """d target / d source for every source, then release the tape.
+        """d target / d source for every source (new arrays, zeros where unreached), then release the tape.
 
-        ``seed`` is the incoming gradient of ``target`` (default: ones, i.e. the
-        target is a scalar cost). A source the target does not depend on gets
-        zeros. The returned arrays are new (they never alias a parameter). The
-        handler replays the records (:meth:`Handler.backward`): only it touches
-        the raw arrays they hold.
+        ``seed`` is the incoming gradient of ``target`` (default: ones, for a cost).
+        The handler replays the records (:meth:`Handler.backward`): only it touches raw arrays.
         """
         if target._node is None:
             raise SigmaError("gradient: the target was not computed from any watched array on this tape")

@@ -20,26 +20,18 @@ def _unbroadcast(k, grad, x):
 
 def add(k, g, inputs, out, saved, needs):
     x, y = inputs
-    return (
-        _unbroadcast(k, g, x) if needs[0] else None,
-        _unbroadcast(k, g, y) if needs[1] else None,
-    )
+    return _unbroadcast(k, g, x) if needs[0] else None, _unbroadcast(k, g, y) if needs[1] else None
 
 
 def subtract(k, g, inputs, out, saved, needs):
     x, y = inputs
-    return (
-        _unbroadcast(k, g, x) if needs[0] else None,
-        _unbroadcast(k, k.negative(g), y) if needs[1] else None,
-    )
+    return _unbroadcast(k, g, x) if needs[0] else None, _unbroadcast(k, k.negative(g), y) if needs[1] else None
 
 
 def multiply(k, g, inputs, out, saved, needs):
     x, y = inputs
-    return (
-        _unbroadcast(k, k.multiply(g, y), x) if needs[0] else None,
-        _unbroadcast(k, k.multiply(g, x), y) if needs[1] else None,
-    )
+    return (_unbroadcast(k, k.multiply(g, y), x) if needs[0] else None,
+            _unbroadcast(k, k.multiply(g, x), y) if needs[1] else None)
 
 
 def divide(k, g, inputs, out, saved, needs):
@@ -65,19 +57,14 @@ def power(k, g, inputs, out, saved, needs):
 def maximum(k, g, inputs, out, saved, needs):
     x, y = inputs
     mask = k.compare("greater_equal", x, y)
-    return (
-        _unbroadcast(k, k.where(mask, g, 0.0), x) if needs[0] else None,
-        _unbroadcast(k, k.where(mask, 0.0, g), y) if needs[1] else None,
-    )
+    return (_unbroadcast(k, k.where(mask, g, 0.0), x) if needs[0] else None,
+            _unbroadcast(k, k.where(mask, 0.0, g), y) if needs[1] else None)
 
 
 def where(k, g, inputs, out, saved, needs):
     condition, x, y = inputs
-    return (
-        None,
-        _unbroadcast(k, k.where(condition, g, 0.0), x) if needs[1] else None,
-        _unbroadcast(k, k.where(condition, 0.0, g), y) if needs[2] else None,
-    )
+    return (None, _unbroadcast(k, k.where(condition, g, 0.0), x) if needs[1] else None,
+            _unbroadcast(k, k.where(condition, 0.0, g), y) if needs[2] else None)
 
 
 def _swap_last(k, a):
@@ -163,9 +150,7 @@ def sum(k, g, inputs, out, saved, needs):
 def mean(k, g, inputs, out, saved, needs):
     x = inputs[0]
     axis, keepdims = saved
-    count = 1
-    for a in k.normalise_axes(axis, x.ndim):
-        count *= x.shape[a]
+    count = math.prod(x.shape[a] for a in k.normalise_axes(axis, x.ndim))
     return (k.broadcast_to(k.multiply(_expand_reduced(k, g, x, axis, keepdims), 1.0 / count), x.shape),)
 
 
@@ -179,19 +164,16 @@ def _extremum(k, g, inputs, out, saved, needs):
     return (k.where(hit, share, 0.0),)
 
 
-max = _extremum
-min = _extremum
+max = min = _extremum
 
 
-def softmax(k, g, inputs, out, saved, needs):
-    axis = saved
-    dot = k.sum(k.multiply(g, out), axis=axis, keepdims=True)
+def softmax(k, g, inputs, out, saved, needs):  # saved: the axis
+    dot = k.sum(k.multiply(g, out), axis=saved, keepdims=True)
     return (k.multiply(out, k.subtract(g, dot)),)
 
 
 def log_softmax(k, g, inputs, out, saved, needs):
-    axis = saved
-    total = k.sum(g, axis=axis, keepdims=True)
+    total = k.sum(g, axis=saved, keepdims=True)
     return (k.subtract(g, k.multiply(k.exp(out), total)),)
 
 
@@ -217,13 +199,10 @@ def reshape(k, g, inputs, out, saved, needs):
     return (k.reshape(g, inputs[0].shape),)
 
 
-def transpose(k, g, inputs, out, saved, needs):
-    axes = saved
-    if axes is None:
+def transpose(k, g, inputs, out, saved, needs):  # saved: the axes
+    if saved is None:
         return (k.transpose(g),)
-    inverse = [0] * len(axes)
-    for i, a in enumerate(axes):
-        inverse[a % len(axes)] = i
+    inverse = sorted(range(len(saved)), key=lambda i: saved[i] % len(saved))
     return (k.transpose(g, tuple(inverse)),)
 
 

@@ -15,12 +15,13 @@ import contextlib
 import logging
 import sys
 
+from sigma_core import __version__
 from sigma_core.errors import ComponentClashError, SigmaError, one_line
 from sigma_core.plugins import components
 
-from . import evaluate, options, plugins, train
+from . import evaluate, export, options, plugins, predict, summary, train
 
-SUBCOMMANDS = (plugins, train, evaluate)
+SUBCOMMANDS = (plugins, train, summary, evaluate, predict, export)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sigma", parents=[options.DEBUG],
                                      description="Sigma: a plugin-based machine-learning framework.")
+    parser.add_argument("--version", action="version", version=f"sigma {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for command in SUBCOMMANDS:
         command.add_parser(subparsers)

@@ -27,26 +27,26 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override any run-file key, e.g. --set training.epochs=3 (repeatable)")
     parser.add_argument("--out", metavar="RESULT.json", help="write the result summary as JSON")
-    parser.add_argument("--resume", metavar="CHECKPOINT",
-                        help="continue exactly where this checkpoint (see [checkpoint] in the run file) left off")
+    parser.add_argument("--resume", metavar="CHECKPOINT|DIR|last",
+                        help="continue exactly where a checkpoint left off: a file, or the newest valid one of this "
+                        "run in DIR or (last) in the run file's checkpoint.directory")
     parser.add_argument("--monitor", dest="monitors", action="append", default=[], metavar="NAME[:KEY=VALUE,...]",
                         help="attach a monitor (see `sigma plugins`), e.g. --monitor metrics:every=10 (repeatable)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--quiet", action="store_true", help="no network summary, no progress bars")
     parser.set_defaults(run=run_train)
 
 
 def run_train(args) -> int:
-    from sigma_core.checkpoint import load_checkpoint  # imports numpy: not on every sigma command's path
-    from sigma_core.run import build_run
+    from sigma_core.run import build_run  # imports numpy: not on every sigma command's path
 
     overrides = list(args.overrides)
     if args.dtype:
         overrides.append(f"handler.dtype={args.dtype}")
     cfg = run_config.load(args.config, overrides)
     # Everything that can be refused is refused before anything is built, in one line.
-    checkpoint = load_checkpoint(args.resume) if args.resume else None
+    checkpoint = _checkpoint_to_resume(args.resume, cfg) if args.resume else None
     if checkpoint is not None and checkpoint.trainer["epoch"] >= cfg["training"]["epochs"]:
-        raise SigmaError(f"{args.resume}: the checkpoint has {checkpoint.trainer['epoch']} epochs done and the run "
+        raise SigmaError(f"{checkpoint.path}: the checkpoint has {checkpoint.trainer['epoch']} epochs done and the run "
                          f"has training.epochs = {cfg['training']['epochs']}: nothing left to train (raise it with --set)")
     out = Path(args.out) if args.out else None
     if out:
@@ -54,12 +54,16 @@ def run_train(args) -> int:
     run = build_run(cfg, handler_name=args.handler)
     if checkpoint is not None:
         run.resume(checkpoint)
+    if not args.quiet:  # stderr: stdout holds only the result line
+        print(run.trainer.network.summary(), file=sys.stderr)
     summary = _train_guarded(args, run, _monitors(args, run))
     if summary is None:  # stopped by Ctrl-C
         return 130
     accuracy = "n/a" if summary["accuracy"] is None else f"{summary['accuracy']:.2%}"
     cost = "n/a" if summary["cost"] is None else f"{summary['cost']:.4f}"  # e.g. stopped inside epoch 1
-    print(f"{summary['name']}: {summary['epochs']} epochs in {summary['seconds']:.1f}s on "
+    trained = summary["epochs"] - (checkpoint.trainer["epoch"] if checkpoint else 0)
+    epochs = f"{trained} epoch{'s' * (trained != 1)}" + (f" (of {summary['epochs']} in all)" if checkpoint else "")
+    print(f"{summary['name']}: {epochs} in {summary['seconds']:.1f}s on "
           f"{summary['handler']} ({summary['dtype']}); final cost {cost}, held-out accuracy {accuracy}")
     if out:
         try:
@@ -68,6 +72,21 @@ def run_train(args) -> int:
         except OSError as error:
             raise SigmaError(f"--out {out}: cannot write it ({error.strerror or error})") from None
     return 0
+
+
+def _checkpoint_to_resume(resume: str, cfg: dict):
+    """The checkpoint ``--resume`` names: a file, or the newest one of this run in a directory that loads."""
+    from sigma_core.checkpoint import CheckpointError, checkpoints, load_checkpoint
+
+    directory = Path(cfg["checkpoint"]["directory"] if resume == "last" else resume)
+    if not directory.is_dir():
+        return load_checkpoint(resume)
+    for path in reversed(checkpoints(directory, cfg["name"])):
+        try:
+            return load_checkpoint(path)
+        except CheckpointError as error:
+            print(f"skipping {error}", file=sys.stderr)
+    raise SigmaError(f"--resume {resume}: no valid checkpoint of run {cfg['name']!r} in {directory}")
 
 
 def _monitors(args, run) -> list:

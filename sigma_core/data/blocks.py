@@ -11,6 +11,7 @@ shuffles block by block so an epoch loads each block about once.
 from __future__ import annotations
 
 import json
+import math
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -113,7 +114,7 @@ class BlockDataset(Records):
         self.memory_budget = int(memory_budget)
         self._layout = {s: (np.dtype(v["dtype"]), tuple(v["shape"])) for s, v in manifest["sections"].items()}
         self._offsets = np.concatenate([[0], np.cumsum(manifest["blocks"])]).astype(np.int64)
-        record_bytes = sum(dtype.itemsize * int(np.prod(shape)) for dtype, shape in self._layout.values())
+        record_bytes = sum(dtype.itemsize * math.prod(shape) for dtype, shape in self._layout.values())
         self._block_bytes = int(max(manifest["blocks"])) * record_bytes
         if self._block_bytes > self.memory_budget // 2:
             raise DataError(f"{self.directory}: a block takes {self._block_bytes} bytes, more than half the "

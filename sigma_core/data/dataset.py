@@ -16,6 +16,7 @@ import numpy as np
 
 from sigma_core.data.errors import DataError
 from sigma_core.data.preprocessing import one_hot as _one_hot
+from sigma_core.errors import first_non_finite
 
 
 def split_bounds(n: int, fractions, name: str) -> list[int]:
@@ -29,8 +30,7 @@ def split_bounds(n: int, fractions, name: str) -> list[int]:
 def check_finite(array: np.ndarray, what: str) -> np.ndarray:
     """``array``, unless it holds NaN or infinity: then a :class:`DataError` naming ``what`` and the first one."""
     if array.dtype.kind in "fc" and not np.isfinite(array).all():
-        index = tuple(int(i) for i in np.unravel_index(np.argmin(np.isfinite(array)), array.shape))
-        raise DataError(f"{what} holds {array[index]} at index {index}; set data.allow_non_finite = true to "
+        raise DataError(f"{what} holds {first_non_finite(array)}; set data.allow_non_finite = true to "
                         "train on non-finite values")
     return array
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import logging
 
-from ..errors import ConfigError, NonFiniteError
-from ..trainer import _first_non_finite
+from ..errors import ConfigError, NonFiniteError, first_non_finite
 from .base import Hook
 from .criteria import Extrema
 
@@ -75,6 +74,6 @@ class StopOnNonFinite(Hook):
         network = registry["network"]["self"]
         for parameter_id, array in network.parameters.items():
             if not network.handler.all_finite(array):
-                raise NonFiniteError(f"parameter {parameter_id!r} holds {_first_non_finite(array.to_numpy())} "
+                raise NonFiniteError(f"parameter {parameter_id!r} holds {first_non_finite(array.to_numpy())} "
                                      f"(epoch {registry['epoch']}, iteration {registry['iteration']}); "
                                      "training stopped")

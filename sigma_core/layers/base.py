@@ -1,12 +1,9 @@
 """The Layer interface every built-in and plugin layer implements.
 
-A layer is built once per network from its construct's meta-parameters and
-the per-sample shapes of its inputs (the batch axis is never part of a shape
-here). It declares its output shape and the shapes of its trainable
-parameters; the network creates and initialises the parameters on a handler
-and passes them to :meth:`Layer.forward` every step. ``forward`` only
-describes computation through handler ops, so it is differentiable and runs
-on any backend.
+A layer is built once per network from its construct's meta-parameters and its
+inputs' per-sample shapes (never the batch axis), and declares its output and
+parameter shapes; the network makes the parameters and passes them to
+:meth:`Layer.forward`, which only calls handler ops: differentiable, on any backend.
 """
 
 from __future__ import annotations
@@ -36,9 +33,8 @@ class Layer:
         self.name = name
         self.input_shapes = [tuple(s) for s in input_shapes]
         if self.arity is not None and len(self.input_shapes) != self.arity:
-            raise ArchitectureError(
-                f"layer {name!r} ({type(self).__name__}) takes {self.arity} input(s), got {len(self.input_shapes)}"
-            )
+            raise ArchitectureError(f"layer {name!r} ({type(self).__name__}) takes {self.arity} input(s), "
+                                    f"got {len(self.input_shapes)}")
         if self.arity is None and not self.input_shapes:
             raise ArchitectureError(f"layer {name!r} ({type(self).__name__}) takes one or more inputs, got none")
         self.output_shape: tuple = self.input_shapes[0] if self.input_shapes else ()
@@ -57,7 +53,6 @@ class Layer:
 
     def describe(self) -> str:
         return f"{self.name}: {type(self).__name__} -> {self.output_shape}"
-
 
 
 #: Parameter names changed since checkpoints were first written: current name -> old name.

@@ -18,14 +18,12 @@ class CostLayer(Layer):
         self.output_shape = ()
 
     def targets(self, handler, predictions, context):
-        """The external targets; one value per row, shape (batch,), against predictions (batch, 1)
-        gets the predictions' shape (a binary classifier's labels)."""
+        """The external targets; (batch,) labels of a binary classifier take the shape of its (batch, 1) outputs."""
         try:
             targets = context.externals[self.targets_alias]
         except KeyError:
-            raise ArchitectureError(
-                f"cost layer {self.name!r}: no external targets {self.targets_alias!r} were provided"
-            ) from None
+            raise ArchitectureError(f"cost layer {self.name!r}: no external targets {self.targets_alias!r} "
+                                    "were provided") from None
         if predictions.shape[-1] == 1 and targets.shape == predictions.shape[:-1]:
             targets = handler.reshape(targets, predictions.shape)
         return targets
@@ -37,10 +35,8 @@ class CostLayer(Layer):
 
 
 class SoftmaxCrossEntropy(CostLayer):
-    """Mean cross-entropy of softmax(predictions), fused and numerically stable.
-
-    Targets are one-hot/probability rows or integer class labels.
-    """
+    """Mean cross-entropy of softmax(predictions), fused and numerically stable, against one-hot or
+    probability rows or integer class labels."""
 
     def forward(self, handler, inputs, params, context):
         targets = self.targets(handler, inputs[0], context)
@@ -48,9 +44,8 @@ class SoftmaxCrossEntropy(CostLayer):
         if targets.is_integer:  # class labels, one per row
             targets = handler.reshape(targets, (-1,)) if targets.ndim != 1 else targets
             if targets.shape[0] != logits.shape[0]:
-                raise ShapeError(
-                    f"cost layer {self.name!r}: {targets.shape[0]} labels for {logits.shape[0]} prediction rows"
-                )
+                raise ShapeError(f"cost layer {self.name!r}: {targets.shape[0]} labels for "
+                                 f"{logits.shape[0]} prediction rows")
         else:
             targets = self.rows(handler, targets)
         try:
@@ -60,18 +55,14 @@ class SoftmaxCrossEntropy(CostLayer):
 
 
 class SquaredDifference(CostLayer):
-    """Σ (predictions − targets)² over features, averaged over rows.
-
-    Sigma summed over the batch too; averaging keeps the learning rate
-    independent of the batch size.
-    """
+    """Σ (predictions − targets)² over features, averaged over rows (Sigma summed over the batch too;
+    the mean keeps the learning rate independent of the batch size)."""
 
     def forward(self, handler, inputs, params, context):
         targets = self.rows(handler, self.targets(handler, inputs[0], context))
         predictions = self.rows(handler, inputs[0])
         if targets.shape != predictions.shape:
-            raise ShapeError(
-                f"cost layer {self.name!r}: predictions shape {predictions.shape} and targets shape {targets.shape} differ"
-            )
+            raise ShapeError(f"cost layer {self.name!r}: predictions shape {predictions.shape} and targets shape "
+                             f"{targets.shape} differ")
         diff = predictions - targets
         return (diff * diff).sum() * (1.0 / predictions.shape[0])

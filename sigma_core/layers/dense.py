@@ -9,11 +9,6 @@ from .activations import BuiltinActivation, resolve_activation
 from .base import Layer
 
 
-def flat_size(shape) -> int:
-    """Features per sample: the product of a per-sample shape."""
-    return math.prod(int(d) for d in shape)
-
-
 def default_weight_initialisers():
     from ..initialisers import Constant, Xavier
 
@@ -31,16 +26,13 @@ class Dense(Layer):
 
     def __init__(self, name, input_shapes, *, size, activation="none", bias=True, time_distributed=False):
         super().__init__(name, input_shapes)
-        if int(size) <= 0:
-            raise ArchitectureError(f"layer {name!r}: size must be positive, got {size}")
         self.size = int(size)
         self.activation = resolve_activation(activation, name)
         self.keep_time = bool(time_distributed)
         if self.keep_time and len(self.input_shape) != 2:
-            raise ArchitectureError(
-                f"layer {name!r}: time_distributed needs (batch, time, features) input, got per-sample shape {self.input_shape}"
-            )
-        in_features = self.input_shape[-1] if self.keep_time else flat_size(self.input_shape)
+            raise ArchitectureError(f"layer {name!r}: time_distributed needs (batch, time, features) input, "
+                                    f"got per-sample shape {self.input_shape}")
+        in_features = self.input_shape[-1] if self.keep_time else math.prod(self.input_shape)
         self.output_shape = (self.input_shape[0], self.size) if self.keep_time else (self.size,)
         self.parameter_shapes = {"weights": (in_features, self.size)}
         if bias:
@@ -65,10 +57,8 @@ class Dense(Layer):
 
 
 class Elementwise(Layer):
-    """activation(x * weights + biases): one weight per feature and one scalar bias, ``biases``.
-
-    Sigma's Elementwise layer never applied its activation; this one does.
-    """
+    """activation(x * weights + biases): one weight per feature and one scalar bias, ``biases``
+    (Sigma's Elementwise layer never applied its activation; this one does)."""
 
     def __init__(self, name, input_shapes, *, activation="tanh"):
         super().__init__(name, input_shapes)

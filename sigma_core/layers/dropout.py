@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-from ..errors import ArchitectureError
 from .base import Layer
 
 
 class Dropout(Layer):
-    """Zero each activation with probability ``p`` during training, scale the rest by 1/(1-p).
-
-    The rescaling keeps the expected activation equal in training and
-    inference, so inference is a plain pass-through (Sigma did not rescale).
-    """
+    """Zero each activation with probability ``p`` during training, scale the rest by 1/(1-p), so inference
+    is a plain pass-through with the same expected activation (Sigma did not rescale)."""
 
     def __init__(self, name, input_shapes, *, p):
         super().__init__(name, input_shapes)
-        if not 0.0 <= float(p) < 1.0:
-            raise ArchitectureError(f"layer {name!r}: dropout probability must be in [0, 1), got {p}")
         self.p = float(p)
 
     def forward(self, handler, inputs, params, context):

@@ -9,36 +9,26 @@ from .base import Layer
 
 
 class Input(Layer):
-    """Feeds the external array under ``alias`` (default ``"inputs"``) into the network.
-
-    ``shape`` is the per-sample shape; a batch of shape (batch, *shape) is expected.
-    """
+    """Feeds the external array under ``alias``, of shape (batch, *shape), into the network."""
 
     arity = 0
 
     def __init__(self, name, input_shapes, *, shape, alias="inputs"):
         super().__init__(name, input_shapes)
-        shape = (shape,) if isinstance(shape, int) else tuple(shape)
-        if not shape or any(int(n) <= 0 for n in shape):
-            raise ArchitectureError(f"layer {name!r}: input shape must be positive sizes, got {shape}")
-        self.output_shape = tuple(int(n) for n in shape)
+        self.output_shape = (shape,) if isinstance(shape, int) else tuple(int(n) for n in shape)
         self.alias = alias
 
     def forward(self, handler, inputs, params, context):
         try:
             x = context.externals[self.alias]
         except KeyError:
-            raise ArchitectureError(
-                f"layer {self.name!r}: no external input {self.alias!r} was provided "
-                f"(given: {', '.join(context.externals) or 'none'})"
-            ) from None
+            raise ArchitectureError(f"layer {self.name!r}: no external input {self.alias!r} was provided "
+                                    f"(given: {', '.join(context.externals) or 'none'})") from None
         if tuple(x.shape[1:]) != self.output_shape:
             if x.ndim >= 2 and math.prod(x.shape[1:]) == math.prod(self.output_shape):
                 return handler.reshape(x, (x.shape[0],) + self.output_shape)
-            raise ShapeError(
-                f"layer {self.name!r}: input {self.alias!r} has shape {tuple(x.shape)}, "
-                f"expected (batch, {', '.join(map(str, self.output_shape))})"
-            )
+            raise ShapeError(f"layer {self.name!r}: input {self.alias!r} has shape {tuple(x.shape)}, "
+                             f"expected (batch, {', '.join(map(str, self.output_shape))})")
         return x
 
 

@@ -35,7 +35,4 @@ class Add(Layer):
                 raise ShapeError(f"layer {name!r}: cannot add shapes {self.input_shapes[0]} and {shape}")
 
     def forward(self, handler, inputs, params, context):
-        total = inputs[0]
-        for x in inputs[1:]:
-            total = total + x
-        return total
+        return sum(inputs[1:], inputs[0])

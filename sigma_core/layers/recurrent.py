@@ -1,10 +1,8 @@
 """Recurrent layers over (batch, time, features) tensors.
 
-Both precompute the input projection for every time step in one matrix
-product, then loop over time feeding the hidden state back
-(:meth:`RecurrentBase.forward`); a subclass says what one step computes.
-Sigma's Recurrent layer had no recurrence (a time-distributed dense layer);
-these do.
+Each runs one sequence-level handler op (:mod:`sigma_core.handlers.sequences`:
+one tape record and a hand-written BPTT per sequence). Sigma's Recurrent layer
+had no recurrence (a time-distributed dense layer); these do.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ from .dense import default_weight_initialisers
 
 
 class RecurrentBase(Layer):
-    """The time loop shared by :class:`Recurrent` and :class:`LSTM`; ``gates`` projections per unit."""
+    """What :class:`Recurrent` and :class:`LSTM` share: shapes and parameters; ``gates`` projections per unit."""
 
     gates = 1
 
@@ -34,23 +32,7 @@ class RecurrentBase(Layer):
         self.parameter_shapes = {"weights": (features, width), "recurrent_weights": (self.size, width), "biases": (width,)}
 
     def forward(self, handler, inputs, params, context):
-        x = inputs[0]
-        batch, steps, features = x.shape
-        flat = handler.dense(handler.reshape(x, (-1, features)), params["weights"], params["biases"])
-        projected = handler.reshape(flat, (batch, steps, self.gates * self.size))
-        state = cell = None
-        states = []
-        for t in range(steps):
-            z = projected[:, t, :]
-            if state is not None:
-                z = z + state @ params["recurrent_weights"]
-            state, cell = self.step(handler, z, cell)
-            states.append(state)
-        return handler.stack(states, axis=1) if self.sequences else state
-
-    def step(self, handler, z, cell):
-        """(hidden state, cell state) after one time step from the pre-activations ``z``."""
-        raise NotImplementedError
+        return self.sequence(handler, inputs[0], params["weights"], params["recurrent_weights"], params["biases"])
 
 
 class Recurrent(RecurrentBase):
@@ -69,8 +51,18 @@ class Recurrent(RecurrentBase):
 
         return {**default_weight_initialisers(), "recurrent_weights": Xavier()}
 
-    def step(self, handler, z, cell):
-        return self.activation(handler, z), None
+    def sequence(self, handler, x, weights, recurrent_weights, biases):
+        name = getattr(self.activation, "kernel_name", None)
+        if name is not None:
+            return handler.rnn_sequence(x, weights, recurrent_weights, biases, name, self.sequences)
+        # A plugin activation: a step-by-step loop of handler ops, differentiated by the tape.
+        projected = handler.reshape(handler.dense(handler.reshape(x, (-1, x.shape[2])), weights, biases), x.shape[:2] + (-1,))
+        state, states = None, []
+        for t in range(x.shape[1]):
+            z = projected[:, t, :] if state is None else projected[:, t, :] + state @ recurrent_weights
+            state = self.activation(handler, z)
+            states.append(state)
+        return handler.stack(states, axis=1) if self.sequences else state
 
 
 class LSTM(RecurrentBase):
@@ -97,11 +89,5 @@ class LSTM(RecurrentBase):
 
         return {"weights": Xavier(), "recurrent_weights": Xavier(), "biases": Custom(forget_bias_one)}
 
-    def step(self, handler, z, cell):
-        n = self.size
-        i = handler.sigmoid(z[:, :n])
-        f = handler.sigmoid(z[:, n : 2 * n])
-        g = handler.tanh(z[:, 2 * n : 3 * n])
-        o = handler.sigmoid(z[:, 3 * n :])
-        cell = i * g if cell is None else f * cell + i * g
-        return o * handler.tanh(cell), cell
+    def sequence(self, handler, x, weights, recurrent_weights, biases):
+        return handler.lstm_sequence(x, weights, recurrent_weights, biases, self.sequences)

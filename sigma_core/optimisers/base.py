@@ -1,26 +1,17 @@
 """The optimiser contract: freeze filters, lazy memory, checkpointable state.
 
-An optimiser turns gradients into in-place parameter updates. Parameters are
-named ``"<layer>.<param>"`` (``"2-dense.weights"``); *freeze* filters are
-fnmatch globs on those names (``"*.biases"``, ``"1-dense.*"``) and a frozen
-parameter is never touched. (Sigma had such filters, but they were written to
-one registry key and read from another, so they never applied; here they do.)
-
-Per-parameter memory (momentum velocity, squared-gradient sums, ...) is made
-lazily on a parameter's first step, through the handler, and moved out of
-session buffer reuse with :meth:`Handler.keep`, so :meth:`Optimiser.step` may
-run inside a training session. The arithmetic is a handler op,
-:meth:`Handler.optimiser_update`, one call per parameter, which a backend
-makes one compiled pass; a subclass names its memory buffers, its update
-:attr:`~Optimiser.rule` and the rule's arguments (:meth:`Optimiser.arguments`),
-or overrides :meth:`Optimiser.update` with other handler ops.
-
-Steps are counted per parameter, as in PyTorch: a parameter frozen for a
-while and then unfrozen starts Adam's bias correction at its own first step.
-
-Hyperparameters are plain attributes named after the constructor's
-arguments, read on every step, so a schedule may change ``learning_rate``
-between steps.
+Parameters are named ``"<layer>.<param>"`` (``"2-dense.weights"``); *freeze*
+filters are fnmatch globs on those names (``"*.biases"``) and a frozen parameter
+is never touched (Sigma's filters were written to one registry key and read
+from another, so they never applied). Per-parameter memory is made on a
+parameter's first step and kept out of session buffer reuse
+(:meth:`Handler.keep`). The arithmetic is one handler op per parameter,
+:meth:`Handler.optimiser_update`, which a backend compiles into one pass; a
+subclass names its memory, its :attr:`~Optimiser.rule` and the rule's
+:meth:`~Optimiser.arguments`, or overrides :meth:`~Optimiser.update`. Steps are
+counted per parameter, as in PyTorch (an unfrozen parameter starts Adam's bias
+correction at its own first step). Hyperparameters are attributes named after
+the constructor's arguments, read every step, so a schedule may change them.
 """
 
 from __future__ import annotations
@@ -33,11 +24,7 @@ from ..layers.base import old_id
 
 
 class Optimiser:
-    """Base class; subclasses set :attr:`memory_names` and implement :meth:`_update`.
-
-    ``weight_decay`` adds ``weight_decay·param`` to every gradient (L2
-    regularisation, coupled as in PyTorch's ``weight_decay``).
-    """
+    """Base class; ``weight_decay`` adds weight_decay·param to every gradient (coupled L2, as in PyTorch)."""
 
     #: Names of the per-parameter memory buffers, in the order the update rule receives them.
     memory_names: tuple[str, ...] = ()
@@ -51,7 +38,7 @@ class Optimiser:
         self._memory = {}  # parameter id -> tuple of NDArrays, one per memory name
         self._steps = {}  # parameter id -> updates it has had (Adam's bias correction counts these)
         self.steps = 0
-        #: When True, each step publishes a copy of every update as ``published["updates"]``.
+        #: When True, each step publishes every update as ``published["updates"]`` (expiring with the session).
         self.publish_updates = False
         #: Values hooks read after a step: learning_rate, step, frozen ids, updates.
         self.published = {}
@@ -92,19 +79,12 @@ class Optimiser:
 
     # -- the update ------------------------------------------------------------------
     def step(self, handler, params: dict, grads: dict) -> None:
-        """Update every non-frozen parameter in place from its gradient.
-
-        ``grads`` needs an entry for each trainable parameter; frozen ones may
-        be missing. Published updates (see :attr:`publish_updates`) made inside
-        a session expire with it, like every other session array.
-        """
+        """Update every non-frozen parameter in place from its gradient (frozen ones may have none)."""
         ids = self.trainable(params)
         missing = [i for i in ids if i not in grads]
         if missing:
-            raise SigmaError(
-                f"{type(self).__name__}: no gradient for parameter(s) {', '.join(missing)}; "
-                "compute their gradients or freeze them"
-            )
+            raise SigmaError(f"{type(self).__name__}: no gradient for parameter(s) {', '.join(missing)}; "
+                             "compute their gradients or freeze them")
         self.steps += 1
         updates = {} if self.publish_updates else None
         counts = self._steps
@@ -127,11 +107,8 @@ class Optimiser:
             self.published["updates"] = updates
 
     def update(self, handler, param, grad, memory, step: int) -> None:
-        """Update one parameter in place, its ``step``-th update (from 1): the handler's :attr:`rule`.
-
-        A plugin optimiser without a handler rule overrides this with other
-        handler ops (``handler.add_``, ``handler.fill``, NDArray arithmetic).
-        """
+        """Update one parameter in place, its ``step``-th update (from 1), by the handler's :attr:`rule`;
+        a plugin optimiser without one overrides this with other handler ops."""
         handler.optimiser_update(self.rule, param, grad, memory, weight_decay=self.weight_decay, **self.arguments(step))
 
     def arguments(self, step: int) -> dict:
@@ -149,10 +126,8 @@ class Optimiser:
             memory = tuple(handler.keep(handler.zeros(param.shape)) for _ in self.memory_names)
             self._memory[param_id] = memory
         elif memory and memory[0].shape != param.shape:
-            raise ShapeError(
-                f"{type(self).__name__}: parameter {param_id!r} has shape {param.shape} "
-                f"but its optimiser memory has shape {memory[0].shape}"
-            )
+            raise ShapeError(f"{type(self).__name__}: parameter {param_id!r} has shape {param.shape} "
+                             f"but its optimiser memory has shape {memory[0].shape}")
         return memory
 
     # -- checkpoints -------------------------------------------------------------------
@@ -163,38 +138,25 @@ class Optimiser:
 
     def state_dict(self) -> dict:
         """Everything needed to continue identically: plain Python and NumPy values."""
-        return {
-            "optimiser": type(self).__name__,
-            "hyperparameters": self.hyperparameters(),
-            "freeze": list(self._filters),
-            "steps": self.steps,
-            "parameter_steps": dict(self._steps),
-            "memory": {
-                param_id: {name: array.to_numpy() for name, array in zip(self.memory_names, memory)}
-                for param_id, memory in self._memory.items()
-            },
-        }
+        memory = {pid: {name: array.to_numpy() for name, array in zip(self.memory_names, arrays)}
+                  for pid, arrays in self._memory.items()}
+        return {"optimiser": type(self).__name__, "hyperparameters": self.hyperparameters(), "freeze": list(self._filters),
+                "steps": self.steps, "parameter_steps": dict(self._steps), "memory": memory}
 
     def load_state_dict(self, state: dict, handler) -> None:
-        """Restore :meth:`state_dict` output; memory is copied into ``handler``.
-
-        A state without per-parameter steps (written before they were counted)
-        gives every parameter with memory the global step count.
-        """
+        """Restore :meth:`state_dict` output into ``handler``; an old state without per-parameter steps
+        gives every parameter with memory the global count."""
         name = type(self).__name__
         if state.get("optimiser") != name:
             raise SigmaError(f"{name}: cannot load the state of optimiser {state.get('optimiser')!r}")
-        known = self.hyperparameters()
-        unknown = sorted(set(state["hyperparameters"]) - set(known))
+        unknown = sorted(set(state["hyperparameters"]) - set(self.hyperparameters()))
         if unknown:
             raise SigmaError(f"{name}: unknown hyperparameter(s) in state: {', '.join(unknown)}")
         memory = {}
         for param_id, buffers in state["memory"].items():
             if set(buffers) != set(self.memory_names):
-                raise SigmaError(
-                    f"{name}: memory of {param_id!r} has buffers {sorted(buffers)}, "
-                    f"expected {list(self.memory_names)}"
-                )
+                raise SigmaError(f"{name}: memory of {param_id!r} has buffers {sorted(buffers)}, "
+                                 f"expected {list(self.memory_names)}")
             memory[param_id] = tuple(handler.keep(handler.asarray(buffers[n])) for n in self.memory_names)
         for key, value in state["hyperparameters"].items():
             setattr(self, key, value)

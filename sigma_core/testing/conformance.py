@@ -1,39 +1,29 @@
 """The handler conformance kit: one test suite every handler distribution runs.
 
-A backend proves itself by subclassing :class:`HandlerConformance` in a test
-module of its own; pytest then collects every check below for that handler,
-in float32 and float64::
-
-    from sigma_core.testing import HandlerConformance
-    from sigma_cpu import CpuHandler
+A backend subclasses :class:`HandlerConformance` in a test module of its own and
+pytest collects every check below for that handler, in float32 and float64::
 
     class TestCpuHandler(HandlerConformance):
-        handler_factory = CpuHandler  # any callable (dtype, seed) -> Handler
+        handler_factory = NumbaHandler  # any callable (dtype, seed) -> Handler
 
-What is checked, and why:
-
-* every op in :data:`CASES` gives what the NumPy reference handler gives on
-  the same inputs (within :data:`TOLERANCES`), in the handler's dtype, and so
-  do the gradients the tape computes; so does every optimiser update rule in
-  :data:`UPDATE_CASES` (decay rates near 1 included, where a complement
-  1 − β rounded in float32 is visibly wrong);
-* every op's vector-Jacobian product matches central finite differences in
-  float64, including broadcasting, reductions, indexing with repeats, a value
-  used twice and an unused source; :meth:`HandlerConformance.test_every_differentiable_op_has_a_gradient_case`
-  fails when an op that records on the tape has no case, so a new op cannot
-  ship without a gradient check;
+* every op in :data:`CASES` and every optimiser rule in :data:`UPDATE_CASES`
+  gives what the NumPy reference handler gives (within :data:`TOLERANCES`) in
+  the handler's dtype, gradients included (decay rates near 1 catch a
+  complement 1 − β rounded in float32);
+* every VJP matches central finite differences in float64 (broadcasting,
+  reductions, repeated indices, a value used twice, an unused source), and an
+  op that records on the tape without a case fails the kit: a new op cannot
+  ship without a gradient check (a distribution's own ops go in ``extra_cases``);
 * dtypes, shape errors, seeded random numbers, in-place updates, sessions
-  (no new buffers after a warm-up step, expired and kept arrays) and
-  ``to_numpy`` copying.
+  (no new buffers after warm-up, expired and kept arrays), copies out.
 
-A distribution that adds differentiable ops lists cases for them in
-``extra_cases`` (a tuple of :class:`OpCase`). This module imports pytest, so
-only test code imports it.
+This module imports pytest, so only test code imports it.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -42,28 +32,22 @@ import pytest
 
 from ..errors import ShapeError
 from ..handlers.numpy_handler import NumpyHandler
+from ..kernels import ACTIVATIONS
 from ..ndarray import ExpiredArrayError
 
 DTYPES = ("float32", "float64")
 
-# Forward (and gradient) agreement with the reference handler, per dtype.
-# float32 (eps 1.2e-7): a backend may reorder reductions, fuse multiply-adds and
-# use approximate transcendentals (fastmath), so bit-equality is no contract;
-# rtol 1e-5 (~80 ulp) absorbs that on the small O(1) inputs used here, and
-# atol 1e-6 covers results that cancel to near zero, where a relative bound is
-# meaningless. float64 (eps 2.2e-16): 1e-12 (~4500 ulp) allows the same
-# reorderings yet catches a wrong formula or a silent float32 round trip,
-# which are off by 1e-8 or more.
+# Agreement with the reference handler. float32: a backend may reorder reductions, fuse
+# multiply-adds and use fastmath, so rtol 1e-5 (~80 ulp on these O(1) inputs), and atol 1e-6
+# for results that cancel to near zero. float64: 1e-12 (~4500 ulp) allows the same yet
+# catches a wrong formula or a silent float32 round trip (off by 1e-8 or more).
 TOLERANCES = {
     "float32": {"rtol": 1e-5, "atol": 1e-6},
     "float64": {"rtol": 1e-12, "atol": 1e-12},
 }
 
-# Central finite differences in float64: the truncation error is ~FD_EPS**2 * f'''
-# (~1e-12) and the round-off ~ulp(f) / FD_EPS (~1e-10 for the O(10) sums seen
-# here). Against rtol 1e-6 / atol 1e-8 the NumPy handler's worst case uses 7%
-# of the bound (batched matmul), while a wrong VJP (a missing factor, a dropped
-# broadcast sum) is off by O(1).
+# Central differences in float64: truncation ~FD_EPS**2 * f''' (~1e-12), round-off ~ulp(f) / FD_EPS
+# (~1e-10 here). The NumPy handler's worst case uses 7% of the bound; a wrong VJP is off by O(1).
 FD_EPS = 1e-6
 FD_RTOL = 1e-6
 FD_ATOL = 1e-8
@@ -75,14 +59,11 @@ SEED = 0
 class OpCase:
     """One op on fixed inputs, compared with the reference and checked by finite differences.
 
-    ``make(rng)`` returns float64 host arrays; each becomes a handler array,
-    is watched, and is differentiated. ``fn(handler, *arrays)`` runs the op;
-    constants that are not differentiated (targets, indices, conditions) live
-    inside ``fn``. ``op`` names the :class:`~sigma_core.handler.Handler` method
-    the case covers. A ``random`` case draws from the handler's generator, so
-    its values cannot be compared across handlers: it is only checked against
-    finite differences, with the generator reset before every evaluation so
-    each one draws the same.
+    ``make(rng)`` returns the float64 host arrays that are watched and
+    differentiated; ``fn(handler, *arrays)`` runs the op named ``op`` (constants
+    such as targets and indices live inside it). A ``random`` case draws from the
+    handler's generator, so it is only checked by finite differences, with the
+    generator reset before every evaluation.
     """
 
     id: str
@@ -112,14 +93,10 @@ def _away(*shape):
 
 
 def _grid(*shape, offset=0.0):
-    """Distinct values 0.25 apart (shuffled): no ties for max/min, by construction.
-
-    Two grids with offsets differing by 0.125 never meet, so maximum(x, y) has
-    no ties either.
-    """
+    """Distinct values 0.25 apart (shuffled): no ties for max/min; grids 0.125 apart never meet (maximum)."""
 
     def make(rng):
-        n = int(numpy.prod(shape))
+        n = math.prod(shape)
         return ((rng.permutation(n) - n // 2) * 0.25 + offset).reshape(shape)
 
     return make
@@ -137,35 +114,13 @@ _CONDITION = numpy.array([[True, False, True, True], [False, False, True, False]
 _REPEATED_ROWS = numpy.array([0, 2, 0, 0])
 
 
-def _dense_cases():
-    cases = []
-    for activation in ("none", "relu", "sigmoid", "tanh", "softplus"):
-        cases.append(
-            _case(f"dense-{activation}-bias", "dense", lambda h, x, w, b, a=activation: h.dense(x, w, b, a),
-                  _normal(3, 4), _normal(4, 5), _normal(5))
-        )
-        cases.append(
-            _case(f"dense-{activation}-nobias", "dense", lambda h, x, w, a=activation: h.dense(x, w, None, a),
-                  _normal(3, 4), _normal(4, 5))
-        )
-    return cases
-
-
 def _reduction_cases():
-    cases = []
-    for op in ("sum", "mean"):
-        for axis in (None, 0, -1, (0, 2)):
-            for keepdims in (False, True):
-                cases.append(_case(f"{op}-axis{axis}-keepdims{keepdims}", op,
-                                   lambda h, x, op=op, axis=axis, k=keepdims: getattr(h, op)(x, axis=axis, keepdims=k),
-                                   _normal(2, 3, 4)))
-    for op in ("max", "min"):
-        for axis in (None, 1, (0, 2)):
-            for keepdims in (False, True):
-                cases.append(_case(f"{op}-axis{axis}-keepdims{keepdims}", op,
-                                   lambda h, x, op=op, axis=axis, k=keepdims: getattr(h, op)(x, axis=axis, keepdims=k),
-                                   _grid(2, 3, 4)))
-    return cases
+    """sum and mean of normal values, max and min of tie-free grids; every form of axis, keepdims or not."""
+    ops = [("sum", (None, 0, -1, (0, 2)), _normal), ("mean", (None, 0, -1, (0, 2)), _normal),
+           ("max", (None, 1, (0, 2)), _grid), ("min", (None, 1, (0, 2)), _grid)]
+    return [_case(f"{op}-axis{axis}-keepdims{k}", op,
+                  lambda h, x, op=op, axis=axis, k=k: getattr(h, op)(x, axis=axis, keepdims=k), make(2, 3, 4))
+            for op, axes, make in ops for axis in axes for k in (False, True)]
 
 
 #: Every differentiable op, with the broadcasting, axis and indexing variants that
@@ -248,7 +203,10 @@ CASES: tuple[OpCase, ...] = (
     _case("stack-axis0", "stack", lambda h, x, y: h.stack([x, y], axis=0), _normal(3, 4), _normal(3, 4)),
     _case("stack-axis-last", "stack", lambda h, x, y, z: h.stack([x, y, z], axis=-1), _normal(3, 4), _normal(3, 4), _normal(3, 4)),
     # fused ops
-    *_dense_cases(),
+    *[_case(f"dense-{a}-bias", "dense", lambda h, x, w, b, a=a: h.dense(x, w, b, a), _normal(3, 4), _normal(4, 5),
+            _normal(5)) for a in ACTIVATIONS],
+    *[_case(f"dense-{a}-nobias", "dense", lambda h, x, w, a=a: h.dense(x, w, None, a), _normal(3, 4), _normal(4, 5))
+      for a in ACTIVATIONS],
     _case("softmax_cross_entropy-one-hot", "softmax_cross_entropy",
           lambda h, x: h.softmax_cross_entropy(x, h.asarray(_ONE_HOT)), _normal(3, 4)),
     _case("softmax_cross_entropy-soft", "softmax_cross_entropy",
@@ -258,6 +216,15 @@ CASES: tuple[OpCase, ...] = (
     _case("softmax_cross_entropy-indices", "softmax_cross_entropy",
           lambda h, x: h.softmax_cross_entropy(x, h.asarray(_CLASS_INDICES)), _normal(3, 4)),
     _case("dropout", "dropout", lambda h, x: h.dropout(x, 0.3), _normal(4, 5), random=True),
+    # sequence ops: x (batch 2, time 3, features 2), size 3; every state or the last one
+    *[_case(f"rnn_sequence-{a}-{'all' if seq else 'last'}", "rnn_sequence",
+            lambda h, x, w, u, b, a=a, seq=seq: h.rnn_sequence(x, w, u, b, a, seq),
+            _normal(2, 3, 2), _normal(2, 3), _normal(3, 3), _normal(3))
+      for a, seq in (("tanh", True), ("sigmoid", False), ("softplus", True), ("none", True))],
+    *[_case(f"lstm_sequence-{'all' if seq else 'last'}-T{steps}", "lstm_sequence",
+            lambda h, x, w, u, b, seq=seq: h.lstm_sequence(x, w, u, b, seq),
+            _normal(2, steps, 2), _normal(2, 12), _normal(3, 12), _normal(12))
+      for seq, steps in ((True, 3), (False, 4), (True, 1))],
     # tape bookkeeping: contributions from several uses add up; an unused source gets zeros
     _case("value-used-twice", "multiply", lambda h, x: h.multiply(x, h.exp(x)), _normal(3, 4)),
     _case("value-used-in-two-branches", "add", lambda h, x, w: h.add(h.matmul(x, w), h.sum(x, axis=1, keepdims=True)),
@@ -297,10 +264,8 @@ def run_update_case(handler, case, steps=3) -> list:
 
 # -- helpers -----------------------------------------------------------------------------
 def differentiable_ops(handler_class) -> set[str]:
-    """Public methods of ``handler_class`` that record on the tape (they call ``_apply`` or ``_record``).
-
-    Read from the compiled code, so a backend's own ops and overrides are found too.
-    """
+    """Public methods of ``handler_class`` that record on the tape (their code calls ``_apply`` or ``_record``):
+    read from the compiled code, so a backend's own ops and overrides are found too."""
     names = set()
     for klass in handler_class.__mro__:
         for name, member in vars(klass).items():
@@ -344,13 +309,8 @@ SHAPE_ERRORS = (
 
 
 class HandlerConformance:
-    """Base test class: subclass it with ``handler_factory`` set; see the module docstring.
-
-    ``handler_factory`` is called as ``handler_factory(dtype, seed)``; a class
-    or a plain function both work. ``extra_cases`` adds :class:`OpCase` s for
-    a distribution's own differentiable ops (gradient-checked only: the
-    reference handler does not have them).
-    """
+    """Base test class: set ``handler_factory(dtype, seed)`` (a class or a function) and, for a distribution's
+    own differentiable ops, ``extra_cases`` (finite differences only: the reference does not have them)."""
 
     handler_factory: Callable | None = None
     extra_cases: tuple[OpCase, ...] = ()
@@ -363,11 +323,7 @@ class HandlerConformance:
         return cls.handler_factory(dtype, seed)
 
     def pytest_generate_tests(self, metafunc):
-        """``case``: every op case; ``reference_case``: the core cases the NumPy handler can reproduce.
-
-        ``extra_cases`` exercise ops the reference handler does not have, so
-        they are only checked against finite differences.
-        """
+        """``case``: every op case; ``reference_case``: the core cases the NumPy handler can reproduce."""
         cases = CASES + tuple(self.extra_cases)
         if "case" in metafunc.fixturenames:
             metafunc.parametrize("case", cases, ids=[c.id for c in cases])
@@ -416,7 +372,6 @@ class HandlerConformance:
         weights = _output_weights(forward(values).shape)
         handler.set_rng_state(state)
         grads = _taped_gradients(handler, case, values, weights)
-
         for i, (value, grad) in enumerate(zip(values, grads)):
             assert (grad.shape, grad.dtype) == (value.shape, "float64"), f"{case.id}: gradient of input {i} is {grad!r}"
             numeric = numpy.zeros_like(value)
@@ -428,9 +383,8 @@ class HandlerConformance:
                 down = numpy.sum(forward(values).to_numpy() * weights)
                 value[j] = original
                 numeric[j] = (up - down) / (2 * FD_EPS)
-            numpy.testing.assert_allclose(
-                grad.to_numpy(), numeric, rtol=FD_RTOL, atol=FD_ATOL, err_msg=f"{case.id}: gradient of input {i}"
-            )
+            numpy.testing.assert_allclose(grad.to_numpy(), numeric, rtol=FD_RTOL, atol=FD_ATOL,
+                                          err_msg=f"{case.id}: gradient of input {i}")
 
     def test_optimiser_update_matches_reference(self, handler, reference, update_case):
         ours, expected = run_update_case(handler, update_case), run_update_case(reference, update_case)
@@ -454,12 +408,8 @@ class HandlerConformance:
         assert handler.asarray(numpy.array([True, False])).dtype == "bool"
 
     def test_creation_matches_reference(self, handler, reference):
-        for make in (
-            lambda h: h.zeros((2, 3)),
-            lambda h: h.ones(4),
-            lambda h: h.full((3, 1), -2.5),
-            lambda h: h.number(0.25),
-        ):
+        for make in (lambda h: h.zeros((2, 3)), lambda h: h.ones(4), lambda h: h.full((3, 1), -2.5),
+                     lambda h: h.number(0.25)):
             _assert_matches_reference(make(handler), make(reference), handler.dtype, "creation")
         assert handler.number(0.25).value == 0.25
 
@@ -502,11 +452,8 @@ class HandlerConformance:
     # -- random numbers --------------------------------------------------------------------------
     @staticmethod
     def _draws(handler):
-        return [
-            handler.uniform((50,), -1.0, 2.0).to_numpy(),
-            handler.normal((50,), 1.0, 0.5).to_numpy(),
-            handler.bernoulli((50,), 0.4).to_numpy(),
-        ]
+        return [handler.uniform((50,), -1.0, 2.0).to_numpy(), handler.normal((50,), 1.0, 0.5).to_numpy(),
+                handler.bernoulli((50,), 0.4).to_numpy()]
 
     def test_same_seed_gives_same_values(self, dtype):
         for a, b in zip(self._draws(self.make_handler(dtype, 7)), self._draws(self.make_handler(dtype, 7))):
@@ -596,14 +543,12 @@ class HandlerConformance:
 
     def test_steps_after_warm_up_allocate_no_buffers(self, handler):
         params = self._training_setup(handler)
-        handler.begin_session()
-        self._training_step(handler, *params)
-        handler.end_session()
+        with handler.session():
+            self._training_step(handler, *params)
         warm = handler.allocations
         for _ in range(3):
-            handler.begin_session()
-            self._training_step(handler, *params)
-            handler.end_session()
+            with handler.session():
+                self._training_step(handler, *params)
         assert handler.allocations == warm, f"{handler.allocations - warm} new buffers after the warm-up step"
 
     def test_sessions_do_not_change_results(self, dtype):

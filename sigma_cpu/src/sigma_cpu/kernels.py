@@ -1,8 +1,7 @@
 """numba kernels for the hot paths of a training step; everything else is the NumPy reference.
 
-:class:`NumbaKernels` subclasses :class:`~sigma_core.kernels.ArrayKernels`
-and overrides only what a training step spends its non-GEMM time on. Each
-override replaces a chain of NumPy calls (one pass over memory and one
+:class:`NumbaKernels` overrides only what a training step spends its non-GEMM
+time on, each time replacing a chain of NumPy calls (a pass over memory and a
 Python-to-C round trip each) by one compiled loop:
 
 * ``dense``: BLAS matmul into the pooled output, then bias + relu in one pass;
@@ -13,18 +12,15 @@ Python-to-C round trip each) by one compiled loop:
 * every optimiser update and ``l2_gradient`` (:class:`NumbaUpdates`): one pass over the parameter;
 * ``dropout``: mask generation (a counter-based generator) and application in one pass.
 
-Matrix products stay in BLAS. Outputs come from the handler's buffer pool, so
-a warm training step allocates nothing. An override that meets an array it
-was not written for (not C-contiguous, an unusual dtype) hands the call to
-the reference kernel, which handles everything.
+Matrix products stay in BLAS; outputs come from the buffer pool. An override
+that meets an array it was not written for (not C-contiguous, another dtype)
+hands the call to the reference kernel.
 
-The passes over large arrays (optimiser updates, dropout, bias + relu, the
-activation backward) are written with ``prange`` and compiled twice: serial,
-and ``parallel=True`` for when :mod:`sigma_cpu.blas_pool` has put BLAS on
-numba's thread pool. Without that shared pool a parallel pass fights
-OpenBLAS's spinning threads and loses to the serial one, so then, and for
-arrays below :data:`PARALLEL_MIN` elements, the serial version runs. Every
-element's result depends on that element alone, so both give the same bits.
+The passes over large arrays are written with ``prange`` and compiled twice:
+serial, and ``parallel=True`` for when :mod:`sigma_cpu.blas_pool` has put BLAS on
+numba's thread pool (without it a parallel pass fights OpenBLAS's spinning
+threads and loses). Each element's result depends on that element alone, so
+both give the same bits; below :data:`PARALLEL_MIN` elements the serial one runs.
 
 Compilation (see :data:`_jit`): ``error_model="numpy"`` lets LLVM vectorise
 loops containing a division (the default Python error model checks every
@@ -317,8 +313,9 @@ class NumbaUpdates(UpdateKernels):
         super().__init__(kernels)
         self.dtype, self._scalar = kernels.dtype, kernels.dtype.type
 
-    def _flat(self, *arrays):
-        """1-D views of same-shaped C-contiguous arrays of the handler's dtype, or None.
+    def _run(self, loop, arrays, *scalars) -> bool:
+        """Run the compiled ``loop`` on 1-D views of ``arrays`` and ``scalars`` (floats in the array dtype); False,
+        running nothing, unless every array is C-contiguous in the handler's dtype.
 
         (Here and in the other kernels, ``ravel()`` of a C-contiguous array is the
         same view as ``reshape(-1)`` at half the cost.)
@@ -326,67 +323,55 @@ class NumbaUpdates(UpdateKernels):
         dtype = self.dtype
         for a in arrays:  # a loop, not all(...): this runs for every parameter on every step
             if not a.flags.c_contiguous or a.dtype != dtype:
-                return None
-        return tuple([a.ravel() for a in arrays])
+                return False
+        s = self._scalar
+        _pick(loop, arrays[0].size)(*[a.ravel() for a in arrays], *[x if type(x) is bool else s(x) for x in scalars])
+        return True
 
     def l2_gradient(self, grad, param, weight_decay):
         out = self.empty(param.shape)
-        flat = self._flat(grad, param, out)
-        if flat is None:
+        if not self._run(_l2_gradient, (grad, param, out), weight_decay):
             return super().l2_gradient(grad, param, weight_decay)
-        _pick(_l2_gradient, out.size)(*flat, self._scalar(weight_decay))
         return out
 
     def sgd(self, param, grad, *, lr):
-        flat = self._flat(param, grad)
-        if flat is None:
-            return super().sgd(param, grad, lr=lr)
-        _pick(_sgd, param.size)(*flat, self._scalar(lr))
+        if not self._run(_sgd, (param, grad), lr):
+            super().sgd(param, grad, lr=lr)
 
     def momentum(self, param, grad, velocity, *, lr, momentum, nesterov):
-        flat = self._flat(param, grad, velocity)
-        if flat is None:
-            return super().momentum(param, grad, velocity, lr=lr, momentum=momentum, nesterov=nesterov)
-        s = self._scalar
-        _pick(_momentum, param.size)(*flat, s(lr), s(momentum), bool(nesterov))
+        if not self._run(_momentum, (param, grad, velocity), lr, momentum, bool(nesterov)):
+            super().momentum(param, grad, velocity, lr=lr, momentum=momentum, nesterov=nesterov)
 
     def adagrad(self, param, grad, sq, *, lr, eps):
-        flat = self._flat(param, grad, sq)
-        if flat is None:
-            return super().adagrad(param, grad, sq, lr=lr, eps=eps)
-        _pick(_adagrad, param.size)(*flat, self._scalar(lr), self._scalar(eps))
+        if not self._run(_adagrad, (param, grad, sq), lr, eps):
+            super().adagrad(param, grad, sq, lr=lr, eps=eps)
 
     def adadelta(self, param, grad, acc_grad, acc_update, *, lr, rho, eps):
-        flat = self._flat(param, grad, acc_grad, acc_update)
-        if flat is None:
-            return super().adadelta(param, grad, acc_grad, acc_update, lr=lr, rho=rho, eps=eps)
-        s = self._scalar
-        _pick(_adadelta, param.size)(*flat, s(lr), s(rho), s(1.0 - rho), s(eps))
+        if not self._run(_adadelta, (param, grad, acc_grad, acc_update), lr, rho, 1.0 - rho, eps):
+            super().adadelta(param, grad, acc_grad, acc_update, lr=lr, rho=rho, eps=eps)
 
     def rmsprop(self, param, grad, sq, *, lr, rho, eps):
-        flat = self._flat(param, grad, sq)
-        if flat is None:
-            return super().rmsprop(param, grad, sq, lr=lr, rho=rho, eps=eps)
-        s = self._scalar
-        _pick(_rmsprop, param.size)(*flat, s(lr), s(rho), s(1.0 - rho), s(eps))
+        if not self._run(_rmsprop, (param, grad, sq), lr, rho, 1.0 - rho, eps):
+            super().rmsprop(param, grad, sq, lr=lr, rho=rho, eps=eps)
 
     def adam(self, param, grad, m, v, *, lr, beta1, beta2, eps, step):
         """As the reference: the bias corrections fold into two scalars computed in double."""
-        flat = self._flat(param, grad, m, v)
-        if flat is None:
-            return super().adam(param, grad, m, v, lr=lr, beta1=beta1, beta2=beta2, eps=eps, step=step)
-        s = self._scalar
-        step_size = lr / (1.0 - beta1**step)
-        root_correction = 1.0 / math.sqrt(1.0 - beta2**step)
-        _pick(_adam, param.size)(
-            *flat, s(step_size), s(beta1), s(1.0 - beta1), s(beta2), s(1.0 - beta2), s(root_correction), s(eps)
-        )
+        if not self._run(_adam, (param, grad, m, v), lr / (1.0 - beta1**step), beta1, 1.0 - beta1, beta2, 1.0 - beta2,
+                         1.0 / math.sqrt(1.0 - beta2**step), eps):
+            super().adam(param, grad, m, v, lr=lr, beta1=beta1, beta2=beta2, eps=eps, step=step)
 
 
 class NumbaKernels(ArrayKernels):
     """:class:`ArrayKernels` with the training step's hot paths compiled by numba."""
 
     updates_class = NumbaUpdates
+
+    @property
+    def recurrent_class(self):
+        """The fused LSTM cells; imported here because :mod:`sigma_cpu.recurrent` builds on this module."""
+        from .recurrent import NumbaRecurrent
+
+        return NumbaRecurrent
 
     def __init__(self, dtype, seed=None):
         super().__init__(dtype, seed)

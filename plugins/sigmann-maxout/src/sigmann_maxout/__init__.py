@@ -1,8 +1,8 @@
 """Maxout (Goodfellow et al., 2013): each output is the max of ``pieces`` linear units."""
 
-from sigma_core.hookspecs import hookimpl
-from sigma_core.layers import Layer
-from sigma_core.layers.dense import default_weight_initialisers, flat_size
+import math
+
+from sigma_core import Layer, default_weight_initialisers, hookimpl
 
 
 class Maxout(Layer):
@@ -11,7 +11,7 @@ class Maxout(Layer):
         self.size, self.pieces = int(size), int(pieces)
         units = self.size * self.pieces
         self.output_shape = (self.size,)
-        self.parameter_shapes = {"weights": (flat_size(self.input_shape), units), "biases": (units,)}
+        self.parameter_shapes = {"weights": (math.prod(self.input_shape), units), "biases": (units,)}
 
     def default_initialisers(self):
         return default_weight_initialisers()

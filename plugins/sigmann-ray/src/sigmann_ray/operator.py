@@ -11,14 +11,15 @@ to the current parameters (one ``ray.put``, read by every worker from the
 object store), and each worker reads its rows of that global minibatch from
 its own data.
 
-Combining is an all-reduce done as reduce-then-broadcast: worker ``i`` adds
-the record-weighted gradients of its children ``2i+1`` and ``2i+2`` (Ray
-hands a child's result to its parent directly, object store to object store)
-to its own, so the driver receives one gradient whatever the worker count;
-it applies the optimiser once and the next step's ``ray.put`` of the
-parameters is the broadcast. Why this and not Ray's collective API: see the
-README (a measurement). The result equals one worker on the whole batch up to
-rounding, and checkpoints resume exactly.
+Combining is an all-reduce done as reduce-then-broadcast: all workers compute
+at once, each weighting its gradients by its share of the records; then the
+results climb a binary tree rooted at the driver (its children are workers 0
+and 1, worker ``i``'s are ``2i+2`` and ``2i+3``; Ray hands each result from
+object store to object store), so the driver receives two gradients whatever
+the worker count. It applies the optimiser once, and the next step's
+``ray.put`` of the parameters is the broadcast. Why this and not Ray's
+collective API: see the README (a measurement). The result equals one worker
+on the whole batch up to rounding, and checkpoints resume exactly.
 
 Fault tolerance: the global state changes only after a complete reduce, so
 when a worker dies mid-step the driver restarts it (a new actor, which reads
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 
 import numpy
 import ray
@@ -45,7 +47,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from sigma_core.errors import SigmaError, describe
 from sigma_core.operators import SingleWorkerOperator
-from sigma_core.workers import Worker, WorkerError, shard_bounds, worker_failed, worker_seed
+from sigma_core.workers import Worker, WorkerError, base_seed, shard_bounds, worker_failed
 
 log = logging.getLogger("sigma")
 
@@ -68,7 +70,7 @@ class RayWorker:
             return
         self.worker, self.count = Worker(run.trainer, index, seed), count
         iterator = run.trainer.training_iterator
-        self.iterator = getattr(iterator, "iterator", iterator)  # under a PrefetchIterator: its batches, not fetched here
+        self.iterator = getattr(iterator, "iterator", iterator)  # the batches under a PrefetchIterator
         self.batches = (None, None)  # (epoch, batch indices of that epoch)
 
     def pid(self) -> int:
@@ -76,9 +78,14 @@ class RayWorker:
             raise self.failure
         return os.getpid()
 
-    def step(self, parameters: dict, counters: tuple, *children):
-        """``(cost, records, {id: gradient})``, each a sum over this worker's rows and its children's."""
+    def compute(self, parameters: dict, counters: tuple, keep: bool) -> tuple:
+        """This worker's part of a global step: its rows' cost and gradients, weighted by their share of the
+        global batch. Returns ``(cost, records, {id: gradient}, seconds computing)``; with ``keep``, the
+        gradients stay here for :meth:`reduce` and are left out."""
         step, epoch, position = counters
+        self.grads = None
+        if self.failure is not None:
+            raise self.failure
         try:
             if self.batches[0] != epoch:
                 self.batches = (epoch, self.iterator.batch_indices(epoch))
@@ -87,22 +94,33 @@ class RayWorker:
                 index = numpy.arange(*index.indices(len(self.iterator.dataset)))
             bounds = shard_bounds(len(index), self.count)
             rows = index[bounds[self.worker.index]:bounds[self.worker.index + 1]]
-            cost, records, grads = 0.0, len(rows), None
-            if records:
-                cost, grads = self.worker.gradients(self.iterator.dataset[rows], parameters, counters)
-                cost *= records
-                for grad in grads.values():
-                    grad *= records
-            for child_cost, child_records, child_grads in children:
-                cost, records = cost + child_cost, records + child_records
-                if grads is None:
-                    grads = {pid: grad.copy() for pid, grad in child_grads.items()} if child_grads else None
-                elif child_grads:
-                    for pid, grad in grads.items():
-                        grad += child_grads[pid]
-            return cost, records, grads
+            cost, grads, began, share = 0.0, None, time.perf_counter(), len(rows) / len(index)
+            if len(rows):
+                cost, grads = self.worker.gradients(self.iterator.dataset[rows], parameters, counters, share)
+            if keep:
+                self.grads, grads = grads, None
+            return cost * share, len(rows), grads, time.perf_counter() - began
         except Exception as error:
             raise worker_failed(self.worker.index, error) from None
+
+    def reduce(self, computed: tuple, *children) -> tuple:
+        """``(cost, records, {id: gradient}, seconds)``: :meth:`compute`'s result (``computed``) plus the
+        children's reductions, as sums (the slowest worker's seconds)."""
+        (cost, records, _, seconds), grads, self.grads = computed, self.grads, None
+        return _add((cost, records, grads, seconds), *children)
+
+
+def _add(first, *others) -> tuple:
+    """Sum reductions (``first``'s arrays are written into; the driver passes None and its two children's)."""
+    cost, records, grads, seconds = first or (0.0, 0, None, 0.0)
+    for other_cost, other_records, other_grads, other_seconds in others:
+        cost, records, seconds = cost + other_cost, records + other_records, max(seconds, other_seconds)
+        if grads is None:
+            grads = {pid: grad.copy() for pid, grad in other_grads.items()} if other_grads else None
+        elif other_grads:
+            for pid, grad in grads.items():
+                grad += other_grads[pid]
+    return cost, records, grads, seconds
 
 
 def _reported(error: RayTaskError) -> SigmaError:
@@ -133,11 +151,12 @@ class RayOperator(SingleWorkerOperator):
             if each and workers * each > resources.get(kind, 0):
                 raise SigmaError(f"operator 'ray': {workers} workers need {workers * each:g} {kind}s, "
                                  f"{where} has {resources.get(kind, 0):g}")
-        seed = trainer.handler.seed if isinstance(trainer.handler.seed, int) else numpy.random.SeedSequence().entropy
+        seed = base_seed(trainer.handler)
         threads = str(blas_threads)
         options = dict(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker, runtime_env={"env_vars": {
             "OPENBLAS_NUM_THREADS": threads, "OMP_NUM_THREADS": threads, "NUMBA_NUM_THREADS": threads}})
         self.restarts, self.workers = restarts, []
+        self.busy_seconds = 0.0  # the workers' computing time, summed over steps (the longest worker's each step)
         self._spawn = lambda index: RayWorker.options(**options).remote(
             trainer.run_config, trainer.handler.name, index, workers, seed, os.getcwd())
         self._count = workers
@@ -158,13 +177,19 @@ class RayOperator(SingleWorkerOperator):
         except RayTaskError as error:
             raise _reported(error) from None
 
-    def _reduce(self, parameters, counters: tuple):
-        """Start the reduce tree: each worker's step, with its children's results as arguments; the root's ref."""
-        results = [None] * len(self.workers)
-        for index in reversed(range(len(self.workers))):
-            children = [results[child] for child in (2 * index + 1, 2 * index + 2) if child < len(self.workers)]
-            results[index] = self.workers[index].step.remote(parameters, counters, *children)
-        return results[0]
+    def _reduce(self, parameters, counters: tuple) -> list:
+        """Start a global step: every worker computes at once, then the results climb a binary tree rooted
+        at the driver (its children are workers 0 and 1, worker ``i``'s are ``2i+2`` and ``2i+3``; Ray hands
+        each result on directly). Returns the refs of the driver's children."""
+        count = len(self.workers)
+        computed = [actor.compute.remote(parameters, counters, 2 * index + 2 < count)
+                    for index, actor in enumerate(self.workers)]
+        results = computed[:]  # a worker without children: its computation is its result
+        for index in reversed(range(count)):
+            children = [results[child] for child in (2 * index + 2, 2 * index + 3) if child < count]
+            if children:
+                results[index] = self.workers[index].reduce.remote(computed[index], *children)
+        return results[:2]
 
     def _step(self, batch: dict):
         trainer = self.trainer
@@ -174,7 +199,7 @@ class RayOperator(SingleWorkerOperator):
         parameters = ray.put(trainer.network.state_dict())
         for attempt in range(self.restarts + 1):
             try:
-                cost, records, grads = ray.get(self._reduce(parameters, counters))
+                cost, records, grads, seconds = _add(None, *ray.get(self._reduce(parameters, counters)))
                 break
             except RayActorError as error:  # a worker died: its replacement repeats the step from the same state
                 if attempt == self.restarts:
@@ -183,10 +208,11 @@ class RayOperator(SingleWorkerOperator):
                 self._restart_dead(trainer.total_iterations + 1, error)
             except RayTaskError as error:
                 raise _reported(error) from None
+        self.busy_seconds += seconds
         if records != len(batch["inputs"]):
             raise SigmaError(f"operator 'ray': the workers read {records} records of a {len(batch['inputs'])}-record "
                              "batch; their data differs from the driver's")
-        return trainer.apply_gradients({pid: grad / records for pid, grad in grads.items()}, cost / records)
+        return trainer.apply_gradients(grads, cost)
 
     def _restart_dead(self, step: int, error: BaseException) -> None:
         """Replace every worker that no longer answers; the step is then repeated from the global state."""
@@ -195,6 +221,6 @@ class RayOperator(SingleWorkerOperator):
                 ray.get(actor.pid.remote(), timeout=60)
             except (RayActorError, GetTimeoutError):
                 log.warning("ray worker %d died in global step %d (%s); restarted it, repeating the step from the "
-                            "last synchronised state", index, step, describe(error))
+                            "last synchronised state", index, step, type(error).__name__)
                 ray.kill(actor)
                 self.workers[index] = self._spawn(index)

@@ -67,6 +67,8 @@ class TensorBoardMonitor(Monitor):
         self.on_reset()
         trainer = self.trainer
         self.directory = Path(self.directory or Path("runs") / trainer.name)
+        # Made here, race-free: tensorboardX checks, then creates, and the metrics monitor's thread may win between.
+        self.directory.mkdir(parents=True, exist_ok=True)
         self.writer = self._writer_class(str(self.directory))
         if trainer.run_config is not None:  # indented: a code block in TensorBoard's markdown
             text = json.dumps(trainer.run_config, indent=2, default=str)

@@ -22,8 +22,10 @@ from pathlib import Path
 from sigma_core.errors import SigmaError
 from sigma_core.metrics import record
 
-#: Inbox entries a live board holds before the oldest is dropped (about a second of every-iteration events).
+#: Inbox entries a live board holds before the oldest is dropped (a server stalled for a second, at every=1).
 INBOX_SIZE = 4096
+#: Iteration events turned into chart points per flush (four a second), at most.
+PER_FLUSH = 50
 
 
 class Board:
@@ -57,11 +59,21 @@ class Board:
 
     # -- the server's thread ---------------------------------------------------------------------------
     def pump(self) -> bool:
-        """Turn queued events into records; returns whether anything arrived."""
-        arrived = bool(self.inbox)
-        while self.inbox:
-            event, values, read, extra = self.inbox.popleft()
+        """Turn queued events into records; returns whether anything arrived.
+
+        Of a flush's iteration events, at most :data:`PER_FLUSH` evenly spaced
+        ones (the last included) become chart points: a fast run costs the
+        server, and the training thread it shares the interpreter with, no
+        more than a slow one.
+        """
+        entries = [self.inbox.popleft() for _ in range(len(self.inbox))]
+        iterations = [i for i, entry in enumerate(entries) if entry[0] == "iteration"]
+        stride = -(-len(iterations) // PER_FLUSH)  # ceiling division
+        skipped = set(iterations) - set(iterations[::-1][::stride]) if stride > 1 else set()
+        for index, (event, values, read, extra) in enumerate(entries):
             self.values = values
+            if index in skipped:
+                continue
             self._rate.append((values["time"], values["total_iterations"]))
             if event == "iteration":
                 self.add(record("iteration", values, read=read))
@@ -73,7 +85,7 @@ class Board:
                 self.records, self.pending, self.cleared = [], [], True
                 self._rate.clear()
                 self.show_weights(extra)
-        return arrived
+        return bool(entries)
 
     def add(self, row: dict) -> None:
         self.records.append(row)
@@ -106,7 +118,7 @@ class Board:
     def state(self) -> dict:
         """The run's state, counters, speed and settings now (``GET /api/state``)."""
         values, info = self.values, self.info
-        operator = self.monitor.operator if self.monitor is not None else None
+        operator = self.monitor._op if self.monitor is not None else None
         state = self.ended or (operator.state.value if operator is not None else "finished")
         epochs = operator.epochs if operator is not None else info.get("epochs")
         per_epoch = info.get("iterations_per_epoch") or 0
@@ -115,14 +127,15 @@ class Board:
         rate = self._iterations_per_s() if state == "running" else None
         remaining = max(((epochs or 0) - epoch) * per_epoch - (iteration % per_epoch if per_epoch else 0), 0)
         latest = next((r for r in reversed(self.records) if r["event"] == "epoch"), {})
+        settings = self.monitor.settings() if self.live else {}
         return {
             "run": self.name, "live": self.live, "state": state, "epoch": epoch, "epochs": epochs,
             "iteration": iteration, "iterations_per_epoch": per_epoch, "step": step,
             "runtime": values.get("runtime"), "cost": _finite(values.get("optimiser.cost_total")),
-            "learning_rate": values.get("optimiser.learning_rate"),
+            "learning_rate": settings.get("optimiser.learning_rate", values.get("optimiser.learning_rate")),
             "iterations_per_s": rate, "eta_s": remaining / rate if rate else None,
             "latest_epoch": {k: v for k, v in latest.items() if k not in ("time", "event")},
-            "settings": self.monitor.settings() if self.live else {},
+            "settings": settings,
             "notice": self.notice, "dropped": self.dropped,
         }
 
@@ -170,9 +183,10 @@ def board_from_files(directory) -> Board:
     info = {"run": name, "source": str(path), "epochs": max((r["epoch"] for r in rows), default=0),
             "iterations_per_epoch": max((r["iteration"] for r in epochs), default=0)}
     board = Board(name, info, max_points=max(2000, len(rows)))
-    board.values = {"time": rows[-1].get("time", time.time()), "epoch": len(epochs), "total_iterations": rows[-1]["step"],
-                    "iteration": rows[-1]["iteration"], "optimiser.cost_total": rows[-1].get("cost"),
-                    "optimiser.learning_rate": rows[-1].get("learning_rate")}
+    last = rows[-1]
+    board.values = {"time": last.get("time", time.time()), "epoch": len(epochs), "total_iterations": last["step"],
+                    "iteration": last["iteration"], "optimiser.cost_total": last.get("cost"),
+                    "optimiser.learning_rate": last.get("learning_rate")}
     board.records = rows
     board.ended = "finished"
     return board

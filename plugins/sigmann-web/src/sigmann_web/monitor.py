@@ -21,7 +21,7 @@ message for the page; none of them can fail the training thread.
 
 from __future__ import annotations
 
-import logging
+import base64
 import math
 import re
 import sys
@@ -38,8 +38,6 @@ from sigma_core.monitors import Monitor, MonitorError
 from .board import Board
 from .server import connect
 
-log = logging.getLogger("sigma")
-
 #: Seconds an action waits for the training loop to reach an iteration boundary.
 WAIT = 10.0
 #: Weight images shown for the first dense layer (one per unit, the first ones).
@@ -53,18 +51,18 @@ class WebMonitor(Monitor):
                       "image": "shape", "max_points": "int >= 100"}
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, every: int = 10, values: list | str = (),
-                 top: list | int = (1, 3), image: list | None = None, input_range: list = (0.0, 1.0),
+                 top: list | int = (1, 3), image: list | None = None, input_range: list | None = None,
                  keep_serving: bool = False, paused: bool = False, checkpoints: str = "checkpoints",
                  max_points: int = 2000):
         super().__init__()
-        if not (isinstance(input_range, (list, tuple)) and len(input_range) == 2
-                and all(isinstance(v, (int, float)) and math.isfinite(v) for v in input_range)):
+        if input_range is not None and not (isinstance(input_range, (list, tuple)) and len(input_range) == 2 and all(
+                isinstance(v, (int, float)) and math.isfinite(v) for v in input_range)):
             raise MonitorError(f"web: input_range must be [low, high] numbers, got {input_range!r}")
         self.host, self.port, self.every, self.keep_serving, self.paused = host, port, every, keep_serving, paused
         self.patterns = [values] if isinstance(values, str) else list(values)
         self.reads = {"on_iteration": self.patterns, "on_epoch": self.patterns} if self.patterns else {}
         self.top = sorted({top} if isinstance(top, int) else set(top))
-        self.image, self.input_range = image, tuple(map(float, input_range))
+        self.image, self.input_range = image, input_range
         self.checkpoints, self.max_points = checkpoints, max_points
         self.board = self.server = self._op = None
         self._layout = {}  # what attach() learnt about the network: image, input shape, weights layer, settables
@@ -75,12 +73,14 @@ class WebMonitor(Monitor):
         super().attach(operator)
         self._op, trainer = operator, operator.trainer
         self._layout = layout(trainer, self.image)
-        info = describe(operator, self._layout, self.top)
+        if self.input_range is None and self._layout["image"]:
+            self.input_range = data_range(trainer)
+        info = describe(operator, self._layout, self.top, self.input_range)
         self.board = Board(trainer.name, info, max_points=self.max_points, monitor=self)
         self.board.weights = self._weights()
         self.server = connect(self.host, self.port, self.keep_serving)
         self.server.add(self.board)
-        print(f"sigma web: dashboard of {trainer.name!r} at {self.server.url(self.board)}", file=sys.stderr, flush=True)
+        print(f"sigma web: dashboard of {trainer.name!r} at {self.server.url()}", file=sys.stderr, flush=True)
 
     def on_start(self):
         self.board.post("start", self.values, self.read)
@@ -118,14 +118,16 @@ class WebMonitor(Monitor):
         super().detach()
 
     def _weights(self):
-        """The first dense layer's weights as images, one per unit (its first :data:`TILES`), scaled to -127..127."""
+        """The first dense layer's weights as images, one per unit (its first :data:`TILES`): each scaled to
+        -127..127 and sent as base64 of int8 bytes, row after row, image after image (compact, quick to encode)."""
         name = self._layout.get("weights")
         if name is None:
             return None
-        weights = self.trainer.network.parameters[name].to_numpy()[:, :TILES]
-        tiles = weights.T / numpy.maximum(numpy.abs(weights.T).max(axis=1, keepdims=True), 1e-12)
-        return {"layer": name, "shape": list(self._layout["image"]),
-                "tiles": numpy.rint(numpy.nan_to_num(tiles) * 127).astype(int).tolist()}
+        tiles = self.trainer.network.parameters[name].to_numpy()[:, :TILES].T
+        tiles = tiles / numpy.maximum(numpy.abs(tiles).max(axis=1, keepdims=True), 1e-12)
+        data = numpy.rint(numpy.nan_to_num(tiles) * 127).astype(numpy.int8).tobytes()
+        return {"layer": name, "shape": list(self._layout["image"]), "count": len(tiles),
+                "tiles": base64.b64encode(data).decode("ascii")}
 
     # -- what the page asks for (server threads) ----------------------------------------------------
     def settings(self) -> dict:
@@ -274,8 +276,19 @@ def layout(trainer, image=None) -> dict:
             "weights": weights, "settable": settable}
 
 
+def data_range(trainer) -> tuple[float, float]:
+    """The range of the training inputs (of up to 1,000 records), which a drawing's [0, 1] is mapped to."""
+    iterator = trainer.training_iterator
+    try:
+        inputs = getattr(iterator, "iterator", iterator).dataset.section("inputs")[:1000]
+        low, high = float(numpy.min(inputs)), float(numpy.max(inputs))
+    except Exception:  # an iterator without a dataset: assume images scaled to [0, 1]
+        return (0.0, 1.0)
+    return (low, high) if high > low else (0.0, 1.0)
+
+
 def guess_image(shape) -> tuple | None:
-    """(h, w) for an input that looks like a greyscale image: (h, w), (h, w, 1), (1, h, w) or a square of 8×8 or more."""
+    """(h, w) for an input that looks like a greyscale image: (h, w), (h, w, 1), (1, h, w), or flat 8×8 or more."""
     if shape is None:
         return None
     squeezed = [n for n in shape if n != 1]
@@ -285,7 +298,7 @@ def guess_image(shape) -> tuple | None:
     return (side, side) if side >= 8 and side * side == shape[0] else None
 
 
-def describe(operator, layout: dict, top) -> dict:
+def describe(operator, layout: dict, top, input_range) -> dict:
     """The run's facts for the run panel: handler, network summary, optimiser, what can be edited."""
     trainer = operator.trainer
     network, optimiser = trainer.network, trainer.optimiser
@@ -302,12 +315,16 @@ def describe(operator, layout: dict, top) -> dict:
         "epochs": operator.epochs, "iterations_per_epoch": len(trainer.training_iterator),
         "validation": list(trainer.validation), "top": list(top), "classes": layout["classes"],
         "image": list(layout["image"]) if layout["image"] else None,
+        "input_range": list(input_range) if layout["image"] else None,
         "settable": {key: {"rule": rule, **bounds(rule)} for key, rule in layout["settable"].items()},
     }
 
 
 def bounds(rule: str) -> dict:
-    """``"number in [0, 1)"`` -> ``{"min": 0.0, "max": 1.0, "min_open": False, "max_open": True}`` (for the page's inputs)."""
+    """The page's input bounds from an argument rule.
+
+    ``"number in [0, 1)"`` -> ``{"min": 0.0, "max": 1.0, "min_open": False, "max_open": True}``.
+    """
     interval = re.search(r"in ([\[(])(.+), (.+)([\])])", rule)
     if interval:
         return {"min": float(interval[2]), "max": float(interval[3]), "min_open": interval[1] == "(",

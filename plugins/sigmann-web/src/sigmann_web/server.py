@@ -26,6 +26,7 @@ import atexit
 import collections
 import contextlib
 import ipaddress
+import itertools
 import json
 import logging
 import math
@@ -42,6 +43,8 @@ log = logging.getLogger("sigma")
 STATIC = Path(__file__).parent / "static"
 #: Seconds between two pushes of what changed to the open pages.
 TICK = 0.25
+#: Ticks between two keep-alive comments on every stream (15 s).
+KEEP_ALIVE = 60
 #: Messages a page may fall behind by before its backlog is replaced by a snapshot.
 BACKLOG = 256
 LOOPBACK_NAMES = ["127.0.0.1", "localhost", "::1"]
@@ -58,10 +61,9 @@ def connect(host: str, port: int, keep_serving: bool = False) -> Server:
             server = Server(host, port)
             server.start()
             _servers.append(server)
+            atexit.register(server.at_exit)
         server.claims += 1
-        if keep_serving and not server.keep_serving:
-            server.keep_serving = True
-            atexit.register(server.serve_until_interrupted)
+        server.keep_serving |= keep_serving
     return server
 
 
@@ -123,15 +125,15 @@ class Server:
         if self.thread is not None:
             self.thread.join(timeout)
 
-    def serve_until_interrupted(self) -> None:
-        """At exit (``keep_serving``): keep the page up, read-only, until Ctrl-C."""
-        if self.stopping or not self.thread.is_alive():
-            return
-        print(f"sigma web: training has ended; the dashboard stays up read-only at {self.url()} "
-              "(Ctrl-C to stop)", file=sys.stderr, flush=True)
-        with contextlib.suppress(KeyboardInterrupt):
-            while self.thread.is_alive():
-                self.thread.join(0.5)
+    def at_exit(self) -> None:
+        """At interpreter exit: let the last answers go out; with ``keep_serving``, serve read-only until Ctrl-C."""
+        if self.keep_serving and self.thread.is_alive():
+            print(f"sigma web: training has ended; the dashboard stays up read-only at {self.url()} "
+                  "(Ctrl-C to stop)", file=sys.stderr, flush=True)
+            with contextlib.suppress(KeyboardInterrupt):
+                while self.thread.is_alive():
+                    self.thread.join(0.5)
+        self.thread.join(3)  # it stops itself half a second after its last run ended
         self.stop()
 
     def _stopping(self) -> None:  # _lock held
@@ -180,12 +182,17 @@ class Server:
 
     # -- pushing updates (the loop's thread) -----------------------------------------------------------
     async def _tick(self) -> None:
-        while True:
+        for tick in itertools.count(1):
             await asyncio.sleep(TICK)
+            if self.uvicorn.should_exit:  # Ctrl-C on `sigma dashboard`: end the streams, so it stops at once
+                self._close()
             try:
                 self.flush()
             except Exception:  # a bug here must not stop the updates for good
                 log.exception("web: pushing updates failed")
+            if tick % KEEP_ALIVE == 0:  # keeps proxies from closing a quiet stream
+                for page in self.pages:
+                    page.send(": keep-alive\n\n")
 
     def flush(self) -> None:
         """Send every open page what changed in each run since the last flush."""

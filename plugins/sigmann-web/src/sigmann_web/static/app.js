@@ -19,6 +19,14 @@ const bind = (root, name) => $(root, `[data-bind="${name}"]`);
 const number = (v, digits = 4) => v == null ? "—" : Math.abs(v) >= 1e4 || (v !== 0 && Math.abs(v) < 1e-3)
   ? v.toExponential(2) : v.toPrecision(digits).replace(/\.?0+$/, "");
 const percent = v => v == null ? "—" : (100 * v).toFixed(1) + "%";
+const tick = v => v == null ? "" : Math.abs(v) >= 1e4 || (v !== 0 && Math.abs(v) < 1e-3) ? v.toExponential(0) : String(+v.toPrecision(3));
+// A log axis keeps its powers of ten only (ticks, labels and grid), every other one when there are many.
+function decades(splits) {
+  const powers = splits.filter(v => Math.abs(Math.log10(v) - Math.round(Math.log10(v))) < 1e-9);
+  const step = powers.length > 6 ? 2 : 1;
+  return splits.map(v => powers.includes(v) && Math.round(Math.log10(v)) % step === 0 ? v : null);
+}
+const percentTick = v => v == null ? "" : `${+(100 * v).toFixed(1)}%`;
 const whole = v => v == null ? "—" : Math.round(v).toLocaleString("en-US");
 function duration(seconds) {
   if (seconds == null || !isFinite(seconds)) return "—";
@@ -50,7 +58,7 @@ function connect() {
   const status = document.getElementById("connection");
   const say = (cls, text) => { status.className = "connection " + cls; $(status, ".text").textContent = text; };
   const events = new EventSource("/api/events");
-  events.onopen = () => say("live", "live");
+  events.onopen = () => say("live", "connected");
   events.onerror = () => {
     const ended = runs.size && [...runs.values()].every(run => !run.state.live);
     say(ended ? "" : "retry", ended ? "server stopped" : "reconnecting…");
@@ -100,27 +108,31 @@ function renderTabs() {
 
 // -- charts ----------------------------------------------------------------------------------------
 class Chart {
-  constructor(el, {x, y = {}, format}) {
+  constructor(el, {x, y = {}, format, axis, whole = false}) {
     this.el = el;
     this.labels = null;
-    this.spec = {x, y, format};
+    this.spec = {x, y, format, axis, whole};
   }
   // series: [{label, values, dash, width, alpha}], xs: shared x values
   draw(xs, series, log = false) {
-    const labels = series.map(s => s.label).join("\n") + (log ? " log" : "");
+    const dense = series.some(s => s.points && s.values.filter(v => v != null).length > 80); // markers would clutter
+    const labels = series.map(s => s.label).join("\n") + (log ? " log" : "") + (dense ? " dense" : "");
     if (this.plot && labels !== this.labels) { this.plot.destroy(); this.plot = null; }
     this.labels = labels;
     if (!series.length) return;
     const data = [xs, ...series.map(s => s.values)];
     if (!this.plot) {
-      const {x, y, format} = this.spec;
+      const {x, y, format, axis, whole} = this.spec;
+      const only = log ? {filter: (u, splits) => decades(splits)} : {};
       const opts = {
         width: Math.max(this.el.clientWidth, 200), height: this.el.clientHeight - 34,
         scales: {x: {time: false}, y: {...y, ...(log ? {distr: 3} : {})}},
-        axes: [{label: x, size: 38, labelSize: 16, grid: {stroke: "#f0f1f3"}, ticks: {stroke: "#e5e7eb"}},
-               {size: 56, grid: {stroke: "#f0f1f3"}, ticks: {stroke: "#e5e7eb"}, ...(format ? {values: (u, v) => v.map(format)} : {})}],
+        axes: [{label: x, size: 38, labelSize: 16, grid: {stroke: "#f0f1f3"}, ticks: {stroke: "#e5e7eb"},
+                ...(whole ? {incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 1e4, 2e4, 5e4, 1e5]} : {})},
+               {size: 60, grid: {stroke: "#f0f1f3", ...only}, ticks: {stroke: "#e5e7eb", ...only}, ...only,
+                values: (u, v) => v.map(axis || tick)}],
         series: [{label: x}, ...series.map(s => ({label: s.label, stroke: s.colour, width: s.width || 1.6, dash: s.dash,
-                                                   spanGaps: true, points: {show: s.points ?? false, size: 5}, value: (u, v) => v == null ? "—" : (format || number)(v)}))],
+                                                   spanGaps: true, points: {show: !!s.points && !dense, size: 5}, value: (u, v) => v == null ? "—" : (format || number)(v)}))],
         cursor: {drag: {x: true, y: false}},
         legend: {live: true},
       };
@@ -157,7 +169,7 @@ class Run {
     document.getElementById("runs").append(this.el);
     this.charts = {
       cost: new Chart($(this.el, '[data-chart="cost"]'), {x: "step"}),
-      accuracy: new Chart($(this.el, '[data-chart="accuracy"]'), {x: "epoch", format: percent}),
+      accuracy: new Chart($(this.el, '[data-chart="accuracy"]'), {x: "epoch", format: percent, axis: percentTick, whole: true}),
       rate: new Chart($(this.el, '[data-chart="rate"]'), {x: "step"}),
       values: new Chart($(this.el, '[data-chart="values"]'), {x: "step"}),
     };
@@ -247,11 +259,11 @@ class Run {
     toggle.disabled = !steer;
     $(el, '[data-action="step"]').disabled = !steer || s.state !== "paused";
     for (const name of ["reset", "stop-save", "extend"]) $(el, `[data-action="${name}"]`).disabled = !steer;
-    $(el, ".controls").hidden = !this.info.handler; // runs read from files cannot be steered
+    $(el, ".buttons").hidden = !this.info.handler; // runs read from files cannot be steered
     const perEpoch = s.iterations_per_epoch || 0;
     const inEpoch = perEpoch ? s.iteration % perEpoch : 0;
     const current = s.epoch + (inEpoch || (s.state === "running" && s.epoch < s.epochs) ? 1 : 0);
-    bind(el, "epoch").textContent = s.epochs ? `${Math.min(Math.max(current, 1), s.epochs)} / ${s.epochs}` : whole(s.epoch);
+    bind(el, "epoch").textContent = s.epochs ? `${whole(Math.min(Math.max(current, 1), s.epochs))} / ${whole(s.epochs)}` : whole(s.epoch);
     bind(el, "iteration").textContent = perEpoch ? `${inEpoch || (s.step ? perEpoch : 0)} / ${perEpoch}` : whole(s.iteration);
     bind(el, "step").textContent = whole(s.step);
     bind(el, "speed").textContent = s.iterations_per_s ? `${whole(s.iterations_per_s)} it/s` : "—";
@@ -266,7 +278,7 @@ class Run {
   }
 
   renderCharts() {
-    const records = this.records, el = this.el;
+    const records = this.records, el = this.el, live = !!this.state.live;
     const steps = [...new Set(records.map(r => r.step))].sort((a, b) => a - b);
     const at = new Map(steps.map((step, i) => [step, i]));
     const column = (filter, key) => {
@@ -283,9 +295,10 @@ class Run {
       cost.push({label: "training", values: raw, colour: "rgba(37,99,235,0.25)", width: 1});
       cost.push({label: `smoothed (${weight.toFixed(2)})`, values: smooth(raw, weight), colour: COLOURS[0], width: 2});
     }
-    cost.push({label: "epoch mean", values: column(epoch, "cost"), colour: "#1e3a8a", points: true, width: 0});
+    cost.push({label: "epoch mean", values: column(epoch, "cost"), colour: "#1e3a8a", points: true, width: 1.5});
     heldOut.forEach((name, i) => cost.push({label: name, values: column(epoch, `${name}.cost`), colour: COLOURS[1 + i], dash: [6, 4], points: true}));
-    const log = $(el, '[data-field="log"]').checked && records.every(r => r.cost == null || r.cost > 0);
+    const log = $(el, '[data-field="log"]').checked;
+    if (log) cost.forEach(s => { s.values = s.values.map(v => v > 0 ? v : null); }); // a log axis has no 0
     this.charts.cost.draw(steps, records.length ? cost : [], log);
 
     const epochs = records.filter(epoch);
@@ -301,7 +314,8 @@ class Run {
 
     const extra = [...new Set(records.flatMap(r => Object.keys(r)))].filter(k => !STANDARD.has(k) && !/\.(accuracy|cost|top\d+)$/.test(k));
     this.charts.values.draw(steps, extra.map((key, i) => ({label: key, values: column(() => true, key), colour: COLOURS[i % COLOURS.length], width: 1.6})));
-    bind(el, "values-hint").hidden = extra.length > 0;
+    $(el, '[data-panel="values"]').hidden = !live && !extra.length;
+    $(el, '[data-form="watch"]').hidden = !live;
   }
 
   renderInfo() {
@@ -312,7 +326,7 @@ class Run {
       facts.push(["Handler", `${info.handler} (${info.dtype})`], ["Optimiser", `${info.optimiser}: ${hyper}`],
                  ["Parameters", whole(info.network.parameters)], ["Epochs planned", whole(info.epochs)],
                  ["Batches per epoch", whole(info.iterations_per_epoch)], ["Held out", (info.validation || []).join(", ") || "—"]);
-      if (info.image) facts.push(["Input", `${info.image[0]}×${info.image[1]} image, ${info.classes} classes`]);
+      if (info.image) facts.push(["Input", `${info.image[0]}×${info.image[1]} image (values ${number(info.input_range[0])} to ${number(info.input_range[1])}), ${info.classes} classes`]);
     } else {
       facts.push(["Source", info.source || "—"], ["Epochs", whole(info.epochs)], ["Batches per epoch", whole(info.iterations_per_epoch)]);
     }
@@ -395,11 +409,12 @@ class Run {
     $(el, '[data-panel="weights"]').hidden = !weights;
     if (!weights) return;
     const [h, w] = weights.shape;
+    const values = new Int8Array(Uint8Array.from(atob(weights.tiles), c => c.charCodeAt(0)).buffer);
     bind(el, "weights-layer").textContent = weights.layer;
-    bind(el, "tiles").replaceChildren(...weights.tiles.map(tile => {
+    bind(el, "tiles").replaceChildren(...Array.from({length: weights.count}, (_, n) => {
       const canvas = Object.assign(document.createElement("canvas"), {width: w, height: h});
       const context = canvas.getContext("2d"), image = context.createImageData(w, h);
-      tile.forEach((v, i) => {
+      values.subarray(n * h * w, (n + 1) * h * w).forEach((v, i) => {
         const t = Math.abs(v) / 127, base = v >= 0 ? [220, 38, 38] : [37, 99, 235];
         image.data.set([255 + (base[0] - 255) * t, 255 + (base[1] - 255) * t, 255 + (base[2] - 255) * t, 255], i * 4);
       });
@@ -420,7 +435,7 @@ class Run {
     const stroke = to => {
       context.strokeStyle = "#111827";
       context.lineCap = context.lineJoin = "round";
-      context.lineWidth = 20;
+      context.lineWidth = this.info.image[0] <= 8 ? 44 : 20; // about as thick as the strokes the data holds
       context.beginPath();
       context.moveTo(...(last || to));
       context.lineTo(...to);

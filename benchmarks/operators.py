@@ -1,0 +1,311 @@
+"""Data-parallel operators on one machine: single worker vs ``threads`` x2 vs ``ray`` x2.
+
+Workload: Sigma's MNIST MLP (examples/mnist.toml: 784 -> Dropout 0.2 -> Dense
+1000 relu -> Dropout 0.4 -> Dense 800 relu -> Dropout 0.4 -> Dense 10 ->
+softmax cross-entropy, Adagrad lr 0.02, float32), global batch 200, trained
+on the real MNIST test set (the first 8,000 images; pass ``--data`` to the
+directory holding t10k-*-idx?-ubyte.gz).
+
+Each configuration trains through the product's own path (``build_run``,
+``[operator]``) with a hook timing every global iteration; the first
+``--warmup`` iterations of a run (actor start, numba compilation, caches)
+are not counted. Rounds alternate between configurations, so drift in the
+machine's load hits them alike, and each configuration's best round is
+reported (the machine may be shared: the best round is the least disturbed).
+
+Reported per configuration: iterations/s, and the communication share of a
+step: 1 - (compute + update) / step, where compute is the slowest worker's
+forward and backward pass (``Trainer.gradients``) and update the optimiser
+step on the global state (``Trainer.apply_gradients``, or for the single
+worker its share of ``run_iteration``); the rest is moving parameters and
+gradients, reducing, and waiting for the slower worker.
+
+BLAS threads: single worker with 1 and with 2 (the machine's default);
+``threads`` x2 and ``ray`` x2 with one each (``blas_threads = 1``).
+
+``--reduce`` instead times only the ways two Ray actors can combine a
+gradient of this size (no training): a star (both send to the driver, which
+adds), the reduce tree the ``ray`` operator uses (worker 1 sends to worker 0,
+which adds and sends to the driver), and an all-gather (each worker fetches
+the other's and adds; the driver takes worker 0's).
+
+``--compute`` times what the scaling model in BENCHMARKS.md needs from one
+machine: a worker's forward and backward pass (one BLAS thread) on 200, 100,
+25 and 3 records (a share of the global batch of 200 on 1, 2, 8 and 64
+workers), and the optimiser step on the whole network.
+
+Usage: ``python benchmarks/operators.py [--rounds 5] [--iterations 30] [--handler cpu] [--json out.json]``,
+``python benchmarks/operators.py --reduce``, ``python benchmarks/operators.py --compute``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import threading
+import time
+import tomllib
+from pathlib import Path
+
+import numpy as np
+
+from sigma_core import config as run_config
+from sigma_core.hooks import Hook, every
+from sigma_core.run import build_run
+from sigma_core.trainer import Trainer
+from sigma_core.workers import blas_threads
+
+ROOT = Path(__file__).resolve().parent.parent
+LINK_BYTES_PER_SECOND = 10e9 / 8  # 10 Gbit/s
+
+
+class Timer:
+    """Per-thread durations of Trainer.gradients and Trainer.apply_gradients calls, in call order."""
+
+    def __init__(self):
+        self.gradients, self.updates, self._lock = {}, [], threading.Lock()
+        gradients, apply = Trainer.gradients, Trainer.apply_gradients
+
+        def timed_gradients(trainer, batch):
+            began = time.perf_counter()
+            try:
+                return gradients(trainer, batch)
+            finally:
+                with self._lock:
+                    self.gradients.setdefault(threading.get_ident(), []).append(time.perf_counter() - began)
+
+        def timed_apply(trainer, grads, cost):
+            began = time.perf_counter()
+            try:
+                return apply(trainer, grads, cost)
+            finally:
+                self.updates.append(time.perf_counter() - began)
+
+        Trainer.gradients, Trainer.apply_gradients = timed_gradients, timed_apply
+
+    def reset(self):
+        self.gradients, self.updates = {}, []
+
+
+class Steps(Hook):
+    """Timestamps of every global iteration of a run."""
+
+    def __init__(self):
+        super().__init__(every(1, "iteration"))
+        self.times = []
+
+    def invoke(self, registry, resolver):
+        self.times.append(time.perf_counter())
+
+
+class StopAfter(Hook):
+    def __init__(self, count):
+        super().__init__(every(count, "iteration"), parameters={"count": count})
+
+    def invoke(self, registry, resolver):
+        self.operator.signal_stop()
+
+
+def mnist_config(data: Path, handler: str, operator: dict) -> dict:
+    raw = tomllib.loads((ROOT / "examples" / "mnist.toml").read_text())
+    raw["data"]["directory"] = str(data)
+    raw["handler"] = {"name": handler, "dtype": "float32"}
+    raw["training"].update(batch_size=200, epochs=10_000)
+    raw["operator"] = operator
+    return run_config.validate(raw)
+
+
+CONFIGURATIONS = {
+    "single, 1 BLAS thread": ({"type": "single_worker"}, 1),
+    "single, 2 BLAS threads": ({"type": "single_worker"}, 0),
+    "threads x2": ({"type": "threads", "workers": 2, "blas_threads": 1}, 0),
+    "ray x2": ({"type": "ray", "workers": 2, "blas_threads": 1}, 0),
+}
+
+
+def one_round(run, operator, blas: int, iterations: int, warmup: int, timer: Timer) -> dict:
+    """Train ``warmup + iterations`` global iterations; the step time and shares of the counted ones."""
+    from sigma_core import plugins
+
+    steps = Steps()
+    op = plugins.build("operator", operator, run.trainer, epochs=10_000,
+                       hooks=[steps, StopAfter(warmup + iterations)])
+    timer.reset()
+    with blas_threads(blas):
+        op.run()
+    counted = np.diff(steps.times[warmup - 1:])
+    step = float(np.median(counted))
+    if operator["type"] == "ray":
+        compute = op.busy_seconds / len(steps.times)  # averaged over every step: the workers time themselves
+    else:
+        per_thread = [durations[-iterations:] for durations in timer.gradients.values()]
+        compute = float(np.median(np.max(per_thread, axis=0)))
+    update = float(np.median(timer.updates[-iterations:])) if timer.updates else 0.0
+    if operator["type"] == "single_worker":
+        update, compute = 0.0, step  # one worker: everything is its own work, nothing is communication
+    return {"step_ms": step * 1e3, "compute_ms": compute * 1e3, "update_ms": update * 1e3,
+            "communication": max(0.0, 1 - (compute + update) / step)}
+
+
+def reduce_patterns(parameters: int, repeats: int = 40) -> dict:
+    """Best time (ms) of each way to combine two actors' float32 gradients of ``parameters`` elements."""
+    import ray
+
+    @ray.remote(num_cpus=1)
+    class Holder:
+        def __init__(self):
+            self.grad = np.ones(parameters, np.float32)
+
+        def gradient(self):
+            return self.grad
+
+        def add(self, *others):
+            total = self.grad.copy()
+            for other in others:
+                total += other
+            return total
+
+    actors = [Holder.remote() for _ in range(2)]
+    ray.get([actor.gradient.remote() for actor in actors])
+    patterns = {
+        "star: both to the driver, which adds": lambda: np.add(*ray.get([a.gradient.remote() for a in actors])),
+        "tree: worker 1 to worker 0, which adds, to the driver": lambda: ray.get(
+            actors[0].add.remote(actors[1].gradient.remote())),
+        "all-gather: each adds the other's, the driver takes one": lambda: ray.get(
+            [actors[0].add.remote(actors[1].gradient.remote()), actors[1].add.remote(actors[0].gradient.remote())])[0],
+        "broadcast: driver puts the parameters, both read them": lambda: ray.get(
+            [a.add.remote(ray.put(np.zeros(parameters, np.float32))) for a in actors]),
+    }
+    best = {name: float("inf") for name in patterns}
+    for _ in range(repeats):
+        for name, pattern in patterns.items():
+            began = time.perf_counter()
+            pattern()
+            best[name] = min(best[name], time.perf_counter() - began)
+    for actor in actors:
+        ray.kill(actor)
+    return {name: seconds * 1e3 for name, seconds in best.items()}
+
+
+def compute_times(data: Path, handler: str, repeats: int = 30) -> dict:
+    """Best time (ms) of one worker's forward and backward pass per shard size, and of the optimiser step."""
+    run = build_run(mnist_config(data, handler, {}))
+    trainer = run.trainer
+    trainer.initialise(run.handler)
+    batch = next(iter(trainer.training_iterator))
+    times = {}
+    with blas_threads(1):
+        for records in (200, 100, 25, 3):
+            shard = {key: values[:records] for key, values in batch.items()}
+            best = float("inf")
+            for _ in range(repeats):
+                began = time.perf_counter()
+                with trainer.handler.session():
+                    _, grads = trainer.gradients(shard)
+                    grads = {pid: grad.to_numpy() for pid, grad in grads.items()}
+                best = min(best, time.perf_counter() - began)
+            times[f"gradients, {records} records"] = best * 1e3
+        best = float("inf")
+        for _ in range(repeats):
+            began = time.perf_counter()
+            trainer.apply_gradients(grads, 0.0)
+            best = min(best, time.perf_counter() - began)
+        times["optimiser step (Adagrad)"] = best * 1e3
+    return times
+
+
+def scaling_model(compute: dict, overhead_ms: float, parameters: int = 1_593_810) -> list[dict]:
+    """Step time on N machines at 10 Gbit/s, one worker each (see BENCHMARKS.md): the ``ray`` operator as built
+    (driver broadcast + reduce tree rooted at the driver) and a bandwidth-optimal ring all-reduce, for comparison."""
+    link = parameters * 4 / LINK_BYTES_PER_SECOND * 1e3  # ms to move the parameters (or gradients) once
+    update = compute["optimiser step (Adagrad)"]
+    rows = []
+    for machines, records in ((1, 200), (2, 100), (8, 25), (64, 3)):
+        levels = math.ceil(math.log2(machines + 2)) - 1  # binary tree under the driver: 2, 4, 8, ... per level
+        worker = compute[f"gradients, {records} records"]
+        built = machines * link + levels * 2 * link + overhead_ms if machines > 1 else 0.0
+        ring = 2 * (machines - 1) / machines * link + 2 * (machines - 1) * 0.05  # 50 us latency per ring step
+        rows.append({"machines": machines, "records": records, "compute_ms": worker, "update_ms": update,
+                     "operator_ms": worker + update + built, "ring_ms": worker + update + ring})
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="/work/shared/data/mnist", help="directory with the MNIST IDX files")
+    parser.add_argument("--handler", default="cpu")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--iterations", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--only", action="append", choices=sorted(CONFIGURATIONS))
+    parser.add_argument("--json", metavar="OUT.json")
+    parser.add_argument("--reduce", action="store_true", help="time only the ways to combine two Ray workers' gradients")
+    parser.add_argument("--compute", action="store_true", help="time one worker's pass per shard size, for the model")
+    parser.add_argument("--overhead", type=float, default=5.0, help="Ray's fixed cost per step in the model, ms")
+    args = parser.parse_args()
+    if args.compute:
+        print(f"one worker, one BLAS thread, handler {args.handler}, best of 30; {os.cpu_count()} CPUs, "
+              f"load average {os.getloadavg()[0]:.1f}")
+        times = compute_times(Path(args.data), args.handler)
+        for name, ms in times.items():
+            print(f"  {name:<28} {ms:6.2f} ms")
+        print(f"step time at 10 Gbit/s (model in BENCHMARKS.md; {args.overhead:g} ms of Ray overhead per step):")
+        for row in scaling_model(times, args.overhead):
+            print(f"  {row['machines']:>2} machines, {row['records']:>3} records each: the ray operator "
+                  f"{row['operator_ms']:6.1f} ms, with a ring all-reduce {row['ring_ms']:5.1f} ms")
+        return 0
+    if args.reduce:
+        import ray
+
+        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+        parameters = 1_593_810  # the MNIST MLP's
+        print(f"combining two Ray actors' float32 gradients of {parameters:,} elements ({parameters * 4 / 1e6:.1f} MB), "
+              f"best of 40; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+        for name, ms in reduce_patterns(parameters).items():
+            print(f"  {name:<58} {ms:6.2f} ms")
+        return 0
+
+    chosen = {name: CONFIGURATIONS[name] for name in (args.only or CONFIGURATIONS)}
+    if any(operator["type"] == "ray" for operator, _ in chosen.values()):
+        import ray
+
+        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    timer = Timer()
+    runs = {}
+    for name, (operator, _) in chosen.items():
+        runs[name] = build_run(mnist_config(Path(args.data), args.handler, operator))
+        runs[name].trainer.initialise(runs[name].handler)
+    results = {name: [] for name in chosen}
+    for _ in range(args.rounds):
+        for name, (operator, blas) in chosen.items():
+            results[name].append(one_round(runs[name], operator, blas, args.iterations, args.warmup, timer))
+
+    parameters = runs[next(iter(runs))].trainer.network.parameter_count
+    bytes_per_copy = parameters * 4
+    machine = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load average "
+               f"{os.getloadavg()[0]:.1f} at the end, numpy {np.__version__}, handler {args.handler}")
+    print(f"MNIST MLP, global batch 200, {parameters:,} float32 parameters ({bytes_per_copy / 1e6:.1f} MB); {machine}")
+    print(f"{args.rounds} alternating rounds of {args.iterations} iterations (after {args.warmup} warm-up); "
+          "best round, and the median of the rounds")
+    summary = {}
+    for name, rounds in results.items():
+        best = min(rounds, key=lambda r: r["step_ms"])
+        median = statistics.median(r["step_ms"] for r in rounds)
+        summary[name] = {**best, "median_step_ms": median, "rounds": rounds}
+        print(f"  {name:<24} {1e3 / best['step_ms']:6.1f} it/s (median {1e3 / median:5.1f})  step "
+              f"{best['step_ms']:6.1f} ms = compute {best['compute_ms']:5.1f} + update {best['update_ms']:4.1f} "
+              f"+ communication {best['communication']:.0%}")
+    if "threads x2" in summary and "ray x2" in summary:
+        print(f"  ray x2 / threads x2 step time: {summary['ray x2']['step_ms'] / summary['threads x2']['step_ms']:.2f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"machine": machine, "parameters": parameters, "results": summary},
+                                              indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,126 @@
+"""The ``ray`` operator on a local Ray instance with 2 CPUs, shared by this module (Ray starts slowly)."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sigma_core import config as run_config
+from sigma_core.errors import ConfigError, NonFiniteError, SigmaError
+from sigma_core.hooks import Hook, after
+from sigma_core.operators import SingleWorkerOperator
+from sigma_core.run import build_run
+
+ROOT = Path(__file__).resolve().parents[3]
+DIGITS = tomllib.loads((ROOT / "examples" / "digits.toml").read_text())
+
+
+@pytest.fixture(scope="module")
+def ray_instance():
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
+    yield ray
+    ray.shutdown()
+
+
+def digits_run(operator=None, epochs=1, **training):
+    raw = copy.deepcopy(DIGITS)
+    raw["network"]["layers"] = [layer for layer in raw["network"]["layers"] if layer["type"] != "dropout"]
+    raw["handler"] = {"name": "numpy", "dtype": "float64"}
+    raw["training"].update(epochs=epochs, **training)
+    raw["operator"] = operator or {}
+    run = build_run(run_config.validate(raw))
+    run.trainer.initialise(run.handler)
+    return run
+
+
+def parameters(trainer) -> dict:
+    return {pid: array.to_numpy().copy() for pid, array in trainer.network.parameters.items()}
+
+
+def test_three_ray_workers_give_one_worker_on_the_whole_batch(ray_instance):
+    single = digits_run()
+    expected = [report.cost for report in SingleWorkerOperator(single.trainer, epochs=1).run()]
+    # Half a CPU each, so that 3 fit: worker 2 reduces into worker 0, which with worker 1 reduces into the driver;
+    # batches of 32 split 10 + 11 + 11.
+    run = digits_run({"type": "ray", "workers": 3, "cpus_per_worker": 0.5})
+    summary = run.train()
+    assert [entry["cost"] for entry in summary["history"]] == pytest.approx(expected, rel=1e-12)
+    for pid, array in parameters(single.trainer).items():
+        np.testing.assert_allclose(parameters(run.trainer)[pid], array, rtol=1e-12, atol=1e-12, err_msg=pid)
+    deadline = time.monotonic() + 30  # the run's actors were killed at its end: their CPUs come back
+    while ray_instance.available_resources().get("CPU") != 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert ray_instance.available_resources().get("CPU") == 2
+
+
+class _KillWorker(Hook):
+    """Kills worker 1's process (SIGKILL) from the driver, between two iterations of the first epoch."""
+
+    def invoke(self, registry, resolver):
+        import ray
+
+        os.kill(ray.get(self.operator.workers[1].pid.remote()), signal.SIGKILL)
+
+
+def test_a_killed_worker_is_restarted_and_training_finishes(ray_instance, caplog):
+    run = digits_run({"type": "ray", "workers": 2}, epochs=2)
+    run.hooks.append(_KillWorker(after(10, "iteration")))
+    with caplog.at_level(logging.WARNING, logger="sigma"):
+        summary = run.train()
+    assert summary["epochs"] == 2 and np.isfinite(summary["cost"])
+    assert run.trainer.total_iterations == 2 * len(run.trainer.training_iterator)
+    restarts = [r.getMessage() for r in caplog.records if "ray worker 1 died in global step 11" in r.getMessage()]
+    assert len(restarts) == 1 and "repeating the step from the last synchronised state" in restarts[0]
+    single = digits_run(epochs=2)  # the repeated step started from the same state: nothing was lost or doubled
+    SingleWorkerOperator(single.trainer, epochs=2).run()
+    for pid, array in parameters(single.trainer).items():
+        np.testing.assert_allclose(parameters(run.trainer)[pid], array, rtol=1e-12, atol=1e-12, err_msg=pid)
+
+
+def test_a_worker_error_names_the_worker(ray_instance, tmp_path):
+    inputs = np.random.default_rng(0).random((8, 64))
+    inputs[6, 3] = np.nan  # rows 4-7 of the first (unshuffled) batch of 8 are worker 1's
+    np.savez(tmp_path / "bad.npz", inputs=inputs, targets=np.arange(8) % 10)
+    raw = copy.deepcopy(DIGITS)
+    raw["data"] = {"source": "npz", "path": str(tmp_path / "bad.npz"), "allow_non_finite": True}
+    raw["split"] = {"validation": [0, 2], "train": [0, 8]}
+    raw["handler"] = {"name": "numpy", "dtype": "float64"}
+    raw["training"].update(batch_size=8, shuffle=False, epochs=1)
+    raw["operator"] = {"type": "ray", "workers": 2}
+    run = build_run(run_config.validate(raw))
+    with pytest.raises(NonFiniteError, match=r"^worker 1 failed: NonFiniteError: trainer 'digits': cost became nan"):
+        run.train()
+
+
+def test_more_workers_than_cpus_is_one_line(ray_instance):
+    with pytest.raises(SigmaError, match=r"^operator 'ray': 3 workers need 3 CPUs, this Ray instance has 2$"):
+        digits_run({"type": "ray", "workers": 3}).train()
+
+
+def test_without_ray_the_operator_cannot_run(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # what find_spec sees when Ray is not installed
+    with pytest.raises(ConfigError, match=r"^operator: operator 'ray' cannot run here: Ray is not installed \(pip install ray\)$"):
+        digits_run({"type": "ray"}).train()
+
+
+def test_cli_reports_a_missing_ray_in_one_line(tmp_path):
+    raw = (ROOT / "examples" / "xor.toml").read_text()
+    config = tmp_path / "xor.toml"
+    config.write_text(raw + '\n[operator]\ntype = "ray"\nworkers = 64\n')
+    script = "import sys; sys.modules['ray'] = None; from sigma_core.cli import main; sys.exit(main())"
+    done = subprocess.run([sys.executable, "-c", script, "train", str(config), "--quiet"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == ("error: operator: operator 'ray' cannot run here: "
+                                                    "Ray is not installed (pip install ray)")

@@ -1,0 +1,129 @@
+"""A live run with the web monitor, trained in this process on a thread, and a client for its API."""
+
+from __future__ import annotations
+
+import time
+import tomllib
+
+import httpx
+import pytest
+
+from sigma_core import config as run_config
+from sigma_core.operators import SingleWorkerOperator
+from sigma_core.run import build_run
+from sigmann_web.monitor import WebMonitor
+
+# 8×8 "images" of noise in 10 classes: nothing to learn, but the shape of the digits run, on the NumPy handler.
+RUN_FILE = """
+name = "blobs"
+seed = 0
+[handler]
+name = "numpy"
+[data]
+source = "synthetic"
+n = 400
+shape = [8, 8]
+classes = 10
+[split]
+validation = 0.2
+[[network.layers]]
+type = "input"
+shape = [8, 8]
+[[network.layers]]
+type = "dense"
+size = 16
+activation = "relu"
+[[network.layers]]
+type = "dropout"
+p = 0.1
+[[network.layers]]
+type = "dense"
+size = 10
+[[network.layers]]
+type = "softmax_ce"
+[optimiser]
+type = "momentum"
+learning_rate = 0.01
+[training]
+batch_size = 8
+epochs = 100000
+prefetch = 0
+"""
+
+
+def build(name="blobs", epochs=100_000):
+    raw = tomllib.loads(RUN_FILE)
+    raw["name"], raw["training"]["epochs"] = name, epochs
+    run = build_run(run_config.validate(raw))
+    run.trainer.initialise(run.handler)
+    return run
+
+
+class Live:
+    """A run training on its own thread with a web monitor; ``client`` sends the token unless told not to."""
+
+    def __init__(self, epochs=100_000, **options):
+        self.run = build(epochs=epochs)
+        self.trainer = self.run.trainer
+        self.initial = self.trainer.network.state_dict()
+        self.monitor = WebMonitor(**options)
+        self.monitor.name = "web"
+        self.operator = SingleWorkerOperator(self.trainer, epochs=epochs, monitors=[self.monitor])
+        self.operator.start()
+        deadline = time.monotonic() + 30
+        while self.monitor.server is None or self.monitor.board.name not in self.monitor.server.boards:
+            assert time.monotonic() < deadline, "the web monitor did not start"
+            time.sleep(0.02)
+        self.server = self.monitor.server
+        self.base = self.server.url(with_token=False).rstrip("/")
+        self.client = httpx.Client(base_url=self.base, headers={"X-Sigma-Token": self.server.token}, timeout=20)
+
+    def post(self, path, token=True, **body):
+        headers = None if token else {"X-Sigma-Token": ""}
+        return self.client.post(path, json=body, headers=headers)
+
+    def state(self):
+        return self.client.get("/api/state").json()
+
+    def wait_for(self, predicate, timeout=20, what="a condition"):
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.05)
+
+    def close(self):
+        self.operator.signal_stop()
+        self.operator.join(30)
+        self.client.close()
+        self.server.stop()
+
+
+@pytest.fixture
+def run_file(tmp_path):
+    """``run_file(epochs)``: the run file above, written to ``tmp_path``, training ``epochs`` epochs."""
+
+    def write(epochs=2):
+        path = tmp_path / "run.toml"
+        path.write_text(RUN_FILE.replace("epochs = 100000", f"epochs = {epochs}"))
+        return path
+
+    return write
+
+
+@pytest.fixture
+def built():
+    """``built(name, epochs)``: the run file's run, built and initialised."""
+    return build
+
+
+@pytest.fixture
+def live():
+    runs = []
+
+    def start(**options):
+        runs.append(Live(**options))
+        return runs[-1]
+
+    yield start
+    for run in runs:
+        run.close()

@@ -1,0 +1,159 @@
+"""The dashboard in a real browser: headless Chromium from Debian's packages, driven by Playwright.
+
+Needs ``apt-get install chromium`` (``.ci/run`` installs it); Playwright's own
+browser download is not used. ``SIGMA_CHROMIUM`` names another binary;
+``SIGMA_WEB_SCREENSHOTS`` a directory to keep the screenshots in.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+from sigma_core.cli import main
+from sigmann_web.board import board_from_files
+from sigmann_web.server import Server
+
+CHROMIUM = os.environ.get("SIGMA_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+RUN = "section.run.active"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh page, 1440×1000; fails the test on any script error or console error (a CSP violation, say)."""
+    context = browser.new_context(viewport={"width": 1440, "height": 1000})
+    page = context.new_page()
+    problems = []
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    page.on("console", lambda message: message.type == "error" and problems.append(message.text))
+    yield page
+    context.close()
+    expected = ("status of 400", "status of 403")  # the refusals the tests provoke on purpose
+    assert not [p for p in problems if not any(e in p for e in expected)], problems
+
+
+@pytest.fixture
+def screenshots(tmp_path):
+    directory = Path(os.environ.get("SIGMA_WEB_SCREENSHOTS") or tmp_path)
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+def shot(page, path: Path) -> Path:
+    page.evaluate("window.scrollTo(0, 0)")
+    page.screenshot(path=path, full_page=True)
+    assert path.stat().st_size > 30_000  # charts, text and tiles, not a blank page
+    return path
+
+
+def counter(page, name: str) -> int:
+    return int(page.text_content(f'{RUN} [data-bind="{name}"]').replace(",", ""))
+
+
+def draw(page, strokes):
+    canvas = page.locator(f'{RUN} [data-canvas="draw"]')
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    for stroke in strokes:
+        page.mouse.move(box["x"] + stroke[0][0], box["y"] + stroke[0][1])
+        page.mouse.down()
+        for x, y in stroke[1:]:
+            page.mouse.move(box["x"] + x, box["y"] + y, steps=12)
+        page.mouse.up()
+
+
+def test_the_dashboard_watches_and_steers_a_live_run(page, live, screenshots):
+    run = live()
+    page.goto(run.server.url())
+    expect(page.locator(f'{RUN} [data-bind="state"]')).to_have_text("running")
+    points = "runs.get('blobs').charts.cost.plot?.data[1].filter(v => v != null).length ?? 0"
+    page.wait_for_function(f"{points} > 3")
+    seen = page.evaluate(points)
+    page.wait_for_function(f"{points} > {seen}")  # the cost chart keeps receiving points
+
+    page.click(f'{RUN} [data-action="toggle"]')
+    expect(page.locator(f'{RUN} [data-bind="state"]')).to_have_text("paused")
+    step = counter(page, "step")
+    assert step == run.trainer.total_iterations
+    time.sleep(0.6)
+    assert counter(page, "step") == step == run.trainer.total_iterations  # paused: the counter stands still
+    expect(page.locator(f'{RUN} [data-action="toggle"]')).to_have_text("Resume")
+
+    page.click(f'{RUN} [data-action="step"]')
+    expect(page.locator(f'{RUN} [data-bind="step"]')).to_have_text(f"{step + 1:,}")
+    assert run.trainer.total_iterations == step + 1  # exactly one iteration
+
+    rate = page.locator(f'{RUN} .setting[data-key="optimiser.learning_rate"]')
+    rate.locator("input").fill("0.0123")
+    rate.locator("button").click()
+    expect(page.locator("#toast")).to_have_text("optimiser.learning_rate = 0.0123")
+    assert run.trainer.optimiser.learning_rate == 0.0123
+    rate.locator("input").fill("-1")
+    rate.locator("input").press("Enter")
+    expect(rate.locator(".error")).to_have_text("optimiser.learning_rate: expected a finite number >= 0, got -1")
+    assert run.trainer.optimiser.learning_rate == 0.0123
+
+    draw(page, [[(120, 40), (120, 200)], [(80, 60), (120, 40)]])  # a 1
+    bars = page.locator(f"{RUN} .bars .barrow")
+    expect(bars).to_have_count(10)
+    shares = [float(text.rstrip("%")) for text in page.locator(f"{RUN} .bars .pct").all_text_contents()]
+    assert sum(shares) == pytest.approx(100, abs=1)
+    expect(page.locator(f"{RUN} .bars .barrow.top")).to_have_count(1)
+
+    refused = page.evaluate("fetch('/api/control', {method: 'POST', headers: {'Content-Type': 'application/json'}, "
+                            "body: JSON.stringify({action: 'resume'})}).then(r => r.status)")
+    assert refused == 403 and run.operator.state.value == "paused"  # no token, no effect
+    page.click(f'{RUN} [data-action="extend"]')
+    expect(page.locator("#toast")).to_have_text("extended to 100005 epochs")
+    assert run.operator.epochs == 100_005
+
+    page.fill(f'{RUN} [data-field="watch"]', "network.layers.*.weights")
+    page.press(f'{RUN} [data-field="watch"]', "Enter")
+    page.click(f'{RUN} [data-action="toggle"]')
+    expect(page.locator(f'{RUN} [data-bind="state"]')).to_have_text("running")
+    expect(page.locator(f'{RUN} [data-chart="values"] .u-legend')).to_contain_text("network.layers.2-dense.weights")
+    page.wait_for_function("runs.get('blobs').charts.accuracy.plot?.data[0].length > 1")
+    shot(page, screenshots / "web-live.png")
+
+
+def test_a_page_without_the_token_watches_but_cannot_steer(page, live):
+    run = live()
+    page.goto(run.server.url(with_token=False))
+    expect(page.locator("#banner")).to_contain_text("Read-only")
+    expect(page.locator(f'{RUN} [data-bind="state"]')).to_have_text("running")
+    for action in ("toggle", "reset", "stop-save", "extend"):
+        expect(page.locator(f'{RUN} [data-action="{action}"]')).to_be_disabled()
+    expect(page.locator(f"{RUN} .setting button").first).to_be_disabled()
+
+
+def test_a_finished_run_opens_read_only_from_its_files(page, run_file, tmp_path, screenshots):
+    assert main(["train", str(run_file(epochs=4)), "--quiet", "--monitor",
+                 f"metrics:directory='{tmp_path / 'blobs'}',every=2"]) == 0
+    server = Server()
+    server.add(board_from_files(tmp_path / "blobs"))
+    server.start()
+    try:
+        page.goto(server.url(with_token=False))
+        expect(page.locator(f'{RUN} [data-bind="state"]')).to_have_text("finished")
+        expect(page.locator(f'{RUN} [data-action="toggle"]')).to_be_hidden()  # no controls: nothing to steer
+        expect(page.locator("#banner")).to_be_hidden()
+        page.wait_for_function("runs.get('blobs').charts.accuracy.plot?.data[0].length === 4")
+        assert page.evaluate("runs.get('blobs').charts.cost.plot.data[0].length") > 8
+        shot(page, screenshots / "web-from-files.png")
+    finally:
+        server.stop()

@@ -1,0 +1,90 @@
+"""``sigma predict``: a trained network's class, probabilities and top-k for new inputs."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+from sigma_core.errors import SigmaError
+
+from . import options
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "predict", parents=[options.HANDLER, options.DEBUG], help="predict with a checkpoint or an exported network",
+        description="Run the network of a checkpoint (or a .safetensors export) on inputs as it saw them in training "
+        "(preprocessed alike): a .npy file, an .npz file (its array 'inputs', or its only one), a CSV file of numbers, "
+        "an IDX file (.gz too), or - for JSON rows on stdin (one array of rows, or one row per line).")
+    parser.add_argument("checkpoint", help="checkpoint (.ckpt) or export (.safetensors)")
+    parser.add_argument("inputs", help="input file, or - for JSON on stdin")
+    parser.add_argument("--format", choices=("csv", "json"), default="csv", help="how to print predictions (default csv)")
+    parser.add_argument("--top", type=int, default=3, metavar="K", help="how many best classes to list (default 3)")
+    parser.add_argument("--out", metavar="FILE.npy", help="write the probabilities as a .npy array instead of printing")
+    parser.add_argument("--columns", default="0--1", help="the CSV columns holding the inputs (default all), e.g. 0-63")
+    parser.add_argument("--batch-size", type=int, default=1000, help="records per forward pass (default 1000)")
+    parser.set_defaults(run=run_predict)
+
+
+def run_predict(args) -> int:
+    import numpy
+
+    from sigma_core.atomic import atomic_write
+    from sigma_core.inference import class_probabilities, load
+
+    inputs = read_inputs(args.inputs, args.columns)
+    network = load(args.checkpoint, args.handler, dtype=args.dtype)
+    probabilities = class_probabilities(network, network.predict(inputs, batch_size=max(args.batch_size, 1)))
+    if args.out:
+        with atomic_write(args.out) as stream:
+            numpy.save(stream, probabilities)
+        return 0
+    probabilities = probabilities.reshape(len(probabilities), -1)
+    # one output is a binary classifier (as in evaluation): class 1 above 0.5
+    scores = numpy.hstack([1 - probabilities, probabilities]) if probabilities.shape[1] == 1 else probabilities
+    top = numpy.argsort(-scores, axis=1, kind="stable")[:, :max(args.top, 1)]
+    if args.format == "json":
+        for p, score, best in zip(probabilities, scores, top):
+            print(json.dumps({"class": int(best[0]), "probabilities": p.tolist(),
+                              "top": [{"class": int(c), "probability": float(score[c])} for c in best]}))
+        return 0
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(["class", *(f"p{i}" for i in range(probabilities.shape[1])),
+                     *(f"top{k + 1}" for k in range(top.shape[1]))])
+    for p, best in zip(probabilities, top):
+        writer.writerow([int(best[0]), *(f"{v:.6g}" for v in p), *map(int, best)])
+    return 0
+
+
+def read_inputs(source: str, columns: str):
+    """The input records of ``source`` as a NumPy array, with the core's plain-file extractors."""
+    import numpy
+
+    from sigma_core.data import load_numpy, read_csv, read_idx
+
+    if source == "-":
+        text = sys.stdin.read()
+        try:
+            try:
+                rows = json.loads(text)
+            except ValueError:  # JSON lines: one row each
+                rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+            array = numpy.asarray(rows, dtype=numpy.float64)
+        except ValueError as error:
+            raise SigmaError(f"stdin: not JSON rows of numbers ({error})") from None
+        return array[None] if array.ndim == 1 else array
+    path = Path(source)
+    if path.suffix in (".npy", ".npz"):
+        dataset = load_numpy(path)
+        names = dataset.section_names
+        if "inputs" not in names and len(names) != 1:
+            raise SigmaError(f"{path}: no array 'inputs' among {', '.join(names)}")
+        return dataset.section("inputs" if "inputs" in names else names[0])
+    if path.suffix == ".csv" or path.suffixes[-2:] == [".csv", ".gz"]:
+        chunks = [chunk["inputs"] for chunk in read_csv(path, {"inputs": columns})]
+        return numpy.concatenate(chunks) if chunks else numpy.empty((0,))
+    if "idx" in path.name or path.suffix in (".gz", ".ubyte"):
+        return read_idx(path)
+    raise SigmaError(f"{path}: unknown input format (use .npy, .npz, .csv, an IDX file, or - for JSON on stdin)")

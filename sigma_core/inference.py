@@ -1,0 +1,84 @@
+"""Using a trained network: load one from a checkpoint or an exported file, predict, export.
+
+A checkpoint holds the run config, so the architecture is rebuilt from its
+``network.layers``; an exported ``.safetensors`` file carries the same layer
+list as JSON metadata beside the weights, so it needs no run file either.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy
+
+from .errors import SigmaError
+
+
+def load(path, handler=None, *, dtype: str | None = None):
+    """The network saved in ``path`` (a ``.ckpt`` checkpoint or a ``.safetensors`` export), ready to
+    :meth:`~sigma_core.network.Network.predict` on ``handler`` (an object, a name, or None: ``SIGMA_HANDLER``
+    or the fastest available) in ``dtype`` (default: the one it was saved in)."""
+    from . import backend
+    from .architecture import from_layer_list
+    from .network import Network
+
+    path = Path(path)
+    if path.suffix == ".safetensors":
+        name, layers, saved_dtype, parameters = _read_safetensors(path)
+    else:
+        from .checkpoint import load_checkpoint
+        checkpoint = load_checkpoint(path)
+        if checkpoint.config is None:
+            raise SigmaError(f"checkpoint {path}: saved from code without a run config, so it holds no architecture; "
+                             "build the Network in code and call network.load_state_dict(checkpoint.parameters)")
+        name, layers = checkpoint.config["name"], checkpoint.config["network"]["layers"]
+        saved_dtype, parameters = checkpoint.metadata["handler"]["dtype"], checkpoint.parameters
+    if handler is None or isinstance(handler, str):
+        handler_name, source = backend.resolve_handler_name(cli=handler)
+        handler = backend.create_handler(handler_name, dtype=dtype or saved_dtype, seed=0, source=source)
+    network = Network(from_layer_list(layers), name=name)
+    network.initialise(handler)
+    try:
+        network.load_state_dict(parameters)
+    except SigmaError as error:
+        raise SigmaError(f"{path}: the parameters do not fit its architecture ({error})") from None
+    return network
+
+
+def class_probabilities(network, predictions: numpy.ndarray) -> numpy.ndarray:
+    """Per-class probabilities: the softmax of a softmax cross-entropy network's logits; other outputs as they are."""
+    if not any(type(layer).__name__ == "SoftmaxCrossEntropy" for layer in network.layers.values()):
+        return predictions
+    shifted = numpy.exp(predictions - predictions.max(axis=-1, keepdims=True))
+    return shifted / shifted.sum(axis=-1, keepdims=True)
+
+
+def export_safetensors(checkpoint, path) -> Path:
+    """Write a loaded checkpoint's parameters to ``path``, with its name, dtype and layer list as metadata."""
+    try:
+        from safetensors.numpy import save_file
+    except ImportError:
+        raise SigmaError("exporting to safetensors needs the safetensors package: pip install 'sigmann[export]'") from None
+    if checkpoint.config is None:
+        raise SigmaError(f"checkpoint {checkpoint.path}: saved from code without a run config, so it holds no architecture")
+    metadata = {"format": "sigma-network", "name": checkpoint.config["name"],
+                "dtype": checkpoint.metadata["handler"]["dtype"], "layers": json.dumps(checkpoint.config["network"]["layers"])}
+    save_file({pid: numpy.ascontiguousarray(a) for pid, a in checkpoint.parameters.items()}, str(path), metadata)
+    return Path(path)
+
+
+def _read_safetensors(path: Path):
+    try:
+        from safetensors import SafetensorError
+        from safetensors.numpy import load_file, safe_open
+    except ImportError:
+        raise SigmaError(f"{path}: reading safetensors needs the safetensors package: pip install 'sigmann[export]'") from None
+    try:
+        with safe_open(str(path), framework="numpy") as stream:
+            metadata = stream.metadata() or {}
+        if metadata.get("format") != "sigma-network":
+            raise SigmaError(f"{path}: not a network exported by `sigma export` (no sigma-network metadata)")
+        return metadata["name"], json.loads(metadata["layers"]), metadata["dtype"], load_file(str(path))
+    except (OSError, SafetensorError, KeyError, ValueError) as error:
+        raise SigmaError(f"{path}: cannot read it as a safetensors export ({error})") from None

@@ -1,0 +1,113 @@
+"""Issue 15 item 1: Network.predict, sigma_core.load, ``sigma predict`` and ``sigma export``."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import sigma_core
+from sigma_core import config, plugins
+from sigma_core.cli import main
+from sigma_core.run import build_run
+
+ROOT = Path(__file__).resolve().parents[1]
+DIGITS = ROOT / "examples" / "digits.toml"
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A digits checkpoint after 3 epochs, and the held-out inputs and labels it was evaluated on."""
+    directory = tmp_path_factory.mktemp("digits")
+    overrides = ["training.epochs=3", "checkpoint.every_epochs=1", f'checkpoint.directory="{directory}"']
+    assert main(["train", str(DIGITS), "--handler", "numpy", "--quiet", *(a for o in overrides for a in ("--set", o))]) == 0
+    held_out = build_run(config.load(DIGITS), handler_name="numpy").trainer.validation["validation"].dataset
+    np.save(directory / "x.npy", held_out.section("inputs"))
+    return directory / "digits-e3-i0.ckpt", held_out.section("inputs"), held_out.section("targets")
+
+
+def sigma(capsys, *argv, stdin=None, monkeypatch=None):
+    if stdin is not None:
+        monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+    status = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_predict_reproduces_the_accuracy_eval_reports(trained, capsys, tmp_path):
+    checkpoint, inputs, labels = trained
+    status, out, _ = sigma(capsys, "eval", checkpoint, "--json", "--handler", "numpy")
+    assert status == 0
+    reported = json.loads(out)["accuracy"]
+    status, out, _ = sigma(capsys, "predict", checkpoint, checkpoint.parent / "x.npy", "--handler", "numpy")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert status == 0 and len(rows) == len(labels) and list(rows[0])[-3:] == ["top1", "top2", "top3"]
+    assert np.mean([int(row["class"]) == label for row, label in zip(rows, labels)]) == reported
+    assert all(abs(sum(float(row[f"p{i}"]) for i in range(10)) - 1) < 1e-4 for row in rows)
+    assert sigma(capsys, "predict", checkpoint, checkpoint.parent / "x.npy", "--out", tmp_path / "p.npy")[0] == 0
+    probabilities = np.load(tmp_path / "p.npy")
+    assert probabilities.shape == (len(labels), 10) and np.mean(probabilities.argmax(1) == labels) == reported
+
+
+def test_predict_reads_csv_idx_npz_and_json_rows(trained, capsys, tmp_path, monkeypatch):
+    checkpoint, inputs, _ = trained
+    expected = sigma_core.load(checkpoint, "numpy").predict(inputs[:5]).argmax(1).tolist()
+    np.savetxt(tmp_path / "x.csv", inputs[:5], delimiter=",")
+    np.savez(tmp_path / "x.npz", inputs=inputs[:5], targets=np.zeros(5))
+    (tmp_path / "x-idx3-ubyte").write_bytes(b"\0\0\x0d\x02" + struct.pack(">II", 5, 64)
+                                             + inputs[:5].astype(">f4").tobytes())
+    for source in ("x.csv", "x.npz", "x-idx3-ubyte"):
+        status, out, err = sigma(capsys, "predict", checkpoint, tmp_path / source, "--format", "json", "--top", "2")
+        assert status == 0, err
+        rows = [json.loads(line) for line in out.splitlines()]
+        assert [row["class"] for row in rows] == expected, source
+        assert [entry["class"] for entry in rows[0]["top"]][0] == expected[0] and len(rows[0]["top"]) == 2
+    status, out, _ = sigma(capsys, "predict", checkpoint, "-", stdin=json.dumps(inputs[:5].tolist()),
+                           monkeypatch=monkeypatch)
+    assert status == 0 and [int(line.split(",")[0]) for line in out.splitlines()[1:]] == expected
+    status, out, _ = sigma(capsys, "predict", checkpoint, "-", stdin="\n".join(json.dumps(r) for r in inputs[:2].tolist()),
+                           monkeypatch=monkeypatch)
+    assert status == 0 and len(out.splitlines()) == 3
+
+
+def test_predict_refuses_bad_input_in_one_line(trained, capsys, tmp_path, monkeypatch):
+    checkpoint, _, _ = trained
+    status, _, err = sigma(capsys, "predict", checkpoint, "-", stdin="[[1, 2, 3]]", monkeypatch=monkeypatch)
+    assert status == 2 and err.splitlines()[-1] == "error: layer '1-input': input 'inputs' has shape (1, 3), expected (batch, 64)"
+    (tmp_path / "x.txt").write_text("1,2")
+    status, _, err = sigma(capsys, "predict", checkpoint, tmp_path / "x.txt")
+    assert status == 2 and "unknown input format" in err
+    status, _, err = sigma(capsys, "predict", checkpoint, "-", stdin="[1, 2", monkeypatch=monkeypatch)
+    assert status == 2 and "stdin: not JSON rows of numbers" in err
+
+
+@pytest.mark.parametrize("handler_name", [c.name for c in plugins.components("handler") if c.availability()[0]])
+def test_load_gives_the_same_predictions_on_every_handler_in_any_batch_size(trained, handler_name):
+    checkpoint, inputs, _ = trained
+    reference = sigma_core.load(checkpoint, "numpy").predict(inputs)
+    network = sigma_core.load(checkpoint, handler_name)
+    assert network.handler.name == handler_name and network.handler.dtype == "float32"
+    first = network.predict(inputs, batch_size=7)
+    np.testing.assert_allclose(first, reference, rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(network.predict(inputs, batch_size=7), first)  # inference mode: dropout is off
+    assert isinstance(first, np.ndarray) and first.shape == (len(inputs), 10)
+
+
+def test_export_safetensors_loads_back_with_its_architecture(trained, capsys, tmp_path):
+    checkpoint, inputs, _ = trained
+    out = tmp_path / "digits.safetensors"
+    assert sigma(capsys, "export", checkpoint, "--format", "safetensors", "--out", out)[0] == 0
+    from safetensors import safe_open
+
+    with safe_open(str(out), framework="numpy") as stream:
+        assert json.loads(stream.metadata()["layers"])[1] == {"type": "dense", "size": 128, "activation": "relu"}
+        assert set(stream.keys()) == {"2-dense.weights", "2-dense.biases", "4-dense.weights", "4-dense.biases"}
+    exported = sigma_core.load(out, "numpy")
+    np.testing.assert_array_equal(exported.predict(inputs), sigma_core.load(checkpoint, "numpy").predict(inputs))
+    status, _, err = sigma(capsys, "predict", checkpoint.parent / "x.npy", checkpoint.parent / "x.npy")
+    assert status == 2 and err.startswith(f"error: checkpoint {checkpoint.parent / 'x.npy'}: truncated or corrupted")
