@@ -156,3 +156,16 @@ def test_a_register_commands_hook_that_raises_is_reported_like_any_plugin_failur
     [failure] = [e for e in entries if e["kind"] == "plugin-failure"]
     assert (failure["distribution"], failure["reason"]) == ("faulty-plugin", "ValueError: no parser today")
     assert cli.main(["hello", "you"]) == 3  # the other plugin's command still works
+
+
+def test_a_closed_pipe_ends_sigma_plugins_quietly():
+    """``sigma plugins | head -1`` must not end in a BrokenPipeError traceback."""
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-m", "sigma_core.cli", "plugins"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    child.stdout.close()  # the reader leaves before sigma has written anything
+    _, err = child.communicate(timeout=120)
+    assert "Traceback" not in err and "BrokenPipe" not in err
+    assert child.returncode == 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import sys
 
 from sigma_core import __version__
@@ -42,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
                 raise
             print("interrupted", file=sys.stderr)
             return 130
+        except BrokenPipeError:  # `sigma plugins | head`: the reader has gone, which is not an error
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush cannot fail again
+            return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
