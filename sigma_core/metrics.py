@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy
 
+from .errors import SigmaError
 from .monitors import Monitor, MonitorError
 
 HEADER = ("time", "event", "epoch", "iteration", "step", "name", "value")
@@ -120,3 +121,29 @@ def _append(path: Path):
             if tail.read(1) != b"\n":
                 stream.write("\n")
     return stream
+
+
+def read_metrics(directory) -> tuple[Path, list[dict]]:
+    """The records of ``directory``'s ``metrics.jsonl`` (or of that file itself), in step order.
+
+    What ``sigma plot`` and ``sigma dashboard`` read back. A line cut short by a
+    crash is skipped; a step logged twice (trained again after a resume) keeps
+    its last record.
+    """
+    path = Path(directory)
+    path = path / "metrics.jsonl" if path.is_dir() else path
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        raise SigmaError(f"{path}: cannot read it ({error.strerror or error}); train with --monitor metrics "
+                         "and give the run directory it wrote, e.g. runs/digits") from None
+    records = {}
+    for line in lines:
+        try:
+            row = json.loads(line)
+            records[row["event"], row["step"]] = row
+        except (ValueError, KeyError, TypeError):
+            continue
+    if not records:
+        raise SigmaError(f"{path}: no metrics records in it")
+    return path, sorted(records.values(), key=lambda r: (r["step"], r["event"] == "epoch"))

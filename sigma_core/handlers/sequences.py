@@ -43,21 +43,6 @@ class RecurrentKernels:
         out[...] = hs.transpose(1, 0, 2) if sequences else hs[-1]
         return out
 
-    def _activate(self, z, name):
-        """A built-in activation in place (the recurrence needs it step by step, so not fused into dense)."""
-        xp = self.xp
-        if name == "relu":
-            xp.maximum(z, 0, out=z)
-        elif name == "tanh":
-            xp.tanh(z, out=z)
-        elif name == "sigmoid":
-            xp.multiply(z, 0.5, out=z)
-            xp.tanh(z, out=z)
-            xp.multiply(z, 0.5, out=z)
-            xp.add(z, 0.5, out=z)
-        elif name == "softplus":
-            xp.logaddexp(z, 0, out=z)
-
     def rnn_forward(self, x, weights, recurrent, biases, activation):
         """Saved (xt, hs): hs[t] = activation(x_t·W + h_{t-1}·U + b), time-major."""
         xt, hs = self._project(x, weights, biases)
@@ -66,7 +51,7 @@ class RecurrentKernels:
             if t:
                 self.xp.matmul(hs[t - 1], recurrent, out=tmp)
                 self.xp.add(hs[t], tmp, out=hs[t])
-            self._activate(hs[t], activation)
+            self.k.activate(activation, hs[t], hs[t])
         return xt, hs
 
     def rnn_backward(self, g, inputs, saved, activation, sequences, needs):

@@ -10,36 +10,16 @@ atomically, so an image viewer never shows half a file.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from sigma_core.atomic import atomic_write
 from sigma_core.errors import SigmaError
+from sigma_core.metrics import read_metrics
 
 
 def read_run(directory) -> list[dict]:
-    """The records of ``directory``'s ``metrics.jsonl`` (or of that file itself), one per event and step.
-
-    A line cut short by a crash is skipped; a step logged twice (trained again
-    after a resume) keeps its last record.
-    """
-    path = Path(directory)
-    path = path / "metrics.jsonl" if path.is_dir() else path
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as error:
-        raise SigmaError(f"{path}: cannot read it ({error.strerror or error}); train with --monitor metrics "
-                         "and give the run directory it wrote, e.g. runs/digits") from None
-    records = {}
-    for line in lines:
-        try:
-            record = json.loads(line)
-            records[record["event"], record["step"]] = record
-        except (ValueError, KeyError, TypeError):
-            continue
-    if not records:
-        raise SigmaError(f"{path}: no metrics records in it")
-    return sorted(records.values(), key=lambda r: (r["step"], r["event"] == "epoch"))
+    """The records of ``directory``'s ``metrics.jsonl`` (or of that file itself), one per event and step."""
+    return read_metrics(directory)[1]
 
 
 def draw(runs: dict[str, list[dict]], output) -> Path:

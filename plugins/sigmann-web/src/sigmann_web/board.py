@@ -15,12 +15,9 @@ event-loop thread: :meth:`Board.pump` turns the inbox into records, and
 from __future__ import annotations
 
 import collections
-import json
 import time
-from pathlib import Path
 
-from sigma_core.errors import SigmaError
-from sigma_core.metrics import record
+from sigma_core.metrics import read_metrics, record
 
 #: Inbox entries a live board holds before the oldest is dropped (a server stalled for a second, at every=1).
 INBOX_SIZE = 4096
@@ -156,28 +153,8 @@ def _finite(value):
 
 
 def board_from_files(directory) -> Board:
-    """A read-only board of a finished run from the ``metrics.jsonl`` in ``directory`` (or that file).
-
-    A line cut short by a crash is skipped; a step logged twice (trained again
-    after a resume) keeps its last record.
-    """
-    path = Path(directory)
-    path = path / "metrics.jsonl" if path.is_dir() else path
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as error:
-        raise SigmaError(f"{path}: cannot read it ({error.strerror or error}); train with --monitor metrics "
-                         "and give the run directory it wrote, e.g. runs/digits") from None
-    records = {}
-    for line in lines:
-        try:
-            row = json.loads(line)
-            records[row["event"], row["step"]] = row
-        except (ValueError, KeyError, TypeError):
-            continue
-    if not records:
-        raise SigmaError(f"{path}: no metrics records in it")
-    rows = sorted(records.values(), key=lambda r: (r["step"], r["event"] == "epoch"))
+    """A read-only board of a finished run from the ``metrics.jsonl`` in ``directory`` (or that file)."""
+    path, rows = read_metrics(directory)
     epochs = [r for r in rows if r["event"] == "epoch"]
     name = path.parent.resolve().name
     info = {"run": name, "source": str(path), "epochs": max((r["epoch"] for r in rows), default=0),
