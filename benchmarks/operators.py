@@ -32,7 +32,7 @@ the other's and adds; the driver takes worker 0's).
 ``--compute`` times what the scaling model in BENCHMARKS.md needs from one
 machine: a worker's forward and backward pass (one BLAS thread) on 200, 100,
 25 and 3 records (a share of the global batch of 200 on 1, 2, 8 and 64
-workers), and the optimiser step on the whole network.
+workers), and prints the model's step times.
 
 Usage: ``python benchmarks/operators.py [--rounds 5] [--iterations 30] [--handler cpu] [--json out.json]``,
 ``python benchmarks/operators.py --reduce``, ``python benchmarks/operators.py --compute``.
@@ -192,7 +192,7 @@ def reduce_patterns(parameters: int, repeats: int = 40) -> dict:
 
 
 def compute_times(data: Path, handler: str, repeats: int = 30) -> dict:
-    """Best time (ms) of one worker's forward and backward pass per shard size, and of the optimiser step."""
+    """Best time (ms) of one worker's forward and backward pass per shard size."""
     run = build_run(mnist_config(data, handler, {}))
     trainer = run.trainer
     trainer.initialise(run.handler)
@@ -209,20 +209,13 @@ def compute_times(data: Path, handler: str, repeats: int = 30) -> dict:
                     grads = {pid: grad.to_numpy() for pid, grad in grads.items()}
                 best = min(best, time.perf_counter() - began)
             times[f"gradients, {records} records"] = best * 1e3
-        best = float("inf")
-        for _ in range(repeats):
-            began = time.perf_counter()
-            trainer.apply_gradients(grads, 0.0)
-            best = min(best, time.perf_counter() - began)
-        times["optimiser step (Adagrad)"] = best * 1e3
     return times
 
 
-def scaling_model(compute: dict, overhead_ms: float, parameters: int = 1_593_810) -> list[dict]:
+def scaling_model(compute: dict, update: float, overhead_ms: float, parameters: int = 1_593_810) -> list[dict]:
     """Step time on N machines at 10 Gbit/s, one worker each (see BENCHMARKS.md): the ``ray`` operator as built
     (driver broadcast + reduce tree rooted at the driver) and a bandwidth-optimal ring all-reduce, for comparison."""
     link = parameters * 4 / LINK_BYTES_PER_SECOND * 1e3  # ms to move the parameters (or gradients) once
-    update = compute["optimiser step (Adagrad)"]
     rows = []
     for machines, records in ((1, 200), (2, 100), (8, 25), (64, 3)):
         levels = math.ceil(math.log2(machines + 2)) - 1  # binary tree under the driver: 2, 4, 8, ... per level
@@ -246,6 +239,8 @@ def main() -> int:
     parser.add_argument("--reduce", action="store_true", help="time only the ways to combine two Ray workers' gradients")
     parser.add_argument("--compute", action="store_true", help="time one worker's pass per shard size, for the model")
     parser.add_argument("--overhead", type=float, default=5.0, help="Ray's fixed cost per step in the model, ms")
+    parser.add_argument("--update", type=float, default=0.7, help="the optimiser step in the model, ms (as measured "
+                        "by the main benchmark)")
     args = parser.parse_args()
     if args.compute:
         print(f"one worker, one BLAS thread, handler {args.handler}, best of 30; {os.cpu_count()} CPUs, "
@@ -253,8 +248,9 @@ def main() -> int:
         times = compute_times(Path(args.data), args.handler)
         for name, ms in times.items():
             print(f"  {name:<28} {ms:6.2f} ms")
-        print(f"step time at 10 Gbit/s (model in BENCHMARKS.md; {args.overhead:g} ms of Ray overhead per step):")
-        for row in scaling_model(times, args.overhead):
+        print(f"step time at 10 Gbit/s (model in BENCHMARKS.md; update {args.update:g} ms, Ray overhead "
+              f"{args.overhead:g} ms per step):")
+        for row in scaling_model(times, args.update, args.overhead):
             print(f"  {row['machines']:>2} machines, {row['records']:>3} records each: the ray operator "
                   f"{row['operator_ms']:6.1f} ms, with a ring all-reduce {row['ring_ms']:5.1f} ms")
         return 0
