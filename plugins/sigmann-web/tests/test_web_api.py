@@ -261,7 +261,12 @@ def sigma(*arguments, **options):
     """``sigma ...`` in a new process, its stderr a pipe; in its own process group, so SIGINT reaches it alone."""
     return subprocess.Popen([sys.executable, "-c", "from sigma_core.cli import main; raise SystemExit(main())",
                              *arguments], stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            start_new_session=True, **options)
+                            start_new_session=True, preexec_fn=_default_ctrl_c, **options)
+
+
+def _default_ctrl_c():
+    """Undo an inherited "ignore SIGINT" (a test run started with nohup or `&`), so Ctrl-C reaches the child."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def url_of(process) -> str:
