@@ -27,7 +27,7 @@ def train_argv(directory: Path, *extra: str) -> list[str]:
 
 
 def sigma(*argv: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "sigma_core.cli", *argv], cwd=ROOT,
+    return subprocess.Popen([sys.executable, "-m", "sigma_core", *argv], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

@@ -17,7 +17,7 @@ REQUIRED_KEYS = {"kind", "name", "aliases", "distribution", "version", "availabl
 def run_sigma(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run the CLI in a fresh interpreter, as a user would."""
     return subprocess.run(
-        [sys.executable, "-m", "sigma_core.cli", *args], capture_output=True, text=True, env=env, timeout=60
+        [sys.executable, "-m", "sigma_core", *args], capture_output=True, text=True, env=env, timeout=60
     )
 
 
@@ -163,7 +163,7 @@ def test_a_closed_pipe_ends_sigma_plugins_quietly():
     import subprocess
     import sys
 
-    child = subprocess.Popen([sys.executable, "-m", "sigma_core.cli", "plugins"], stdout=subprocess.PIPE,
+    child = subprocess.Popen([sys.executable, "-m", "sigma_core", "plugins"], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     child.stdout.close()  # the reader leaves before sigma has written anything
     _, err = child.communicate(timeout=120)

@@ -15,43 +15,6 @@ from sigma_core.monitors import Monitor
 from sigma_core.operators import SingleWorkerOperator
 from sigma_core.run import build_run
 
-RUN_FILE = """
-name = "blobs"
-seed = 0
-[handler]
-name = "numpy"
-[data]
-source = "synthetic"
-n = 96
-shape = 5
-classes = 3
-[split]
-validation = 0.25
-[[network.layers]]
-type = "input"
-shape = [5]
-[[network.layers]]
-type = "dense"
-size = 3
-[[network.layers]]
-type = "softmax_ce"
-[optimiser]
-type = "sgd"
-learning_rate = 0.1
-[training]
-batch_size = 8
-epochs = 2
-prefetch = 0
-"""
-
-
-@pytest.fixture
-def run_file(tmp_path):
-    path = tmp_path / "run.toml"
-    path.write_text(RUN_FILE)
-    return path
-
-
 def read_csv(directory):
     with (directory / "metrics.csv").open(newline="") as stream:
         return list(csv.reader(stream))

@@ -87,7 +87,7 @@ def dead_pid() -> int:
 
 
 def sigma(*argv) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "sigma_core.cli", *argv], cwd=ROOT,
+    return subprocess.Popen([sys.executable, "-m", "sigma_core", *argv], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

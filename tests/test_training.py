@@ -264,7 +264,7 @@ def test_cli_subprocess_prints_one_line_and_exits_2(tmp_path):
 
     path = write(tmp_path, "epochz = 3\n" + BASE)
     result = subprocess.run(
-        [sys.executable, "-m", "sigma_core.cli", "train", path], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "sigma_core", "train", path], capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 2
     assert result.stderr.splitlines() == [result.stderr.strip()]

@@ -1,7 +1,0 @@
-"""``python -m sigma_core.cli``: the same as the ``sigma`` command."""
-
-import sys
-
-from . import main
-
-sys.exit(main())
