@@ -71,7 +71,7 @@ def check(where: str, target, arguments: dict, *, label: str, skip: int = 0, giv
             if parameter.default is parameter.empty:
                 raise ConfigError(f"{where}.{key} is required for {label}")
             continue
-        value, rule = arguments[key], _rule(target, key, parameter)
+        value, rule = arguments[key], rule_of(target, key, parameter)
         if rule and not (value is None and parameter.default is None):
             require(f"{where}.{key}", rule, value)
 
@@ -83,7 +83,7 @@ def require(key: str, rule: str, value) -> None:
         raise ConfigError(f"{key}: expected {_TYPES[kind][0]}{' ' * bool(bounds)}{bounds}, got {value!r}")
 
 
-def _rule(target, name: str, parameter: inspect.Parameter) -> str | None:
+def rule_of(target, name: str, parameter: inspect.Parameter) -> str | None:
     """The rule for one parameter (see the module docstring), or None: anything goes."""
     declared = getattr(target, "argument_rules", {}).get(name)
     if declared:

@@ -40,6 +40,7 @@ current iteration; the interrupted epoch is not reported.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 import time
@@ -49,6 +50,7 @@ from enum import Enum
 
 import numpy
 
+from .arguments import require, rule_of
 from .errors import SigmaError
 from .hooks.dispatch import HookDispatcher
 from .hooks.timestep import TimeScale
@@ -316,8 +318,13 @@ class SingleWorkerOperator:
         if section != "optimiser" or attribute not in known:
             raise SigmaError(f"set: cannot set {key!r}; settable keys: "
                              f"{', '.join('optimiser.' + name for name in known)}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or abs(value) == float("inf"):
-            raise SigmaError(f"set: {key} must be a finite number, got {value!r}")
+        # The same rule a run file's value would be held to (learning_rate >= 0, beta1 in [0, 1), ...).
+        parameter = inspect.signature(type(optimiser)).parameters.get(attribute)
+        rule = (parameter and rule_of(type(optimiser), attribute, parameter)) or "number"
+        try:
+            require(key, "number" if rule == "int" else rule, value)
+        except SigmaError as error:
+            raise SigmaError(f"set: {error}") from None
 
     def _apply_settings(self, settings) -> None:
         for key, value in settings:

@@ -152,6 +152,8 @@ def test_bad_commands_are_one_line_errors(run_file):
         operator.command("set", key="optimiser.momentum", value=0.9)
     with pytest.raises(SigmaError, match="finite number"):
         operator.command("set", key="optimiser.learning_rate", value=float("nan"))
+    with pytest.raises(SigmaError, match=r"set: optimiser.learning_rate: expected a finite number >= 0, got -0.1"):
+        operator.command("set", key="optimiser.learning_rate", value=-0.1)  # the run file's rule, not just "a number"
     with pytest.raises(SigmaError, match="unknown command 'jump'"):
         operator.command("jump")
     operator.command("set", key="optimiser.learning_rate", value=0.5)  # no run: applied at once
