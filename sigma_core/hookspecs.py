@@ -87,7 +87,8 @@ def register_hooks(register: Register) -> None:
 @hookspec
 def register_extractors(register: Register) -> None:
     """Data extractors for ``[data] source``: callables given the table's other keys, returning a
-    ``sigma_core.data.Dataset`` (or ``{"inputs": ..., "targets": ...}`` arrays)."""
+    ``sigma_core.data.Dataset``, a ``{"inputs": ..., "targets": ...}`` dict of arrays, or an
+    iterable of such dicts (chunks, concatenated in order)."""
 
 
 @hookspec

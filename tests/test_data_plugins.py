@@ -100,3 +100,24 @@ def test_third_party_extractor_is_usable_by_name_from_a_run_file(fake_site, tmp_
     result = tmp_path / "result.json"
     assert cli.main(["train", str(run_file), "--quiet", "--out", str(result)]) == 0
     assert json.loads(result.read_text())["epochs"] == 2
+
+
+def test_an_extractor_may_return_a_plain_dict_of_arrays(fake_site):
+    """The simplest extractor the hookspec documents: ``{"inputs": ..., "targets": ...}``."""
+    from sigma_core.data import dataset_from_config
+
+    fake_site.add("dict-plugin", entry_points={"dicts": "dict_plugin_mod"}, modules={"dict_plugin_mod": """
+        import numpy
+        from sigma_core.hookspecs import hookimpl
+
+        def squares(n):
+            x = numpy.arange(n, dtype=numpy.float64)[:, None]
+            return {"inputs": x, "targets": x ** 2}
+
+        @hookimpl
+        def register_extractors(register):
+            register("squares", squares)
+    """})
+    dataset = dataset_from_config({"source": "squares", "n": 5})
+    assert len(dataset) == 5
+    assert dataset.section("targets")[:, 0].tolist() == [0.0, 1.0, 4.0, 9.0, 16.0]

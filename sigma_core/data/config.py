@@ -136,6 +136,8 @@ def _arguments(source: str, extractor: Callable, cfg: Mapping) -> dict:
 def _in_memory(result, source: str) -> Dataset:
     if isinstance(result, Dataset):
         return result
+    if isinstance(result, Mapping):  # {"inputs": ..., "targets": ...}: one chunk, the simplest extractor
+        result = [result]
     chunks = list(result)
     if not chunks:
         raise DataError(f"source {source!r} produced no records")
