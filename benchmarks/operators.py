@@ -24,15 +24,18 @@ BLAS threads: single worker with 1 and with 2 (the machine's default);
 ``threads`` x2 and ``ray`` x2 with one each (``blas_threads = 1``).
 
 ``--reduce`` instead times only the ways two Ray actors can combine a
-gradient of this size (no training): a star (both send to the driver, which
-adds), the reduce tree the ``ray`` operator uses (worker 1 sends to worker 0,
-which adds and sends to the driver), and an all-gather (each worker fetches
-the other's and adds; the driver takes worker 0's).
+gradient of this size (no training), per global step: the ``ray``
+operator's all-gather through the object store (each actor adds both
+actors' last results and hands out its next; the driver adds them too), its
+first version (the driver ``ray.put``s the parameters, worker 1's gradient
+goes to worker 0, which adds it to its own and returns the sum to the
+driver), and Ray's collective all-reduce with the gloo backend (needs torch).
 
 ``--compute`` times what the scaling model in BENCHMARKS.md needs from one
-machine: a worker's forward and backward pass (one BLAS thread) on 200, 100,
-25 and 3 records (a share of the global batch of 200 on 1, 2, 8 and 64
-workers), and prints the model's step times.
+machine, on one BLAS thread: a worker's forward and backward pass on 200,
+100, 25 and 3 records (a share of the global batch of 200 on 1, 2, 8 and 64
+workers), adding one more worker's gradient, and the optimiser step; then it
+prints the model's step times (``--overhead``: Ray's own cost per step).
 
 Usage: ``python benchmarks/operators.py [--rounds 5] [--iterations 30] [--handler cpu] [--json out.json]``,
 ``python benchmarks/operators.py --reduce``, ``python benchmarks/operators.py --compute``.
@@ -139,47 +142,71 @@ def one_round(run, operator, blas: int, iterations: int, warmup: int, timer: Tim
         op.run()
     counted = np.diff(steps.times[warmup - 1:])
     step = float(np.median(counted))
-    if operator["type"] == "ray":
+    update = float(np.median(timer.updates[-iterations:])) if timer.updates else 0.0
+    if operator["type"] == "single_worker":
+        update, compute = 0.0, step  # one worker: everything is its own work, nothing is communication
+    elif operator["type"] == "ray":
         compute = op.busy_seconds / len(steps.times)  # averaged over every step: the workers time themselves
     else:
         per_thread = [durations[-iterations:] for durations in timer.gradients.values()]
         compute = float(np.median(np.max(per_thread, axis=0)))
-    update = float(np.median(timer.updates[-iterations:])) if timer.updates else 0.0
-    if operator["type"] == "single_worker":
-        update, compute = 0.0, step  # one worker: everything is its own work, nothing is communication
     return {"step_ms": step * 1e3, "compute_ms": compute * 1e3, "update_ms": update * 1e3,
             "communication": max(0.0, 1 - (compute + update) / step)}
 
 
 def reduce_patterns(parameters: int, repeats: int = 40) -> dict:
-    """Best time (ms) of each way to combine two actors' float32 gradients of ``parameters`` elements."""
+    """Best time (ms) of each way to combine two actors' float32 gradients of ``parameters`` elements, as one
+    global step would (the driver starts it with one call per actor and waits for the result it needs)."""
     import ray
 
     @ray.remote(num_cpus=1)
     class Holder:
         def __init__(self):
-            self.grad = np.ones(parameters, np.float32)
+            self.grad, self.total = np.ones(parameters, np.float32), np.empty(parameters, np.float32)
 
-        def gradient(self):
+        def gather(self, *previous):  # the operator: add every worker's last result, hand out a new one
+            if previous:
+                np.copyto(self.total, previous[0])
+                for other in previous[1:]:
+                    self.total += other
             return self.grad
 
-        def add(self, *others):
-            total = self.grad.copy()
-            for other in others:
-                total += other
-            return total
+        def load_and_add(self, parameters_, *children):  # the earlier operator: broadcast in, reduce tree out
+            np.copyto(self.total, parameters_)
+            return sum(children, self.grad.copy())
 
-    actors = [Holder.remote() for _ in range(2)]
-    ray.get([actor.gradient.remote() for actor in actors])
-    patterns = {
-        "star: both to the driver, which adds": lambda: np.add(*ray.get([a.gradient.remote() for a in actors])),
-        "tree: worker 1 to worker 0, which adds, to the driver": lambda: ray.get(
-            actors[0].add.remote(actors[1].gradient.remote())),
-        "all-gather: each adds the other's, the driver takes one": lambda: ray.get(
-            [actors[0].add.remote(actors[1].gradient.remote()), actors[1].add.remote(actors[0].gradient.remote())])[0],
-        "broadcast: driver puts the parameters, both read them": lambda: ray.get(
-            [a.add.remote(ray.put(np.zeros(parameters, np.float32))) for a in actors]),
-    }
+        def join(self, rank):
+            import ray.util.collective as collective
+
+            collective.init_collective_group(2, rank, backend="gloo", group_name="bench")
+
+        def allreduce(self):
+            import torch
+            import ray.util.collective as collective
+
+            collective.allreduce(torch.from_numpy(self.grad), group_name="bench")
+            self.grad.fill(1.0)
+
+    actors, total, pending = [Holder.remote() for _ in range(2)], np.empty(parameters, np.float32), []
+
+    def all_gather():
+        nonlocal pending
+        refs = [actor.gather.remote(*pending) for actor in actors]
+        np.add(*ray.get(refs), out=total)
+        pending = refs
+
+    def tree():
+        put = ray.put(total)
+        np.copyto(total, ray.get(actors[0].load_and_add.remote(put, actors[1].load_and_add.remote(put))))
+
+    patterns = {"all-gather through the object store (the ray operator)": all_gather,
+                "driver broadcast + reduce tree to the driver (its first version)": tree}
+    try:
+        ray.get([actor.join.remote(rank) for rank, actor in enumerate(actors)])
+        patterns["gloo all-reduce (ray.util.collective, torch.distributed)"] = lambda: ray.get(
+            [actor.allreduce.remote() for actor in actors])
+    except Exception as error:  # no torch: Ray's CPU collectives need it
+        print(f"  (gloo not measured: {type(error).__name__}: {str(error).splitlines()[0]})")
     best = {name: float("inf") for name in patterns}
     for _ in range(repeats):
         for name, pattern in patterns.items():
@@ -192,38 +219,49 @@ def reduce_patterns(parameters: int, repeats: int = 40) -> dict:
 
 
 def compute_times(data: Path, handler: str, repeats: int = 30) -> dict:
-    """Best time (ms) of one worker's forward and backward pass per shard size."""
+    """Best time (ms), one BLAS thread, of what a worker does per step: its forward and backward pass per shard
+    size, adding one more worker's flat gradient to the sum, and the optimiser step."""
     run = build_run(mnist_config(data, handler, {}))
     trainer = run.trainer
     trainer.initialise(run.handler)
     batch = next(iter(trainer.training_iterator))
+    zeros = {pid: np.zeros(array.shape, np.float32) for pid, array in trainer.network.parameters.items()}
+    flat, total = np.ones(trainer.network.parameter_count, np.float32), np.zeros(trainer.network.parameter_count,
+                                                                                 np.float32)
+
+    def best(work) -> float:
+        fastest = float("inf")
+        for _ in range(repeats):
+            began = time.perf_counter()
+            work()
+            fastest = min(fastest, time.perf_counter() - began)
+        return fastest * 1e3
+
+    def pass_of(shard):
+        with trainer.handler.session():
+            trainer.gradients(shard)
+
     times = {}
     with blas_threads(1):
         for records in (200, 100, 25, 3):
             shard = {key: values[:records] for key, values in batch.items()}
-            best = float("inf")
-            for _ in range(repeats):
-                began = time.perf_counter()
-                with trainer.handler.session():
-                    _, grads = trainer.gradients(shard)
-                    grads = {pid: grad.to_numpy() for pid, grad in grads.items()}
-                best = min(best, time.perf_counter() - began)
-            times[f"gradients, {records} records"] = best * 1e3
+            times[f"gradients, {records} records"] = best(lambda: pass_of(shard))
+        times["add one gradient"] = best(lambda: np.add(total, flat, out=total))
+        times["optimiser step"] = best(lambda: trainer.apply_gradients(zeros, 0.0))
     return times
 
 
-def scaling_model(compute: dict, update: float, overhead_ms: float, parameters: int = 1_593_810) -> list[dict]:
+def scaling_model(compute: dict, overhead_ms: float, parameters: int = 1_593_810) -> list[dict]:
     """Step time on N machines at 10 Gbit/s, one worker each (see BENCHMARKS.md): the ``ray`` operator as built
-    (driver broadcast + reduce tree rooted at the driver) and a bandwidth-optimal ring all-reduce, for comparison."""
+    (all-gather through the object store) and with a ring all-reduce among the workers, for comparison."""
     link = parameters * 4 / LINK_BYTES_PER_SECOND * 1e3  # ms to move the parameters (or gradients) once
     rows = []
     for machines, records in ((1, 200), (2, 100), (8, 25), (64, 3)):
-        levels = math.ceil(math.log2(machines + 2)) - 1  # binary tree under the driver: 2, 4, 8, ... per level
-        worker = compute[f"gradients, {records} records"]
-        built = machines * link + levels * 2 * link + overhead_ms if machines > 1 else 0.0
-        ring = 2 * (machines - 1) / machines * link + 2 * (machines - 1) * 0.05  # 50 us latency per ring step
-        rows.append({"machines": machines, "records": records, "compute_ms": worker, "update_ms": update,
-                     "operator_ms": worker + update + built, "ring_ms": worker + update + ring})
+        worker = compute[f"gradients, {records} records"] + compute["optimiser step"]
+        gathered = worker + (machines - 1) * compute["add one gradient"] + machines * link + overhead_ms
+        ring = worker + 2 * (machines - 1) / machines * link + 2 * (machines - 1) * 0.05 + overhead_ms
+        rows.append({"machines": machines, "records": records, "operator_ms": gathered if machines > 1 else worker,
+                     "ring_ms": ring if machines > 1 else worker})
     return rows
 
 
@@ -239,8 +277,6 @@ def main() -> int:
     parser.add_argument("--reduce", action="store_true", help="time only the ways to combine two Ray workers' gradients")
     parser.add_argument("--compute", action="store_true", help="time one worker's pass per shard size, for the model")
     parser.add_argument("--overhead", type=float, default=5.0, help="Ray's fixed cost per step in the model, ms")
-    parser.add_argument("--update", type=float, default=0.7, help="the optimiser step in the model, ms (as measured "
-                        "by the main benchmark)")
     args = parser.parse_args()
     if args.compute:
         print(f"one worker, one BLAS thread, handler {args.handler}, best of 30; {os.cpu_count()} CPUs, "
@@ -248,9 +284,8 @@ def main() -> int:
         times = compute_times(Path(args.data), args.handler)
         for name, ms in times.items():
             print(f"  {name:<28} {ms:6.2f} ms")
-        print(f"step time at 10 Gbit/s (model in BENCHMARKS.md; update {args.update:g} ms, Ray overhead "
-              f"{args.overhead:g} ms per step):")
-        for row in scaling_model(times, args.update, args.overhead):
+        print(f"step time at 10 Gbit/s (model in BENCHMARKS.md; Ray overhead {args.overhead:g} ms per step):")
+        for row in scaling_model(times, args.overhead):
             print(f"  {row['machines']:>2} machines, {row['records']:>3} records each: the ray operator "
                   f"{row['operator_ms']:6.1f} ms, with a ring all-reduce {row['ring_ms']:5.1f} ms")
         return 0

@@ -12,9 +12,10 @@ Each figure is the best of ``--rounds`` round medians (``--iterations`` steps
 each): the machine this was written on is shared, so the best round is the
 least disturbed one. Rounds of the systems alternate. Then the cost of a step
 for T = 25, 50, 100, 200 (linear growth expected), and the peak memory of a
-step at T = 200 (tracemalloc, which sees NumPy's buffers; the first step, as later ones
-reuse its pooled buffers) against the
-activations BPTT must keep: gates, cell and hidden states, T·B·6·H floats.
+step at T = 200 (tracemalloc, which sees NumPy's buffers; the first step of a fresh
+trainer, as later ones reuse its pooled buffers, after a warm-up step of another
+that loads the compiled kernels) against the activations BPTT must keep: gates,
+cell and hidden states, T·B·6·H floats.
 
 Usage: ``python benchmarks/recurrent.py [--quick] [--json] [--threads N] [--rounds R] [--iterations I]``.
 """
@@ -141,9 +142,11 @@ def measure(steps, rounds, iterations):
 
 
 def peak_memory(handler_name, steps):
-    """Peak bytes allocated by a step (the first: later ones reuse its pooled buffers), and the bytes
-    of the activations BPTT must keep."""
+    """Peak bytes allocated by a step (the first of a fresh trainer: later ones reuse its pooled buffers), and
+    the bytes of the activations BPTT must keep. A step of another trainer runs first, so that loading compiled
+    kernels (Python objects tracemalloc would count) is not part of the figure."""
     batches = make_batches(steps, n=1)
+    sigma_step(handler_name, steps)(batches[0])
     step = sigma_step(handler_name, steps)
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]

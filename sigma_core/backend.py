@@ -17,7 +17,7 @@ import threading
 from typing import Any, Iterator
 
 from sigma_core import plugins
-from sigma_core.errors import ComponentLoadError, HandlerUnavailableError, describe, one_line
+from sigma_core.errors import ComponentLoadError, HandlerUnavailableError, SigmaError, describe, one_line
 
 AUTO = "auto"
 
@@ -36,7 +36,11 @@ def resolve_handler_name(*, cli: str | None = None, config: str | None = None) -
 
 
 def create_handler(name: str = AUTO, *, dtype: str = "float32", seed: int | None = None, source: str = "code") -> Any:
-    """Construct the handler ``name`` (or the best available for ``"auto"``); ``source`` is for the log line."""
+    """Construct the handler ``name`` (or the best available for ``"auto"``); ``source`` is for the log line.
+    ``name:N`` picks device N of a handler that has several (``cuda:1``)."""
+    name, colon, device = name.partition(":")
+    if colon and not device.isdigit():
+        raise SigmaError(f"handler '{name}:{device}': the part after ':' must be a device number, as in '{name}:1'")
     if name == AUTO:
         component = _best_available()
         _log.info("handler auto -> %s (fastest available; from %s)", component.name, source)
@@ -47,7 +51,10 @@ def create_handler(name: str = AUTO, *, dtype: str = "float32", seed: int | None
             names = ", ".join(c.name for c in plugins.components("handler") if _can_run(c)[0]) or "none"
             raise HandlerUnavailableError(f"handler {name!r} cannot run here: {reason} (available: {names})")
         _log.info("handler %s (from %s)", component.name, source)
-    return component.load()(dtype=dtype, seed=seed)
+    cls = component.load()
+    if colon and not getattr(cls, "takes_device", False):
+        raise SigmaError(f"handler {component.name!r} has no devices to choose from (drop ':{device}')")
+    return cls(dtype=dtype, seed=seed, **({"device": int(device)} if colon else {}))
 
 
 def set_default_handler(handler_or_name: Any, **kwargs: Any) -> Any:

@@ -50,3 +50,8 @@ class BufferPool:
 
     def end(self):
         self.active = False
+
+    def detach(self) -> list:
+        """Take the buffers of the session just ended out of reuse for good (a recorded step owns them)."""
+        buffers, self._in_use = [buffer for _, buffer in self._in_use], []
+        return buffers

@@ -99,7 +99,7 @@ def save_checkpoint(trainer, run_config: dict | None, path) -> Path:
     members = {}
     for name, array in arrays.items():
         stream = io.BytesIO()
-        numpy.lib.format.write_array(stream, numpy.ascontiguousarray(array), allow_pickle=False)
+        numpy.lib.format.write_array(stream, numpy.asarray(array, order="C"), allow_pickle=False)  # keeps 0-d arrays 0-d
         members[name] = stream.getvalue()
     members[METADATA] = json.dumps(metadata, indent=1).encode()
     members[CHECKSUM] = json.dumps({"sha256": _digest(members)}).encode()

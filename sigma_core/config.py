@@ -26,7 +26,7 @@ SCHEMA = {
     "initialisers": dict,
     "optimiser": dict,
     "training": {"batch_size": int, "epochs": int, "last_batch": ("keep", "drop"), "shuffle": bool,
-                 "validation_batch_size": int, "prefetch": int},
+                 "validation_batch_size": int, "prefetch": int, "replay": bool},
     "checkpoint": {"directory": str, "every_iterations": int, "every_epochs": int, "keep": int},
     "hooks": list,  # [[hooks]] tables, see sigma_core.hooks.config
     "monitors": list,  # [[monitors]] tables, see sigma_core.monitors
@@ -46,7 +46,7 @@ DEFAULTS = {
     "initialisers": {},
     "optimiser": {"type": "sgd", "learning_rate": 0.1},
     "training": {"batch_size": 32, "epochs": 10, "last_batch": "keep", "shuffle": True, "validation_batch_size": 1000,
-                 "prefetch": 2},
+                 "prefetch": 2, "replay": True},
     # off unless every_iterations or every_epochs is set; see sigma_core.checkpoint
     "checkpoint": {"directory": "checkpoints", "every_iterations": 0, "every_epochs": 0, "keep": 3},
     "hooks": [],

@@ -64,6 +64,7 @@ class Handler(RecurrentOps):
         self.seed = seed
         self.kernels = self.kernels_class(dtype, seed)
         self._tape = None
+        self._recorder = None  # a replay.Recorder while a training step is recorded
         self._session_arrays = None  # arrays made in the current session, or None
 
     @classmethod
@@ -220,12 +221,11 @@ class Handler(RecurrentOps):
         """Mean cross-entropy of row-wise softmax(logits), numerically stable, against class
         probabilities of the logits' shape (e.g. one-hot) or integer class labels, one per row."""
         raws = (self._raw(logits), self._raw(targets))
-        if raws[1].dtype.kind in "iu":
-            # Checked here, once for every handler: NumPy indexing would wrap -1 silently.
-            classes, (low, high) = raws[0].shape[-1], self.kernels.label_range(raws[1])
-            if low < 0 or high >= classes:
-                raise ShapeError(f"softmax_cross_entropy: class label {low if low < 0 else high} is outside "
-                                 f"0..{classes - 1} (the logits have {classes} classes)")
+        if raws[1].dtype.kind in "iu":  # checked here, once for every handler: NumPy indexing would wrap -1 silently
+            if self._recorder is None:
+                self._check_labels(raws[1], raws[0].shape[-1])
+            else:
+                self._recorder.guard(self._check_labels, raws[1], raws[0].shape[-1])
         elif raws[1].shape != raws[0].shape:
             raise ShapeError(f"softmax_cross_entropy: logits shape {raws[0].shape} and targets shape "
                              f"{raws[1].shape} differ")
@@ -233,6 +233,12 @@ class Handler(RecurrentOps):
         out = self._wrap(cost)
         self._record((logits, targets), raws, out, vjps.softmax_cross_entropy, probabilities)
         return out
+
+    def _check_labels(self, labels, classes):
+        low, high = self.kernels.label_range(labels)
+        if low < 0 or high >= classes:
+            raise ShapeError(f"softmax_cross_entropy: class label {low if low < 0 else high} is outside "
+                             f"0..{classes - 1} (the logits have {classes} classes)")
 
     def dropout(self, x, p):
         """Inverted dropout (training only): zero with probability p, rescale by 1/(1-p)."""
@@ -363,6 +369,8 @@ class Handler(RecurrentOps):
 
     def keep(self, array) -> NDArray:
         """Move an array made in a session out of buffer reuse (Sigma's limbo)."""
+        if self._recorder is not None:
+            self._recorder.refuse("it keeps an array across steps")
         if not array._kept:
             array._data = self.kernels.xp.array(array.data, copy=True)
             array._kept = True

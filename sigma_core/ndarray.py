@@ -90,43 +90,7 @@ class NDArray:
             return f"<{name} (expired)>"
         return f"{name}({self.to_numpy()!r}, handler={self.handler.name}, dtype={self.dtype})"
 
-    # -- differentiable operators, forwarded to the handler ---------------------------
-    def __add__(self, other):
-        return self.handler.add(self, other)
-
-    def __radd__(self, other):
-        return self.handler.add(other, self)
-
-    def __sub__(self, other):
-        return self.handler.subtract(self, other)
-
-    def __rsub__(self, other):
-        return self.handler.subtract(other, self)
-
-    def __mul__(self, other):
-        return self.handler.multiply(self, other)
-
-    def __rmul__(self, other):
-        return self.handler.multiply(other, self)
-
-    def __truediv__(self, other):
-        return self.handler.divide(self, other)
-
-    def __rtruediv__(self, other):
-        return self.handler.divide(other, self)
-
-    def __pow__(self, other):
-        return self.handler.power(self, other)
-
-    def __rpow__(self, other):
-        return self.handler.power(other, self)
-
-    def __matmul__(self, other):
-        return self.handler.matmul(self, other)
-
-    def __rmatmul__(self, other):
-        return self.handler.matmul(other, self)
-
+    # Operators (``a + b``, ``a @ w``, ``a > 0``...) forward to the handler: see _OPERATORS below the class.
     def __neg__(self):
         return self.handler.negative(self)
 
@@ -135,19 +99,6 @@ class NDArray:
 
     def __getitem__(self, index):
         return self.handler.getitem(self, index)
-
-    # comparisons give boolean masks; they are not differentiable
-    def __gt__(self, other):
-        return self.handler.greater(self, other)
-
-    def __ge__(self, other):
-        return self.handler.greater_equal(self, other)
-
-    def __lt__(self, other):
-        return self.handler.less(self, other)
-
-    def __le__(self, other):
-        return self.handler.less_equal(self, other)
 
     __hash__ = object.__hash__  # arrays are identities; == is not overloaded
 
@@ -178,6 +129,26 @@ class NDArray:
 
     def argmax(self, axis=None):
         return self.handler.argmax(self, axis=axis)
+
+
+def _operator(op: str, reflected: bool):
+    if reflected:
+        def method(self, other):
+            return getattr(self.handler, op)(other, self)
+    else:
+        def method(self, other):
+            return getattr(self.handler, op)(self, other)
+    return method
+
+
+#: dunder -> handler op; the reflected forms (``2 * a``) swap the operands. Comparisons give boolean masks, not
+#: differentiable.
+_OPERATORS = {"add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide", "pow": "power", "matmul": "matmul"}
+for _name, _op in _OPERATORS.items():
+    setattr(NDArray, f"__{_name}__", _operator(_op, False))
+    setattr(NDArray, f"__r{_name}__", _operator(_op, True))
+for _name, _op in {"gt": "greater", "ge": "greater_equal", "lt": "less", "le": "less_equal"}.items():
+    setattr(NDArray, f"__{_name}__", _operator(_op, False))
 
 
 class Number(NDArray):

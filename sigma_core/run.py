@@ -170,8 +170,10 @@ def build_run(config: dict, *, handler_name: str | None = None) -> Run:
 
     name, source = backend.resolve_handler_name(cli=handler_name, config=config["handler"].get("name"))
     handler = backend.create_handler(name, dtype=config["handler"]["dtype"], seed=seed, source=source)
+    if isinstance(iterator, PrefetchIterator):  # a GPU handler copies batches into pinned memory there
+        iterator.prepare = getattr(handler, "pin_batch", None)
     trainer = Trainer(network, optimiser, iterator, validation={"validation": validation}, initialisers=initialisers,
-                      name=config["name"], run_config=config)
+                      name=config["name"], run_config=config, replay=training_cfg["replay"])
     log.info("run %s: %d training and %d held-out records, %s parameters on %s",
              config["name"], len(training), len(held_out), f"{network.parameter_count:,}", handler)
     return Run(config, handler, trainer, training_cfg["epochs"], hooks=hooks, monitors=monitors)

@@ -18,6 +18,7 @@ import logging
 import numpy
 
 from .errors import NonFiniteError, SigmaError, first_non_finite
+from .replay import StepReplay
 
 log = logging.getLogger("sigma")
 
@@ -27,7 +28,7 @@ class Trainer:
 
     def __init__(self, network, optimiser, training_iterator, *, validation: dict | None = None,
                  initialisers: dict | None = None, name: str = "trainer", inputs: str = "inputs",
-                 targets: str = "targets", run_config: dict | None = None):
+                 targets: str = "targets", run_config: dict | None = None, replay: bool = False):
         self.name = name
         #: The validated run file this trainer was built from (saved into checkpoints), if any.
         self.run_config = run_config
@@ -50,6 +51,8 @@ class Trainer:
         self._initial = None  # (handler RNG state, optimiser state) from before initialise, for reset()
         self._parameter_generation = 0  # bumped whenever parameters are replaced other than by training
         self._evaluation = None  # (key, (ranks, cost)) of the last evaluate() pass
+        #: Recorded steps (:mod:`sigma_core.replay`), or None to run every step normally.
+        self.replay = StepReplay(self) if replay else None
 
     def add_validation(self, name: str, iterator):
         if name in self.validation:
@@ -120,7 +123,11 @@ class Trainer:
         return externals
 
     def run_iteration(self, batch: dict):
-        """One optimisation step on ``batch``; returns its cost, a handler number readable until the next step."""
+        """One optimisation step on ``batch`` (replayed when recorded); returns its cost, a handler number
+        readable until the next step."""
+        return self.count_iteration(self._step(batch) if self.replay is None else self.replay.run(batch))
+
+    def _step(self, batch: dict):
         h = self.handler
         h.begin_session()
         try:
@@ -128,7 +135,7 @@ class Trainer:
             self.optimiser.step(h, self._trainable, grads)
         finally:
             h.end_session()
-        return self.count_iteration(cost)
+        return cost
 
     def gradients(self, batch: dict):
         """``(cost, {id: gradient})`` of the trainable parameters on ``batch``, inside the caller's session.
@@ -143,11 +150,14 @@ class Trainer:
             if result.cost is None:
                 raise SigmaError(f"trainer {self.name!r}: the network has no cost layer, so there is nothing to optimise")
             cost = result.cost
-            if not h.all_finite(cost):
-                raise NonFiniteError(f"trainer {self.name!r}: cost became {float(cost)} at epoch {self.epoch + 1}, "
-                                     f"iteration {self.iteration + 1}")
+            self._check_cost(cost)
             grads = tape.gradient(cost, self._trainable_arrays)
         return cost, dict(zip(self._trainable_ids, grads))
+
+    def _check_cost(self, cost):
+        if not self.handler.all_finite(cost):
+            raise NonFiniteError(f"trainer {self.name!r}: cost became {float(cost)} at epoch {self.epoch + 1}, "
+                                 f"iteration {self.iteration + 1}")
 
     def apply_gradients(self, grads: dict, cost: float) -> float:
         """One step from gradients computed elsewhere (data-parallel workers: host arrays by id); returns ``cost``."""

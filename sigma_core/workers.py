@@ -3,18 +3,18 @@
 The global state is the trainer (network, optimiser, counters, iterators, on
 its handler): what hooks read, monitors see and checkpoints save. Each worker
 has a local copy (:meth:`~sigma_core.trainer.Trainer.replica`) on its own
-handler, made like the trainer's (same handler class and dtype), and trains
-on its share of every global minibatch (contiguous rows, :func:`shard_bounds`).
-Workers run on a pool of threads; the training thread waits for all of them,
-so the global ``iteration`` event fires once every worker has finished.
+handler of the trainer's class and dtype, and trains on its share of every
+global minibatch (contiguous rows, :func:`shard_bounds`). Worker 0 runs on the
+training thread, the others on a pool; the global ``iteration`` event fires
+once every worker has finished.
 
 ``combine = "gradients"`` (default, synchronous data parallelism): each worker
-takes the gradients of its shard at the global parameters and scales them by
-its share of the records; their sum, the gradient of the whole batch, is
-applied once by the trainer's optimiser. That equals one worker on the whole
-batch up to rounding, and the global state is complete after every step, so
-checkpoints resume exactly. Every worker holds the global state, so local
-hooks run once, on it, before the global ones.
+takes the gradients of its shard at the global parameters (host handlers
+read them in place) weighted by its share of the records; the workers then
+add them up, each a slice of every parameter, and the trainer's optimiser
+applies the sum once. That equals one worker on the whole batch up to
+rounding; the global state is complete after every step, so checkpoints
+resume exactly, and local hooks run once, on it, before the global ones.
 
 ``combine = "models"`` (Sigma's model averaging): each worker steps its own
 optimiser and runs its own copies of the local hooks (their start and
@@ -26,10 +26,12 @@ those). Global hooks and a paused run see the last merge; a resume is exact
 from a checkpoint taken at a merge (every epoch's is).
 
 Worker random streams restart every step from (seed, worker, step), so they
-need no checkpoint. BLAS gets ``blas_threads`` threads per process while the
-workers train, when threadpoolctl is installed (the workers are the
-parallelism; BLAS threads on top would fight them for the cores).
-Everything else (states, signals, commands, monitors) is the single worker's.
+need no checkpoint. During a run BLAS gets ``blas_threads`` threads (with
+threadpoolctl), and so do the ``cpu`` handler's kernels: the workers are the
+parallelism, and more threads would fight them for the cores (the global
+update between steps too: on a loaded machine a parallel one waits for a
+descheduled thread). Everything else (states, signals, commands, monitors)
+is the single worker's.
 """
 
 from __future__ import annotations
@@ -37,8 +39,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import copy
+import functools
 import logging
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -89,35 +93,22 @@ def blas_threads(count: int):
 
 
 class Worker:
-    """One worker around its local trainer (a replica, or in another process its own): computes its shard's step."""
+    """One worker around its local trainer (a replica, or in another process its own)."""
 
     def __init__(self, trainer, index: int, seed: int):
         self.trainer, self.index, self.seed = trainer, index, seed
         self.dispatcher = None  # model averaging: this worker's copies of the local hooks
 
-    def _prepare(self, step: int, epoch: int, iteration: int) -> None:
+    def prepare(self, step: int, epoch: int, iteration: int) -> None:
+        """Counters of global step ``step``, and this worker's random stream for it."""
         local, handler = self.trainer, self.trainer.handler
         seed = worker_seed(self.seed, self.index, step)  # a fresh handler's random state, by the public API:
         handler.set_rng_state(type(handler)(dtype=handler.dtype, seed=seed).rng_state())
         local.epoch, local.iteration, local.total_iterations = epoch, iteration, step
 
-    def gradients(self, shard: dict, parameters, counters: tuple, share: float = 1.0):
-        """``(cost, {id: share·gradient})`` of ``shard`` as a float and NumPy arrays, at ``parameters``
-        (the global network, copied by this worker's thread, or NumPy arrays by id)."""
-        self._prepare(*counters)
-        local, handler = self.trainer, self.trainer.handler
-        with handler.session():
-            local.network.load_state_dict(parameters if isinstance(parameters, dict) else parameters.state_dict())
-            cost, grads = local.gradients(shard)
-            grads = {pid: grad.to_numpy() for pid, grad in grads.items()}
-        if share != 1.0:
-            for grad in grads.values():
-                grad *= share
-        return float(cost), grads
-
-    def train(self, shard: dict, parameters, counters: tuple, share: float) -> float:
+    def train(self, shard: dict, counters: tuple, share: float) -> float:
         """One local step of model averaging, then the local hooks; returns the cost."""
-        self._prepare(*counters)
+        self.prepare(*counters)
         cost = float(self.trainer.run_iteration(shard))
         if self.dispatcher is not None:
             self.dispatcher.event(TimeScale.ITERATION)
@@ -144,7 +135,12 @@ class ThreadsOperator(SingleWorkerOperator):
         handler, base = trainer.handler, base_seed(trainer.handler)  # worker handlers are reseeded every step
         self.workers = [Worker(trainer.replica(type(handler)(dtype=handler.dtype), f"{trainer.name}/worker{index}"),
                                index, base) for index in range(workers)]
-        self._pool = ThreadPoolExecutor(workers, thread_name_prefix=f"sigma-worker-{trainer.name}")
+        self._pool = ThreadPoolExecutor(max(1, workers - 1), thread_name_prefix=f"sigma-worker-{trainer.name}")
+        # Gradient averaging: each worker's (share, flat gradients), their weighted sums, a scratch array each.
+        self._host = handler.kernels.xp is numpy  # the workers' handlers are of the same class
+        self._parts, self._sums = [None] * workers, {}
+        largest = max(array.size for array in trainer.network.parameters.values())
+        self._scratch = [numpy.empty(largest, handler.dtype) for _ in range(workers)]
         self._unmerged = 0  # model averaging: local iterations since the last merge
 
     def attach_hook(self, *hooks) -> list:
@@ -182,11 +178,7 @@ class ThreadsOperator(SingleWorkerOperator):
         self._pull()
 
     def _step(self, batch: dict):
-        """One global iteration: every worker on its shard, then the combination (see the module docstring).
-
-        With gradients, the weighted mean is computed in two halves: each worker scales its gradients by its
-        share of the records (in parallel), the training thread adds them up.
-        """
+        """One global iteration: every worker on its shard (worker 0 on this thread), then the combination."""
         trainer, models = self.trainer, self.combine == "models"
         if models and self.local_hooks and self.workers[0].dispatcher is None:
             self._start_local_hooks()
@@ -195,28 +187,64 @@ class ThreadsOperator(SingleWorkerOperator):
         counters = (trainer.total_iterations, trainer.epoch, trainer.iteration)
         work = [(worker, {key: values[start:stop] for key, values in batch.items()}, (stop - start) / records)
                 for worker, start, stop in zip(self.workers, bounds, bounds[1:]) if stop > start]
+        barrier = threading.Barrier(len(work))
+        calls = [functools.partial(worker.train if models else self._gradients, shard, counters, share,
+                                   *(() if models else (worker, position, len(work), barrier)))
+                 for position, (worker, shard, share) in enumerate(work)]
         # Each in a copy of this thread's context: NumPy's error state (errstate) holds there.
-        futures = [self._pool.submit(contextvars.copy_context().run, worker.train if models else worker.gradients,
-                                     shard, trainer.network, counters, share) for worker, shard, share in work]
-        results, failure = [], None
-        for (worker, *_), future in zip(work, futures):  # every worker finishes before one failure is raised
-            try:
-                results.append(future.result())
+        futures = [self._pool.submit(contextvars.copy_context().run, call) for call in calls[1:]]
+        costs, failure = [], None
+        for (worker, *_), outcome in zip(work, [calls[0], *(future.result for future in futures)]):
+            try:  # every worker finishes before one failure is raised
+                costs.append(outcome())
+            except threading.BrokenBarrierError:
+                pass  # another worker failed
             except Exception as error:
                 failure = failure or worker_failed(worker.index, error)
         if failure is not None:
             raise failure
-        cost = sum(share * (result if models else result[0]) for (*_, share), result in zip(work, results))
+        cost = sum(share * result for (*_, share), result in zip(work, costs))
         if not models:
-            grads = results[0][1]
-            for _, other in results[1:]:
-                for pid, grad in grads.items():
-                    grad += other[pid]
-            return trainer.apply_gradients(grads, cost)
+            return trainer.apply_gradients(self._sums, cost)
         self._unmerged += 1
         if self._unmerged >= self.every or trainer.iteration + 1 >= len(trainer.training_iterator):
             self._merge()
         return trainer.count_iteration(cost)
+
+    def _gradients(self, shard: dict, counters: tuple, share: float, worker: Worker, position: int, count: int,
+                   barrier: threading.Barrier) -> float:
+        """Worker ``position`` of ``count``: its shard's gradients; once all have theirs (``barrier``), its slice
+        of every parameter's weighted sum into ``self._sums``. Host workers read the global parameters in place
+        (nothing changes them before every worker has finished); device workers copy them in and out."""
+        worker.prepare(*counters)
+        local, handler = worker.trainer, worker.trainer.handler
+        try:
+            with handler.session():
+                if self._host:
+                    for pid, array in local.network.parameters.items():
+                        array._data = self.trainer.network.parameters[pid].data
+                else:
+                    local.network.load_state_dict(self.trainer.network.state_dict())
+                cost, grads = local.gradients(shard)
+                self._parts[position] = (share, [(grad.data if self._host else grad.to_numpy()).reshape(-1)
+                                                  for grad in grads.values()])
+                if position == 0 and [(pid, a.shape) for pid, a in self._sums.items()] != [
+                        (pid, grad.shape) for pid, grad in grads.items()]:
+                    self._sums = {pid: numpy.empty(grad.shape, self.trainer.handler.dtype) for pid, grad in grads.items()}
+                barrier.wait()
+                (weight, first), *others = self._parts[:count]
+                for index, total in enumerate(self._sums.values()):
+                    bounds = shard_bounds(total.size, count)
+                    part = slice(bounds[position], bounds[position + 1])
+                    out, scratch = total.reshape(-1)[part], self._scratch[position][:part.stop - part.start]
+                    numpy.multiply(first[index][part], weight, out=out)
+                    for weight_, arrays in others:  # in worker order, as one worker adding them up would
+                        numpy.add(out, numpy.multiply(arrays[index][part], weight_, out=scratch), out=out)
+                barrier.wait()  # the other workers' gradients are recycled when their sessions end
+        except BaseException:
+            barrier.abort()
+            raise
+        return float(cost)
 
     def _merge(self) -> None:
         """Model averaging: workers' parameters and optimiser memory into the trainer, and back."""

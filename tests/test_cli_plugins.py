@@ -68,12 +68,12 @@ def test_table_gives_the_reason_a_component_is_unavailable(fake_site):
 
                 @hookimpl
                 def register_handlers(register):
-                    register("cuda", "fake_cuda_mod:Nothing", rank=100, check=lambda: (False, "no CUDA device"))
+                    register("fakegpu", "fake_cuda_mod:Nothing", rank=100, check=lambda: (False, "no CUDA device"))
             """
         },
     )
     result = run_sigma("plugins", env=fake_site.subprocess_env())
-    [cuda_line] = [line for line in result.stdout.splitlines() if line.split()[:2] == ["handler", "cuda"]]
+    [cuda_line] = [line for line in result.stdout.splitlines() if line.split()[:2] == ["handler", "fakegpu"]]
     assert cuda_line.split()[2:] == ["fake-cuda", "0.1", "unavailable", "—", "no", "CUDA", "device"]
 
 

@@ -1,7 +1,7 @@
 """The handler is the only thing that touches live data (issue 9, deliverable 2).
 
 Layers, optimisers, hooks, the trainer and everything else in the core go
-through handler ops; only the compute layer (handler, kernels, NDArray,
+through handler ops; only the compute layer (handler, kernels, NDArray, recorded steps,
 buffers, the bundled handlers, the conformance kit) reads ``.data`` or a
 handler's ``.kernels``. And the kernels are plain array code: importing them
 loads neither the plugin system nor the optimisers.
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 CORE = Path(__file__).resolve().parents[1] / "sigma_core"
-COMPUTE_LAYER = {"handler.py", "kernels.py", "ndarray.py", "buffers.py", "handlers", "testing"}
+COMPUTE_LAYER = {"handler.py", "kernels.py", "ndarray.py", "buffers.py", "replay.py", "handlers", "testing"}
 RAW_ACCESS = re.compile(r"(?<!sigma_core)\.data\b|\.kernels\b")
 PACKAGE_IMPORT = re.compile(r"from \.+data\b")  # the sigma_core.data package, imported relatively
 

@@ -186,3 +186,20 @@ def test_the_shared_pool_changes_no_bits(tmp_path):
         if setting == "0":
             assert parallel == "False"
     assert results["1"] == results["0"]
+
+
+def test_kernels_release_the_gil_and_keep_to_one_thread_when_blas_is_limited_to_one():
+    """Data-parallel workers limit BLAS to one thread each; their kernels must not then start a pool of their own."""
+    from threadpoolctl import threadpool_limits
+
+    from sigma_cpu import blas_pool, kernels
+    from sigma_cpu.handler import NumbaHandler
+
+    NumbaHandler("float32")  # installs the shared pool
+    assert blas_pool.PARALLEL, blas_pool.describe()
+    assert all(compiled.targetoptions.get("nogil") for compiled in (*kernels._adagrad, kernels._column_sums))
+    with threadpool_limits(2, user_api="blas"):
+        assert blas_pool.threads() == 2 and kernels._pick(kernels._adagrad, 1 << 20) is kernels._adagrad[1]
+        assert kernels._pick(kernels._adagrad, 100) is kernels._adagrad[0]
+        with threadpool_limits(1, user_api="blas"):
+            assert blas_pool.threads() == 1 and kernels._pick(kernels._adagrad, 1 << 20) is kernels._adagrad[0]

@@ -231,17 +231,25 @@ class _Stop(Hook):
 
 def test_blas_runs_one_thread_per_worker_while_training():
     import threadpoolctl
-    seen = []
+
+    def blas():
+        return {pool["num_threads"] for pool in threadpoolctl.threadpool_info() if pool["user_api"] == "blas"}
+
+    seen, between = [], []
 
     class Threads(Hook):
         def invoke(self, registry, resolver):
-            seen.append({pool["num_threads"] for pool in threadpoolctl.threadpool_info() if pool["user_api"] == "blas"})
+            between.append(blas())
 
-    before = {pool["num_threads"] for pool in threadpoolctl.threadpool_info() if pool["user_api"] == "blas"}
+    before = blas()
     run = digits_run(epochs=1)
-    ThreadsOperator(run.trainer, epochs=1, workers=2, hooks=[Threads(after(1, "iteration"))]).run()
-    assert seen == [{1}]
-    assert {pool["num_threads"] for pool in threadpoolctl.threadpool_info() if pool["user_api"] == "blas"} == before
+    operator = ThreadsOperator(run.trainer, epochs=1, workers=2, hooks=[Threads(after(1, "iteration"))])
+    for worker in operator.workers:
+        worker.trainer.gradients = lambda shard, compute=worker.trainer.gradients: (seen.append(blas()),
+                                                                                   compute(shard))[1]
+    operator.run()
+    assert seen and all(threads == {1} for threads in seen) and between == [{1}]
+    assert blas() == before
 
 
 def test_an_uninitialised_trainer_is_refused():

@@ -35,7 +35,8 @@ def run_plugins(args) -> int:
     # Plain aligned text: it never wraps or truncates, so it greps and pipes well.
     lines = [("KIND", "NAME", "ALIASES", "DISTRIBUTION", "VERSION", "STATUS")] + [
         (row["kind"], row["name"], ", ".join(row["aliases"]), row["distribution"], row["version"],
-         "available" if row["available"] else f"unavailable — {row['reason']}") for row in rows]
+         ("available" if row["available"] else "unavailable") + (f" — {row['reason']}" if row["reason"] else ""))
+        for row in rows]  # an available handler's reason may name its devices
     widths = [max(map(len, column)) for column in list(zip(*lines))[:-1]]
     for line in lines:
         print("  ".join([*map(str.ljust, line, widths), line[-1]]))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -17,9 +18,10 @@ def add_parser(subparsers) -> None:
         "predict", parents=[options.HANDLER, options.DEBUG], help="predict with a checkpoint or an exported network",
         description="Run the network of a checkpoint (or a .safetensors export) on inputs as it saw them in training "
         "(preprocessed alike): a .npy file, an .npz file (its array 'inputs', or its only one), a CSV file of numbers, "
-        "an IDX file (.gz too), or - for JSON rows on stdin (one array of rows, or one row per line).")
+        "an IDX file (.gz too), or - for JSON rows on stdin (one array of rows, or one row per line); or image files "
+        "(.png, .jpg, ...: one record each, needs Pillow), fitted to the input's shape and preprocessed as the run's data.")
     parser.add_argument("checkpoint", help="checkpoint (.ckpt) or export (.safetensors)")
-    parser.add_argument("inputs", help="input file, or - for JSON on stdin")
+    parser.add_argument("inputs", nargs="+", help="input files (their records in order), or - for JSON on stdin")
     parser.add_argument("--format", choices=("csv", "json"), default="csv", help="how to print predictions (default csv)")
     parser.add_argument("--top", type=int, default=3, metavar="K", help="how many best classes to list (default 3)")
     parser.add_argument("--out", metavar="FILE.npy", help="write the probabilities as a .npy array instead of printing")
@@ -34,8 +36,13 @@ def run_predict(args) -> int:
     from sigma_core.atomic import atomic_write
     from sigma_core.inference import class_probabilities, load
 
-    inputs = read_inputs(args.inputs, args.columns)
     network = load(args.checkpoint, args.handler, dtype=args.dtype)
+    images = [source for source in args.inputs if Path(source).suffix.lower() in IMAGE_SUFFIXES]
+    pixels = dict(zip(images, read_images(images, network, args.checkpoint))) if images else {}
+    inputs = [pixels[source][None] if source in pixels else read_inputs(source, args.columns) for source in args.inputs]
+    if len({part.shape[1:] for part in inputs}) > 1:
+        raise SigmaError(f"the inputs have different record shapes: {', '.join(str(p.shape[1:]) for p in inputs)}")
+    inputs = numpy.concatenate(inputs)
     probabilities = class_probabilities(network, network.predict(inputs, batch_size=max(args.batch_size, 1)))
     if args.out:
         with atomic_write(args.out) as stream:
@@ -87,4 +94,43 @@ def read_inputs(source: str, columns: str):
         return numpy.concatenate(chunks) if chunks else numpy.empty((0,))
     if "idx" in path.name or path.suffix in (".gz", ".ubyte"):
         return read_idx(path)
-    raise SigmaError(f"{path}: unknown input format (use .npy, .npz, .csv, an IDX file, or - for JSON on stdin)")
+    raise SigmaError(f"{path}: unknown input format (use .npy, .npz, .csv, an IDX file, images, or - for JSON on stdin)")
+
+
+def read_images(paths, network, saved):
+    """One record per image, converted and resized to the network's input: (pixels,) of a square greyscale
+    image, (height, width) greyscale, or (height, width, 1 | 3 | 4) channels; then the run's preprocessing."""
+    import numpy
+
+    from sigma_core.data import Dataset
+    from sigma_core.data.config import _steps
+    from sigma_core.inference import saved_preprocess
+
+    try:
+        from PIL import Image
+    except ImportError:
+        raise SigmaError("reading images needs Pillow: pip install 'sigmann[images]'") from None
+    shape = next(layer.output_shape for layer in network.layers.values() if not layer.input_shapes)
+    side = math.isqrt(shape[0])
+    height, width, mode = {1: (side, side, "L"), 2: (*shape, "L")}.get(len(shape), (*shape[:2], _MODES.get(shape[-1])))
+    if mode is None or height * width * len(mode) != math.prod(shape):
+        raise SigmaError(f"{paths[0]}: images need a network input of (pixels of a square,), (height, width) or "
+                         f"(height, width, 1 | 3 | 4 channels); this network takes {shape}")
+    arrays = []
+    for path in paths:
+        try:
+            with Image.open(path) as image:
+                arrays.append(numpy.asarray(image.convert(mode).resize((width, height)), numpy.float64).reshape(shape))
+        except OSError as error:
+            raise SigmaError(f"{path}: cannot read it as an image ({error})") from None
+    dataset = Dataset({"inputs": numpy.stack(arrays)}, "images")
+    for step in _steps(saved_preprocess(saved)):
+        if step.statistics is not None:
+            raise SigmaError(f"{paths[0]}: the run's preprocess step {step.name!r} was fitted to its training data, which "
+                             "the checkpoint does not hold; give normalise an input_range, or predict on arrays")
+        dataset = dataset if step.name == "shuffle" else step.apply(dataset)
+    return dataset.section("inputs")
+
+
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".pgm", ".ppm"}
+_MODES = {1: "L", 3: "RGB", 4: "RGBA"}

@@ -23,11 +23,12 @@ _DONE = object()
 class PrefetchIterator:
     """``iterator``'s batches, computed up to ``depth`` ahead in a background thread."""
 
-    def __init__(self, iterator, depth: int = 2):
+    def __init__(self, iterator, depth: int = 2, prepare=None):
         if depth < 1:
             raise DataError(f"prefetch depth must be at least 1, got {depth}")
         self.iterator = iterator
         self.depth = depth
+        self.prepare = prepare  # batch -> batch on the worker thread, e.g. a GPU handler's pin_batch
         self._progress = None  # (state at iter() start, batches handed out) while iterating
 
     @property
@@ -68,7 +69,7 @@ class PrefetchIterator:
         def work() -> None:
             try:
                 for batch in self.iterator:
-                    if not put(batch):
+                    if not put(batch if self.prepare is None else self.prepare(batch)):
                         return
                 put(_DONE)
             except BaseException as error:  # handed to the consumer, raised there

@@ -3,10 +3,16 @@
 Recording the ~15 ops of every time step made a character LSTM 11× slower
 than PyTorch, and each step slice's gradient was scattered into a full-size
 zero array (quadratic in the sequence length). Here the forward pass projects
-the inputs of every step in one GEMM into time-major buffers and runs one
-recurrent GEMM per step into a preallocated slice; the backward pass walks the
-sequence once, writing the pre-activation gradients over the saved gates, then
-takes the weight gradients with one GEMM each over all steps.
+the inputs of every step in one GEMM and runs one recurrent GEMM per step into
+a preallocated buffer; the backward pass walks the sequence once, writing the
+pre-activation gradients over the saved gates, then takes the weight gradients
+with one GEMM each over all steps.
+
+Every buffer is batch-major, (B, T, ·), as the layer's input and output are:
+the hidden states are the op's output itself, not a copy, and the inputs need
+no time-major copy, which keeps a step's peak memory near what BPTT must keep.
+A step's slice ``[:, t]`` is strided, which BLAS and NumPy take as they are;
+compiled cells index ``[r, t]``, a contiguous row.
 
 :class:`RecurrentKernels` is written over the array kernels (``kernels.recurrent``),
 so every handler gets it; a backend overrides the per-step cells
@@ -26,72 +32,76 @@ class RecurrentKernels:
 
     def __init__(self, kernels):
         self.k, self.xp = kernels, kernels.xp
+        # Per gate (i, f, g, o): sigmoid(x) = tanh(x/2)/2 + 1/2, as the sigmoid kernel computes it; g is tanh.
+        self._half = kernels.xp.asarray([[0.5], [0.5], [1.0], [0.5]], dtype=kernels.dtype)
+        self._offset = kernels.xp.asarray([[0.5], [0.5], [0.0], [0.5]], dtype=kernels.dtype)
 
-    def _project(self, x, weights, biases):
-        """x time-major (kept for the weight gradient) and x·weights + biases for every step, (T, B, width)."""
+    def _project(self, x, weights, biases=None):
+        """x·weights (+ biases) for every step, (B, T, width)."""
         batch, steps, features = x.shape
-        xt = self.k.empty((steps, batch, features))
-        xt[...] = x.transpose(1, 0, 2)
-        z = self.k.empty((steps, batch, weights.shape[1]))
-        self.xp.matmul(xt.reshape(-1, features), weights, out=z.reshape(-1, weights.shape[1]))
-        self.xp.add(z, biases, out=z)
-        return xt, z
+        z = self.k.empty((batch, steps, weights.shape[1]))
+        self.xp.matmul(x.reshape(-1, features), weights, out=z.reshape(-1, weights.shape[1]))
+        if biases is not None:
+            self.xp.add(z, biases, out=z)
+        return z
 
     def output(self, hs, sequences):
-        """The op's output from the time-major states: (B, T, H), or the last state (B, H)."""
-        out = self.k.empty((hs.shape[1], hs.shape[0], hs.shape[2]) if sequences else hs.shape[1:])
-        out[...] = hs.transpose(1, 0, 2) if sequences else hs[-1]
+        """The op's output: the states themselves (B, T, H), or a copy of the last one (B, H)."""
+        if sequences:
+            return hs
+        out = self.k.empty((hs.shape[0], hs.shape[2]))
+        out[...] = hs[:, -1]
         return out
 
     def rnn_forward(self, x, weights, recurrent, biases, activation):
-        """Saved (xt, hs): hs[t] = activation(x_t·W + h_{t-1}·U + b), time-major."""
-        xt, hs = self._project(x, weights, biases)
-        tmp = self.k.empty(hs.shape[1:])
-        for t in range(len(hs)):
+        """Saved (hs,): hs[:, t] = activation(x_t·W + h_{t-1}·U + b)."""
+        hs = self._project(x, weights, biases)
+        tmp = self.k.empty((hs.shape[0], hs.shape[2]))
+        for t in range(hs.shape[1]):
             if t:
-                self.xp.matmul(hs[t - 1], recurrent, out=tmp)
-                self.xp.add(hs[t], tmp, out=hs[t])
-            self.k.activate(activation, hs[t], hs[t])
-        return xt, hs
+                self.xp.matmul(hs[:, t - 1], recurrent, out=tmp)
+                self.xp.add(hs[:, t], tmp, out=hs[:, t])
+            self.k.activate(activation, hs[:, t], hs[:, t])
+        return (hs,)
 
     def rnn_backward(self, g, inputs, saved, activation, sequences, needs):
-        xp, (xt, hs) = self.xp, saved
-        derivative = self.k.activation_backward(activation, self.k.full(hs.shape, 1.0), hs)  # f' of every step
-        dz = self.k.empty(hs.shape)
-        dh = self.k.full(hs.shape[1:], 0.0)  # the gradient of h_t
-        for t in reversed(range(len(hs))):
-            if sequences or t == len(hs) - 1:
+        xp, (hs,) = self.xp, saved
+        dz = self.k.activation_backward(activation, self.k.full(hs.shape, 1.0), hs)  # f' of every step, then dz
+        dh = self.k.full((hs.shape[0], hs.shape[2]), 0.0)  # the gradient of h_t
+        for t in reversed(range(hs.shape[1])):
+            if sequences or t == hs.shape[1] - 1:
                 xp.add(dh, g[:, t] if sequences else g, out=dh)
-            xp.multiply(dh, derivative[t], out=dz[t])
+            xp.multiply(dz[:, t], dh, out=dz[:, t])
             if t:
-                xp.matmul(dz[t], inputs[2].T, out=dh)
-        return self._weight_gradients(dz, xt, hs, inputs, needs)
+                xp.matmul(dz[:, t], inputs[2].T, out=dh)
+        return self._weight_gradients(dz, hs, inputs, needs)
 
     def lstm_forward(self, x, weights, recurrent, biases):
-        """Saved (xt, gates, cells, hs): gate activations, cells[t + 1] = c_t (cells[0] = 0), hs[t] = h_t."""
-        xt, gates = self._project(x, weights, biases)
-        steps, batch, width = gates.shape
+        """Saved (gates, cells, hs): gate activations, cells[t + 1] = c_t (cells[0] = 0, time-major), hs[:, t] = h_t.
+
+        The biases are added in the cell, which reads the step's gates anyway, not in a pass of their own."""
+        gates = self._project(x, weights)
+        batch, steps, width = gates.shape
         cells = self.k.empty((steps + 1, batch, width // 4))
         cells[0] = 0
-        hs = self.k.empty((steps, batch, width // 4))
+        hs = self.k.empty((batch, steps, width // 4))
         z = self.k.full((batch, width), 0.0)
         for t in range(steps):
             if t:
-                self.xp.matmul(hs[t - 1], recurrent, out=z)
-            self.lstm_cell(gates[t], z, cells[t], cells[t + 1], hs[t])
-        return xt, gates, cells, hs
+                self.xp.matmul(hs[:, t - 1], recurrent, out=z)
+            self.lstm_cell(gates, t, z, biases, cells[t], cells[t + 1], hs)
+        return gates, cells, hs
 
-    def lstm_cell(self, a, z, c_prev, c, h):
-        """One step: ``a`` (x·W + b) becomes the gate activations of a + z; writes c_t and h_t."""
-        xp, n = self.xp, h.shape[1]
+    def lstm_cell(self, gates, t, z, b, c_prev, c, hs):
+        """Step ``t``: ``gates[:, t]`` (x·W) becomes the gate activations of itself + z + b; writes c_t, hs[:, t]."""
+        xp, a, h, n = self.xp, gates[:, t], hs[:, t], hs.shape[2]
+        by_gate = a.reshape(a.shape[0], 4, n)  # a view: one call scales all four gates
         xp.add(a, z, out=a)
-        sigmoid_gates = (a[:, : 2 * n], a[:, 3 * n :])
-        for s in sigmoid_gates:  # sigmoid(x) = tanh(x/2)/2 + 1/2, as the sigmoid kernel computes it
-            xp.multiply(s, 0.5, out=s)
+        xp.add(a, b, out=a)
+        xp.multiply(by_gate, self._half, out=by_gate)
         xp.tanh(a, out=a)
-        for s in sigmoid_gates:
-            xp.multiply(s, 0.5, out=s)
-            xp.add(s, 0.5, out=s)
+        xp.multiply(by_gate, self._half, out=by_gate)
+        xp.add(by_gate, self._offset, out=by_gate)
         i, f, g, o = a[:, :n], a[:, n : 2 * n], a[:, 2 * n : 3 * n], a[:, 3 * n :]
         xp.multiply(f, c_prev, out=c)
         xp.multiply(i, g, out=h)
@@ -99,12 +109,12 @@ class RecurrentKernels:
         xp.tanh(c, out=h)
         xp.multiply(o, h, out=h)
 
-    def lstm_cell_backward(self, a, c_prev, c, dh, dc, scratch):
-        """One step back: the gates ``a`` become their pre-activation gradients; ``dc`` moves from c_t to c_{t-1}.
+    def lstm_cell_backward(self, gates, t, c_prev, c, dh, dc, scratch):
+        """Step ``t`` back: ``gates[:, t]`` become their pre-activation gradients; ``dc`` moves from c_t to c_{t-1}.
 
         ``dh`` is the whole gradient of h_t and is overwritten, like ``scratch`` (B, 4H).
         """
-        xp, n = self.xp, dh.shape[1]
+        xp, a, n = self.xp, gates[:, t], dh.shape[1]
         i, f, g, o = a[:, :n], a[:, n : 2 * n], a[:, 2 * n : 3 * n], a[:, 3 * n :]
         s_i, s_f, s_g, s_o = scratch[:, :n], scratch[:, n : 2 * n], scratch[:, 2 * n : 3 * n], scratch[:, 3 * n :]
         xp.tanh(c, out=s_i)
@@ -129,8 +139,8 @@ class RecurrentKernels:
         xp.copyto(dc, dh)
 
     def lstm_backward(self, g, inputs, saved, activation, sequences, needs):
-        xp, (xt, gates, cells, hs) = self.xp, saved
-        steps, batch, width = gates.shape
+        xp, (gates, cells, hs) = self.xp, saved
+        batch, steps, width = gates.shape
         dh = self.k.empty((batch, width // 4))
         recurrent_dh = self.k.full((batch, width // 4), 0.0)
         dc = self.k.full((batch, width // 4), 0.0)
@@ -140,21 +150,25 @@ class RecurrentKernels:
                 xp.add(recurrent_dh, g[:, t] if sequences else g, out=dh)
             else:
                 xp.copyto(dh, recurrent_dh)
-            self.lstm_cell_backward(gates[t], cells[t], cells[t + 1], dh, dc, scratch)
+            self.lstm_cell_backward(gates, t, cells[t], cells[t + 1], dh, dc, scratch)
             if t:
-                xp.matmul(gates[t], inputs[2].T, out=recurrent_dh)
-        return self._weight_gradients(gates, xt, hs, inputs, needs)
+                xp.matmul(gates[:, t], inputs[2].T, out=recurrent_dh)
+        return self._weight_gradients(gates, hs, inputs, needs)
 
-    def _weight_gradients(self, dz, xt, hs, inputs, needs):
-        """(dx, dW, dU, db) from the pre-activation gradients of every step, one GEMM each."""
+    def _weight_gradients(self, dz, hs, inputs, needs):
+        """(dx, dW, dU, db) from the pre-activation gradients of every step, one GEMM each.
+
+        dU pairs h_{t-1} with dz_t: consecutive rows of the flattened (B·T, ·) arrays, except where a
+        batch row's first step meets the previous row's last state; those B − 1 products come off again.
+        """
         k, (x, weights) = self.k, inputs[:2]
         flat = dz.reshape(-1, dz.shape[2])
-        dx = None
-        if needs[0]:
-            dx = k.empty(x.shape)
-            dx[...] = k.matmul(flat, weights.T).reshape(xt.shape).transpose(1, 0, 2)
-        dw = k.matmul(xt.reshape(-1, xt.shape[2]).T, flat) if needs[1] else None
-        du = k.matmul(hs[:-1].reshape(-1, hs.shape[2]).T, dz[1:].reshape(-1, dz.shape[2])) if needs[2] else None
+        dx = k.matmul(flat, weights.T).reshape(x.shape) if needs[0] else None
+        dw = k.matmul(x.reshape(-1, x.shape[2]).T, flat) if needs[1] else None
+        du = None
+        if needs[2]:
+            du = k.matmul(hs.reshape(-1, hs.shape[2])[:-1].T, flat[1:])
+            self.xp.subtract(du, k.matmul(hs[:-1, -1].T, dz[1:, 0]), out=du)
         db = k.sum(flat, axis=0) if needs[3] else None
         return dx, dw, du, db
 

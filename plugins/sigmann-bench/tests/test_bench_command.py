@@ -26,7 +26,7 @@ def test_building_the_parser_imports_no_benchmark_code():
 def test_quick_run_on_numpy_prints_a_record_per_system(capsys):
     assert cli.main(["bench", "--quick", "--json", "--handlers", "numpy", "--workloads", "small-mlp"]) == 0
     records = {r["system"]: r for r in json.loads(capsys.readouterr().out)}
-    assert {"sigma-numpy", "numpy-loop", "gemms-only"} <= set(records)
+    assert {"sigma-numpy", "sigma-numpy-unrecorded", "numpy-loop", "gemms-only"} <= set(records)
     assert records["sigma-numpy"]["ratio_to_ours"] == 1.0
     assert all(r["workload"] == "small-mlp" and r["iterations"] == 20 and r["median_ms"] > 0 for r in records.values())
 
@@ -34,4 +34,4 @@ def test_quick_run_on_numpy_prints_a_record_per_system(capsys):
 def test_unknown_workload_is_one_error_line(capsys):
     assert cli.main(["bench", "--quick", "--workloads", "huge-mlp"]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
-        "error: sigma bench: unknown workload(s) huge-mlp (choose from sigma-mlp, small-mlp)")
+        "error: sigma bench: unknown workload(s) huge-mlp (choose from sigma-mlp, small-mlp, probe)")

@@ -65,6 +65,7 @@ _SYMBOLS = (
 PARALLEL = False
 _state = {"tried": False, "reason": "not installed yet"}
 _keep = []  # the callback and its mutex, referenced for as long as OpenBLAS may call them
+_get_threads = []  # OpenBLAS's thread-count getter, once installed
 
 
 @intrinsic
@@ -189,6 +190,7 @@ def install() -> bool:
         return False
     _keep.append(_compile_callback())
     set_callback(_keep[-1].address)
+    _get_threads.append(get_threads)
     os.register_at_fork(after_in_child=lambda: _after_fork_in_child(set_callback))
     PARALLEL = True
     _state["reason"] = f"BLAS runs on numba's {layer} pool"
@@ -201,6 +203,11 @@ def _after_fork_in_child(set_callback):
     set_callback(None)
     PARALLEL = False
     _state["reason"] = "turned off in a forked child process"
+
+
+def threads() -> int:
+    """How many threads BLAS may use now (threadpoolctl and data-parallel workers change it); 1 before install."""
+    return _get_threads[0]() if _get_threads else 1
 
 
 def describe() -> str:

@@ -48,8 +48,8 @@ import numba  # noqa: E402  (after the cache directory is chosen)
 
 FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
-_jit = numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
-_jit_parallel = numba.njit(parallel=True, fastmath=FASTMATH, error_model="numpy", cache=True)
+_jit = numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True, nogil=True)
+_jit_parallel = numba.njit(parallel=True, fastmath=FASTMATH, error_model="numpy", cache=True, nogil=True)
 
 #: Below this many elements a pass stays serial even on the shared pool: handing
 #: half of it to the other thread costs more than the half takes.
@@ -70,8 +70,9 @@ def _serial_and_parallel(loop):
 
 
 def _pick(compiled, size):
-    """The parallel version of a :func:`_serial_and_parallel` pair when the shared pool is on and ``size`` is large."""
-    return compiled[1] if blas_pool.PARALLEL and size >= PARALLEL_MIN else compiled[0]
+    """The parallel version of a :func:`_serial_and_parallel` pair when the shared pool is on, ``size`` is large
+    and BLAS may use several threads (limited to one, as by data-parallel workers, the kernels keep to one too)."""
+    return compiled[1] if blas_pool.PARALLEL and size >= PARALLEL_MIN and blas_pool.threads() > 1 else compiled[0]
 
 #: Activation names as the integer codes the compiled loops branch on.
 ACTIVATION_CODES = {"none": 0, "relu": 1, "sigmoid": 2, "tanh": 3}
@@ -139,7 +140,7 @@ def _softmax_row(logits, probabilities, i):
     return top, math.log(s)
 
 
-@numba.njit(error_model="numpy", cache=True)  # no fast-math: the additions keep NumPy's order
+@numba.njit(error_model="numpy", cache=True, nogil=True)  # no fast-math: the additions keep NumPy's order
 def _column_sums(x, out):
     """out[j] = Σ_i x[i, j], adding row after row: NumPy's order for an axis-0 sum, so its bits."""
     rows, cols = x.shape

@@ -1,9 +1,12 @@
 """Fused LSTM cell loops for the sequence ops of :mod:`sigma_core.handlers.sequences`.
 
 The reference cell spends ~15 NumPy calls per time step on (batch, 4·size)
-arrays; here the forward step (gate activations, cell, hidden state) and the
-backward step are each one compiled pass. The recurrent GEMM stays in BLAS,
-written into its preallocated slice by the core loop.
+arrays; here the forward step (bias, gate activations, cell, hidden state)
+and the backward step are each one compiled pass over the batch rows, split
+between the shared pool's threads (:func:`~sigma_cpu.kernels._pick`) when it
+is on. They take the whole batch-major buffers and the step ``t``, so each row
+``[r, t]`` is a contiguous slice the loops vectorise. The recurrent GEMM stays
+in BLAS, written into its preallocated buffer by the core loop.
 
 numba has no SIMD tanh here (no SVML), and the scalar libm tanh costs ~18 ns
 an element, more than the whole NumPy cell. In float32 the loops therefore use
@@ -20,7 +23,7 @@ import numba
 
 from sigma_core.handlers.sequences import RecurrentKernels
 
-from .kernels import FASTMATH, _c_contiguous, _jit
+from .kernels import FASTMATH, _c_contiguous, _pick, _serial_and_parallel
 
 
 @numba.njit(inline="always", fastmath=FASTMATH, error_model="numpy")
@@ -47,26 +50,29 @@ def _libm_tanh(x):
 def _cell_loops(tanh):
     """The forward and backward cell passes over rows of (B, 4H) gates, with the given scalar tanh."""
 
-    def forward(a, z, c_prev, c, h):
-        n = h.shape[1]
-        for r in range(h.shape[0]):
-            ai, af, ag, ao = a[r, :n], a[r, n : 2 * n], a[r, 2 * n : 3 * n], a[r, 3 * n :]
+    def forward(gates, t, z, b, c_prev, c, hs):
+        n = hs.shape[2]
+        bi, bf, bg, bo = b[:n], b[n : 2 * n], b[2 * n : 3 * n], b[3 * n :]
+        for r in numba.prange(hs.shape[0]):
+            a = gates[r, t]
+            ai, af, ag, ao = a[:n], a[n : 2 * n], a[2 * n : 3 * n], a[3 * n :]
             zi, zf, zg, zo = z[r, :n], z[r, n : 2 * n], z[r, 2 * n : 3 * n], z[r, 3 * n :]
-            cp, cr, hr = c_prev[r], c[r], h[r]
+            cp, cr, hr = c_prev[r], c[r], hs[r, t]
             for j in range(n):
-                i = 0.5 * tanh(0.5 * (ai[j] + zi[j])) + 0.5
-                f = 0.5 * tanh(0.5 * (af[j] + zf[j])) + 0.5
-                g = tanh(ag[j] + zg[j])
-                o = 0.5 * tanh(0.5 * (ao[j] + zo[j])) + 0.5
+                i = 0.5 * tanh(0.5 * (ai[j] + zi[j] + bi[j])) + 0.5
+                f = 0.5 * tanh(0.5 * (af[j] + zf[j] + bf[j])) + 0.5
+                g = tanh(ag[j] + zg[j] + bg[j])
+                o = 0.5 * tanh(0.5 * (ao[j] + zo[j] + bo[j])) + 0.5
                 cell = f * cp[j] + i * g
                 cr[j] = cell
                 hr[j] = o * tanh(cell)
                 ai[j], af[j], ag[j], ao[j] = i, f, g, o
 
-    def backward(a, c_prev, c, dh, dc):
+    def backward(gates, t, c_prev, c, dh, dc):
         n = dh.shape[1]
-        for r in range(dh.shape[0]):
-            ai, af, ag, ao = a[r, :n], a[r, n : 2 * n], a[r, 2 * n : 3 * n], a[r, 3 * n :]
+        for r in numba.prange(dh.shape[0]):
+            a = gates[r, t]
+            ai, af, ag, ao = a[:n], a[n : 2 * n], a[2 * n : 3 * n], a[3 * n :]
             cp, cr, dhr, dcr = c_prev[r], c[r], dh[r], dc[r]
             for j in range(n):
                 i, f, g, o = ai[j], af[j], ag[j], ao[j]
@@ -82,27 +88,28 @@ def _cell_loops(tanh):
 
 
 def _compiled(tanh, suffix):
-    """:func:`_cell_loops` compiled under distinct names (numba's disk cache keys on the name)."""
+    """:func:`_cell_loops` compiled under distinct names (numba's disk cache keys on the name), each as a
+    (serial, parallel over rows) pair for :func:`~sigma_cpu.kernels._pick`."""
     loops = []
     for loop in _cell_loops(tanh):
         loop.__qualname__ = f"lstm_cell_{loop.__name__}_{suffix}"
-        loops.append(_jit(loop))
+        loops.append(_serial_and_parallel(loop))
     return loops
 
 
-#: (forward, backward) per dtype: float32 with the rational tanh, float64 with libm's.
+#: (forward, backward) pairs per dtype: float32 with the rational tanh, float64 with libm's.
 _CELLS = {4: _compiled(_rational_tanh, "float32"), 8: _compiled(_libm_tanh, "float64")}
 
 
 class NumbaRecurrent(RecurrentKernels):
     """:class:`RecurrentKernels` with the LSTM cell fused (see the module docstring)."""
 
-    def lstm_cell(self, a, z, c_prev, c, h):
-        if a.dtype.itemsize not in _CELLS or not _c_contiguous(a, z, c_prev, c, h):
-            return super().lstm_cell(a, z, c_prev, c, h)
-        _CELLS[a.dtype.itemsize][0](a, z, c_prev, c, h)
+    def lstm_cell(self, gates, t, z, b, c_prev, c, hs):
+        if gates.dtype.itemsize not in _CELLS or not _c_contiguous(gates, z, b, c_prev, c, hs):
+            return super().lstm_cell(gates, t, z, b, c_prev, c, hs)
+        _pick(_CELLS[gates.dtype.itemsize][0], z.size)(gates, t, z, b, c_prev, c, hs)
 
-    def lstm_cell_backward(self, a, c_prev, c, dh, dc, scratch):
-        if a.dtype.itemsize not in _CELLS or not _c_contiguous(a, c_prev, c, dh, dc):
-            return super().lstm_cell_backward(a, c_prev, c, dh, dc, scratch)
-        _CELLS[a.dtype.itemsize][1](a, c_prev, c, dh, dc)
+    def lstm_cell_backward(self, gates, t, c_prev, c, dh, dc, scratch):
+        if gates.dtype.itemsize not in _CELLS or not _c_contiguous(gates, c_prev, c, dh, dc):
+            return super().lstm_cell_backward(gates, t, c_prev, c, dh, dc, scratch)
+        _pick(_CELLS[gates.dtype.itemsize][1], scratch.size)(gates, t, c_prev, c, dh, dc)

@@ -1,7 +1,7 @@
 """Sigma's CUDA handler on CuPy (a separate distribution, ``sigmann-cuda``).
 
-Not implemented yet: the package installs but registers no handler. It will
-register ``cuda`` through the ``sigma`` entry-point group, import CuPy only
-when that handler is selected, and report itself unavailable without a CUDA
-device.
+It registers the handler ``cuda`` (``cuda:1`` for another device) through the
+``sigma`` entry-point group. Discovery imports nothing but :mod:`sigma_cuda.devices`,
+which asks the NVIDIA driver through ``ctypes``; CuPy is imported only when the
+handler is built (:mod:`sigma_cuda.handler`).
 """

@@ -7,10 +7,14 @@ Two workloads (issue 4), float32, batch 100, synthetic MNIST-shaped data
   -> Dropout 0.4 -> Dense 800 relu -> Dropout 0.4 -> Dense 10 sigmoid ->
   SoftmaxCE, Adagrad lr 0.02 (eps 1e-6);
 * ``small-mlp``: 784 -> Dense 128 relu -> Dense 10 -> SoftmaxCE, SGD lr 0.1,
-  no dropout; here per-op overhead weighs the most.
+  no dropout; here per-op overhead weighs the most;
+* ``probe`` (only when asked for): the small MLP with 8 hidden units and
+  batches of 4, so a step is nearly all framework time.
 
 Systems: every installed handler that can run here (``sigma-<name>``) through
-the real framework path (Network, Trainer.run_iteration); a hand-written
+the real framework path (Network, Trainer.run_iteration, replaying recorded
+steps as ``sigma train`` does), and the first of them once more with replay off
+(``sigma-<name>-unrecorded``: every step taped and dispatched); a hand-written
 NumPy loop of the kind a competent NumPy programmer writes (:class:`HandMLP`:
 preallocated buffers, ``out=`` everywhere); the GEMMs of one step alone
 (``gemms-only``, BLAS with preallocated outputs: the floor for any system
@@ -49,7 +53,9 @@ ADAGRAD_EPS = 1e-6
 WORKLOADS = {
     "sigma-mlp": dict(dropouts=(0.2, 0.4, 0.4), hidden=(1000, 800), output="sigmoid", optimiser="adagrad", lr=0.02),
     "small-mlp": dict(dropouts=(0.0, 0.0), hidden=(128,), output="none", optimiser="sgd", lr=0.1),
+    "probe": dict(dropouts=(0.0, 0.0), hidden=(8,), output="none", optimiser="sgd", lr=0.1, batch=4),
 }
+DEFAULT_WORKLOADS = ("sigma-mlp", "small-mlp")
 
 #: (rounds, timed iterations per round, warm-up iterations): >= 200 timed iterations per system.
 FULL = (5, 40, 10)
@@ -57,20 +63,21 @@ QUICK = (2, 10, 3)
 
 
 # -- data -----------------------------------------------------------------------------------
-def make_batches(seed=1234, n=N_BATCHES):
+def make_batches(seed=1234, n=N_BATCHES, batch=BATCH):
     rng = np.random.default_rng(seed)
     return [
         {
-            "inputs": rng.random((BATCH, 28, 28), dtype=DTYPE),
-            "targets": rng.integers(0, 10, size=BATCH, dtype=np.int64),
+            "inputs": rng.random((batch, 28, 28), dtype=DTYPE),
+            "targets": rng.integers(0, 10, size=batch, dtype=np.int64),
         }
         for _ in range(n)
     ]
 
 
 # -- Sigma ----------------------------------------------------------------------------------
-def build_trainer(spec, handler="numpy", seed=0):
-    """A Trainer for ``spec`` on a fresh float32 handler (a name or an instance), initialised."""
+def build_trainer(spec, handler="numpy", seed=0, replay=True):
+    """A Trainer for ``spec`` on a fresh float32 handler (a name or an instance), initialised; ``replay``
+    as ``training.replay`` (on in ``sigma train``)."""
     from sigma_core import backend
     from sigma_core.constructs import Dense, Dropout, Input, SoftmaxCE
     from sigma_core.initialisers import Gaussian
@@ -94,6 +101,7 @@ def build_trainer(spec, handler="numpy", seed=0):
         optimiser,
         training_iterator=[],
         initialisers={"*.weights": Gaussian(std=0.05), "*.biases": Gaussian(std=0.01)},
+        replay=replay,
     )
     if isinstance(handler, str):
         handler = backend.create_handler(handler, dtype=str(np.dtype(DTYPE)), seed=seed)
@@ -233,7 +241,7 @@ def build_hand(spec, trainer, rng_state=None):
     if rng_state is not None:
         rng.bit_generator.state = rng_state
     return HandMLP(dense_parameters(trainer), spec["dropouts"], spec["optimiser"], spec["lr"], rng,
-                   output_activation=spec.get("output", "none"))
+                   batch=spec.get("batch", BATCH), output_activation=spec.get("output", "none"))
 
 
 class GemmsOnly:
@@ -282,7 +290,7 @@ def torch_step(spec, params):
     functional = torch.nn.functional
 
     def step(batch):
-        x = torch.from_numpy(batch["inputs"]).reshape(BATCH, -1)
+        x = torch.from_numpy(batch["inputs"]).reshape(len(batch["inputs"]), -1)
         labels = torch.from_numpy(batch["targets"])
         for i in range(n):
             if dropouts[i]:
@@ -381,7 +389,7 @@ def system_names(handlers) -> list[str]:
     """Every system to measure; third-party ones only when importable (looked up, not imported)."""
     import importlib.util
 
-    names = [f"sigma-{name}" for name in handlers] + ["numpy-loop", "gemms-only"]
+    names = [f"sigma-{name}" for name in handlers] + [f"sigma-{handlers[0]}-unrecorded", "numpy-loop", "gemms-only"]
     names += [name for name, module in (("pytorch-eager", "torch"), ("jax-jit", "jax")) if importlib.util.find_spec(module)]
     return names
 
@@ -391,12 +399,13 @@ def make_step(workload, system):
     spec = dict(WORKLOADS[workload], name=workload)
     reference = build_trainer(spec, "numpy")  # seeded: the same initial parameters in every process
     if system.startswith("sigma-"):
-        return build_trainer(spec, system.removeprefix("sigma-")).run_iteration
+        handler = system.removeprefix("sigma-").removesuffix("-unrecorded")
+        return build_trainer(spec, handler, replay=not system.endswith("-unrecorded")).run_iteration
     if system == "numpy-loop":
         hand = build_hand(spec, reference)
         return lambda batch: hand.step(batch["inputs"], batch["targets"])
     if system == "gemms-only":
-        gemms = GemmsOnly(dense_parameters(reference))
+        gemms = GemmsOnly(dense_parameters(reference), spec.get("batch", BATCH))
         return lambda batch: gemms.step(batch["inputs"], batch["targets"])
     return {"pytorch-eager": torch_step, "jax-jit": jax_step}[system](spec, dense_parameters(reference))
 
@@ -404,7 +413,7 @@ def make_step(workload, system):
 def _worker(connection, workload, system):
     """One system in its own process: runs the rounds it is sent, returns per-iteration times."""
     step = make_step(workload, system)
-    batches = make_batches()
+    batches = make_batches(batch=WORKLOADS[workload].get("batch", BATCH))
     connection.send("ready")
     while (message := connection.recv()) is not None:
         start, iterations = message
@@ -468,7 +477,7 @@ def bench_workload(name, handlers, rounds, iterations, warmup):
             "median_ms": round(median * 1e3, 4),
             "min_ms": round(min(round_medians[system]) * 1e3, 4),
             "max_ms": round(max(round_medians[system]) * 1e3, 4),
-            "samples_per_s": round(BATCH / median, 1),
+            "samples_per_s": round(WORKLOADS[name].get("batch", BATCH) / median, 1),
             "ratio_to_ours": round(median / ours, 3),
             "iterations": len(samples[system]),
         })
@@ -535,29 +544,35 @@ def run(handlers=None, workloads=None, quick=False, first_iteration=True, log=sy
     handlers = sigma_handlers(handlers)
     if not handlers:
         raise SigmaError("sigma bench: none of the requested handlers can run here")
+    records = []
+    if "cuda" in handlers:  # timed apart, against GPU baselines: see sigmann_bench.gpu
+        from sigmann_bench import gpu
+
+        records, handlers = gpu.run(workloads, quick, log), [h for h in handlers if h != "cuda"]
+        if not handlers:
+            return records
     rounds, iterations, warmup = QUICK if quick else FULL
     print(f"sigma bench: {machine()}; handlers {', '.join(handlers)}; "
           f"{rounds} rounds x {iterations} timed iterations per system", file=log)
-    records = []
-    for name in workloads or list(WORKLOADS):
+    for name in workloads or DEFAULT_WORKLOADS:
         records += bench_workload(name, handlers, rounds, iterations, warmup)
         print(f"sigma bench: {name} done", file=log)
     if first_iteration and "cpu" in handlers:
-        for name in workloads or list(WORKLOADS):
+        for name in workloads or DEFAULT_WORKLOADS:
             records += first_iteration_latency(name)
     return records
 
 
 def format_table(records) -> str:
-    lines = [f"{'workload':<11}{'system':<15}{'median ms':>10}{'rounds min-max':>18}{'samples/s':>11}{'vs ours':>9}"]
+    lines = [f"{'workload':<11}{'system':<22}{'median ms':>10}{'rounds min-max':>18}{'samples/s':>11}{'vs ours':>9}"]
     for r in records:
         if r["measure"] == "iteration":
             spread = f"{r['min_ms']:.3f}-{r['max_ms']:.3f}"
-            lines.append(f"{r['workload']:<11}{r['system']:<15}{r['median_ms']:>10.3f}{spread:>18}"
+            lines.append(f"{r['workload']:<11}{r['system']:<22}{r['median_ms']:>10.3f}{spread:>18}"
                          f"{r['samples_per_s']:>11.0f}{r['ratio_to_ours']:>8.2f}x")
     for r in records:
         if r["measure"] != "iteration":
-            lines.append(f"{r['workload']:<11}{r['system']:<15}{r['measure']}: {r['median_ms']:.0f} ms")
+            lines.append(f"{r['workload']:<11}{r['system']:<22}{r['measure']}: {r['median_ms']:.0f} ms")
     return "\n".join(lines)
 
 

@@ -1,30 +1,35 @@
-"""The ``ray`` operator: data-parallel workers as Ray actors, gradients combined by a reduce tree.
+"""The ``ray`` operator: data-parallel workers as Ray actors, in lockstep, gradients all-gathered.
 
 The driver keeps the global state, exactly as the core's ``threads`` operator
 with ``combine = "gradients"`` (see :mod:`sigma_core.workers`): the trainer's
 network and optimiser, which hooks read, monitors see and checkpoints save.
 Each worker is an actor in its own process that builds the run from the run
 file itself (``build_run``: its own handler, of the trainer's kind and dtype,
-and its own copy of the data), so records never travel through the driver:
-every step the driver sends only the global step's position and a reference
-to the current parameters (one ``ray.put``, read by every worker from the
-object store), and each worker reads its rows of that global minibatch from
-its own data.
+its own optimiser and its own copy of the data), so records never travel
+through the driver, and it keeps a replica of the global state.
 
-Combining is an all-reduce done as reduce-then-broadcast: all workers compute
-at once, each weighting its gradients by its share of the records; then the
-results climb a binary tree rooted at the driver (its children are workers 0
-and 1, worker ``i``'s are ``2i+2`` and ``2i+3``; Ray hands each result from
-object store to object store), so the driver receives two gradients whatever
-the worker count. It applies the optimiser once, and the next step's
-``ray.put`` of the parameters is the broadcast. Why this and not Ray's
-collective API: see the README (a measurement). The result equals one worker
-on the whole batch up to rounding, and checkpoints resume exactly.
+A global step is one call per worker carrying the step's position and
+references to every worker's result of the step before. Each worker adds up
+those weighted gradients (in worker order: every process gets the same bits),
+applies them with its own optimiser, then computes its rows of the new step's
+global minibatch and returns their weighted gradients as one flat array. Ray
+hands every result over through the object store (zero-copy on one node): an
+all-gather, with no parameters broadcast and no ``ray.put`` by the driver per
+step. The driver applies the same sum to the global state, so it and every
+replica stay identical; the hyperparameters it applied with (``set`` and
+hooks change them) travel with the next call. Why this and not a reduce tree
+or Ray's collective API: see the README (measurements). The result equals one
+worker on the whole batch up to rounding, and checkpoints resume exactly.
 
-Fault tolerance: the global state changes only after a complete reduce, so
+The workers take the driver's whole state (parameters, optimiser state,
+freeze filters) when a run starts, after a reset, when the trainable
+parameters change, and after a restart. A hook that writes parameters in
+place between steps is not seen by the workers (no Sigma hook does).
+
+Fault tolerance: the global state changes only after every worker returned, so
 when a worker dies mid-step the driver restarts it (a new actor, which reads
-its data again), logs a line naming it, and repeats that step from the last
-synchronised state; a worker's random stream restarts every step from
+its data again), logs a line naming it, gives every worker the global state and
+repeats that step from it; a worker's random stream restarts every step from
 (seed, worker, step), so the repeat is exact. ``restarts`` bounds the
 restarts per step. An exception in a worker reaches the driver as one
 :class:`~sigma_core.workers.WorkerError` naming the worker and its error.
@@ -38,6 +43,7 @@ working directory, so on a cluster the data must be at the same path on every no
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 
@@ -47,17 +53,17 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from sigma_core.errors import SigmaError, describe
 from sigma_core.operators import SingleWorkerOperator
-from sigma_core.workers import Worker, WorkerError, base_seed, shard_bounds, worker_failed
+from sigma_core.workers import Worker, WorkerError, base_seed, blas_threads, shard_bounds, worker_failed
 
 log = logging.getLogger("sigma")
 
 
 @ray.remote
 class RayWorker:
-    """One worker process: its own run (handler, network, data) built from the run file."""
+    """One worker process: its own run (handler, network, optimiser, data) built from the run file."""
 
     def __init__(self, config: dict, handler_name: str, index: int, count: int, seed: int, directory: str):
-        self.failure = None  # reported by pid(): a failed start as one line naming the worker, not an actor traceback
+        self.failure = None  # reported by load(): a failed start as one line naming the worker, not an actor traceback
         try:
             if os.path.isdir(directory):
                 os.chdir(directory)
@@ -74,19 +80,34 @@ class RayWorker:
         self.batches = (None, None)  # (epoch, batch indices of that epoch)
 
     def pid(self) -> int:
-        if self.failure is not None:
-            raise self.failure
         return os.getpid()
 
-    def compute(self, parameters: dict, counters: tuple, keep: bool) -> tuple:
-        """This worker's part of a global step: its rows' cost and gradients, weighted by their share of the
-        global batch. Returns ``(cost, records, {id: gradient}, seconds computing)``; with ``keep``, the
-        gradients stay here for :meth:`reduce` and are left out."""
-        step, epoch, position = counters
-        self.grads = None
+    def load(self, state: tuple) -> None:
+        """Take the driver's state: (layout of the flat gradient, parameters, optimiser state)."""
+        if self.failure is not None:
+            raise self.failure
+        self.layout, parameters, optimiser = state
+        local = self.worker.trainer
+        local.network.load_state_dict(parameters)
+        local.optimiser.load_state_dict(optimiser, local.handler)
+        local.refresh_trainable()
+        size = sum(stop - start for _, start, stop, _ in self.layout)
+        self.flat, self.total = numpy.zeros(size, local.handler.dtype), numpy.empty(size, local.handler.dtype)
+
+    def step(self, counters: tuple, hyperparameters: dict, *previous) -> tuple:
+        """Apply the last step's gradients (``previous``: every worker's result of it, which Ray hands over
+        from the object store), then this worker's part of global step ``counters``: its rows' cost and
+        gradients, weighted by their share of the global batch. Returns ``(cost, records, flat gradients,
+        seconds computing)``."""
         if self.failure is not None:
             raise self.failure
         try:
+            local = self.worker.trainer
+            if previous:
+                for name, value in hyperparameters.items():
+                    setattr(local.optimiser, name, value)
+                local.apply_gradients(unflatten(add_up([p[2] for p in previous], self.total), self.layout), 0.0)
+            step, epoch, position = counters
             if self.batches[0] != epoch:
                 self.batches = (epoch, self.iterator.batch_indices(epoch))
             index = self.batches[1][position]
@@ -94,33 +115,33 @@ class RayWorker:
                 index = numpy.arange(*index.indices(len(self.iterator.dataset)))
             bounds = shard_bounds(len(index), self.count)
             rows = index[bounds[self.worker.index]:bounds[self.worker.index + 1]]
-            cost, grads, began, share = 0.0, None, time.perf_counter(), len(rows) / len(index)
-            if len(rows):
-                cost, grads = self.worker.gradients(self.iterator.dataset[rows], parameters, counters, share)
-            if keep:
-                self.grads, grads = grads, None
-            return cost * share, len(rows), grads, time.perf_counter() - began
+            cost, began, share = 0.0, time.perf_counter(), len(rows) / len(index)
+            if not len(rows):  # fewer records than workers: this one adds nothing
+                self.flat.fill(0.0)
+            else:
+                self.worker.prepare(*counters)
+                with local.handler.session():
+                    cost, grads = local.gradients(self.iterator.dataset[rows])
+                    host = local.handler.kernels.xp is numpy
+                    for pid, start, stop, shape in self.layout:
+                        grad = grads[pid].data if host else grads[pid].to_numpy()
+                        numpy.multiply(grad.reshape(-1), share, out=self.flat[start:stop])
+            return float(cost) * share, len(rows), self.flat, time.perf_counter() - began
         except Exception as error:
             raise worker_failed(self.worker.index, error) from None
 
-    def reduce(self, computed: tuple, *children) -> tuple:
-        """``(cost, records, {id: gradient}, seconds)``: :meth:`compute`'s result (``computed``) plus the
-        children's reductions, as sums (the slowest worker's seconds)."""
-        (cost, records, _, seconds), grads, self.grads = computed, self.grads, None
-        return _add((cost, records, grads, seconds), *children)
+
+def add_up(flats: list, out: numpy.ndarray) -> numpy.ndarray:
+    """The sum of the workers' weighted gradients, in worker order (so every process gets the same bits)."""
+    numpy.copyto(out, flats[0])
+    for flat in flats[1:]:
+        out += flat
+    return out
 
 
-def _add(first, *others) -> tuple:
-    """Sum reductions (``first``'s arrays are written into; the driver passes None and its two children's)."""
-    cost, records, grads, seconds = first or (0.0, 0, None, 0.0)
-    for other_cost, other_records, other_grads, other_seconds in others:
-        cost, records, seconds = cost + other_cost, records + other_records, max(seconds, other_seconds)
-        if grads is None:
-            grads = {pid: grad.copy() for pid, grad in other_grads.items()} if other_grads else None
-        elif other_grads:
-            for pid, grad in grads.items():
-                grad += other_grads[pid]
-    return cost, records, grads, seconds
+def unflatten(flat: numpy.ndarray, layout: list) -> dict:
+    """Gradients by id, as views of ``flat``."""
+    return {pid: flat[start:stop].reshape(shape) for pid, start, stop, shape in layout}
 
 
 def _reported(error: RayTaskError) -> SigmaError:
@@ -155,67 +176,86 @@ class RayOperator(SingleWorkerOperator):
         threads = str(blas_threads)
         options = dict(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker, runtime_env={"env_vars": {
             "OPENBLAS_NUM_THREADS": threads, "OMP_NUM_THREADS": threads, "NUMBA_NUM_THREADS": threads}})
-        self.restarts, self.workers = restarts, []
+        self.restarts, self.workers, self.blas_threads = restarts, [], blas_threads
         self.busy_seconds = 0.0  # the workers' computing time, summed over steps (the longest worker's each step)
         self._spawn = lambda index: RayWorker.options(**options).remote(
             trainer.run_config, trainer.handler.name, index, workers, seed, os.getcwd())
-        self._count = workers
+        self._count, self._synced, self._ahead = workers, None, None  # _ahead: (counters, refs) of the next step
 
     def _loop(self) -> None:
-        """Workers live for one run (started at its first step), so no run leaves actors holding CPUs."""
+        """Workers live for one run (started at its first step), so no run leaves actors holding CPUs. This
+        process keeps to ``blas_threads`` too meanwhile: its update overlaps the workers' steps."""
         try:
-            super()._loop()
+            with blas_threads(self.blas_threads):
+                super()._loop()
         finally:
             for actor in self.workers:
                 ray.kill(actor)
-            self.workers = []
+            self.workers, self._synced, self._ahead = [], None, None
 
-    def _start_workers(self) -> None:
-        self.workers = [self._spawn(index) for index in range(self._count)]
-        try:
-            ray.get([actor.pid.remote() for actor in self.workers])
-        except RayTaskError as error:
-            raise _reported(error) from None
+    def _reset(self) -> None:
+        super()._reset()
+        self._synced = None  # the workers take the reset state before the next step
 
-    def _reduce(self, parameters, counters: tuple) -> list:
-        """Start a global step: every worker computes at once, then the results climb a binary tree rooted
-        at the driver (its children are workers 0 and 1, worker ``i``'s are ``2i+2`` and ``2i+3``; Ray hands
-        each result on directly). Returns the refs of the driver's children."""
-        count = len(self.workers)
-        computed = [actor.compute.remote(parameters, counters, 2 * index + 2 < count)
-                    for index, actor in enumerate(self.workers)]
-        results = computed[:]  # a worker without children: its computation is its result
-        for index in reversed(range(count)):
-            children = [results[child] for child in (2 * index + 2, 2 * index + 3) if child < count]
-            if children:
-                results[index] = self.workers[index].reduce.remote(computed[index], *children)
-        return results[:2]
+    def _layout(self) -> list:
+        """Where each trainable parameter's gradient sits in the flat gradient: ``(id, start, stop, shape)``."""
+        parameters, layout, start = self.trainer.network.parameters, [], 0
+        for pid in self.trainer.optimiser.trainable(list(parameters)):
+            shape = tuple(parameters[pid].shape)
+            layout.append((pid, start, start + math.prod(shape), shape))
+            start += math.prod(shape)
+        return layout
+
+    def _sync(self, layout: list) -> None:
+        """Every worker takes the global state (and drops any step started ahead)."""
+        trainer = self.trainer
+        log.debug("ray: the workers take the global state at step %d", trainer.total_iterations + 1)
+        state = ray.put((layout, trainer.network.state_dict(), trainer.optimiser.state_dict()))
+        ray.get([actor.load.remote(state) for actor in self.workers])
+        self._synced = layout
+        self._total = numpy.empty(layout[-1][2] if layout else 0, trainer.handler.dtype)
 
     def _step(self, batch: dict):
         trainer = self.trainer
-        if not self.workers:
-            self._start_workers()
-        counters = (trainer.total_iterations, trainer.epoch, trainer.iteration)
-        parameters = ray.put(trainer.network.state_dict())
+        if not self.workers:  # started here, they take the global state in the first _sync
+            self.workers = [self._spawn(index) for index in range(self._count)]
+        layout, counters = self._layout(), (trainer.total_iterations, trainer.epoch, trainer.iteration)
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and (ahead[0] != counters or layout != self._synced):
+            ahead, self._synced = None, None  # not the step started ahead (a reset, new trainable parameters)
+        # The next step starts at once: the workers go on to it as soon as they all have this one's results,
+        # while this process applies them and runs the hooks. They apply them with the hyperparameters this
+        # process does, the current ones; if the next step turns out to be another, its result is dropped above.
+        step, epoch, iteration = counters
+        following = (step + 1, epoch, iteration + 1) if iteration + 1 < len(trainer.training_iterator) else (
+            step + 1, epoch + 1, 0)
+        hyperparameters = trainer.optimiser.hyperparameters()
         for attempt in range(self.restarts + 1):
             try:
-                cost, records, grads, seconds = _add(None, *ray.get(self._reduce(parameters, counters)))
+                if layout != self._synced:
+                    self._sync(layout)
+                refs = ahead[1] if ahead else [actor.step.remote(counters, {}) for actor in self.workers]
+                self._ahead = (following, [actor.step.remote(following, hyperparameters, *refs)
+                                           for actor in self.workers])
+                results = ray.get(refs)
                 break
-            except RayActorError as error:  # a worker died: its replacement repeats the step from the same state
+            except RayActorError as error:  # a worker died: all take the global state and repeat the step
                 if attempt == self.restarts:
                     raise WorkerError(f"Ray workers died {attempt + 1} times in global step "
                                       f"{trainer.total_iterations + 1}; giving up: {describe(error)}") from None
                 self._restart_dead(trainer.total_iterations + 1, error)
+                ahead, self._ahead, self._synced = None, None, None
             except RayTaskError as error:
                 raise _reported(error) from None
-        self.busy_seconds += seconds
+        cost, records = sum(result[0] for result in results), sum(result[1] for result in results)
+        self.busy_seconds += max(result[3] for result in results)
         if records != len(batch["inputs"]):
             raise SigmaError(f"operator 'ray': the workers read {records} records of a {len(batch['inputs'])}-record "
                              "batch; their data differs from the driver's")
-        return trainer.apply_gradients(grads, cost)
+        return trainer.apply_gradients(unflatten(add_up([result[2] for result in results], self._total), layout), cost)
 
     def _restart_dead(self, step: int, error: BaseException) -> None:
-        """Replace every worker that no longer answers; the step is then repeated from the global state."""
+        """Replace every worker that no longer answers."""
         for index, actor in enumerate(self.workers):
             try:
                 ray.get(actor.pid.remote(), timeout=60)

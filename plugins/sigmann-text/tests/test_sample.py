@@ -1,0 +1,128 @@
+"""examples/chars.toml end to end, bits per character, and ``sigma sample`` from its checkpoint."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sigma_core.cli import main
+from sigma_core.inference import load
+from sigmann_text.chars import build_vocabulary, encode
+
+ROOT = Path(__file__).resolve().parents[3]
+WORDS = "the cat sat on the mat and the dog ran to the log".split()
+
+
+class Lines(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """The example trained for 3 epochs on a generated text: (checkpoint, text path, summary, log lines)."""
+    root = tmp_path_factory.mktemp("chars")
+    rng = np.random.default_rng(0)
+    text = root / "input.txt"
+    text.write_text(" ".join(rng.choice(WORDS, 2500)) + "\n", encoding="utf-8")
+    lines, logger = Lines(), logging.getLogger("sigma")
+    logger.addHandler(lines)
+    try:
+        assert main(["train", str(ROOT / "examples" / "chars.toml"), "--quiet", "--out", str(root / "out.json"),
+                     "--handler", "cpu", "--set", f"data.path={text}", "--set", "training.epochs=3",
+                     "--set", f"checkpoint.directory={root / 'checkpoints'}"]) == 0
+    finally:
+        logger.removeHandler(lines)
+    checkpoint = max((root / "checkpoints").glob("*.ckpt"))
+    return checkpoint, text, json.loads((root / "out.json").read_text()), lines.lines
+
+
+def sample(capsys, *arguments):
+    code = main(["sample", *map(str, arguments), "--handler", "cpu"])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_example_reports_cost_in_bits_per_character(trained):
+    _, _, summary, lines = trained
+    pattern = r"epoch (\d+): bits per character: train ([\d.]+), validation ([\d.]+)"
+    reports = [r for r in (re.search(pattern, line) for line in lines) if r]
+    assert [int(r[1]) for r in reports] == [1, 2, 3]
+    assert float(reports[-1][2]) == pytest.approx(summary["cost"] / math.log(2), abs=1e-4)
+    validation = [float(r[3]) for r in reports]
+    # below the 4.3 bits of guessing uniformly among the text's 20 characters: it has learnt something
+    assert validation[-1] < validation[0] and validation[-1] < math.log2(len(build_vocabulary(trained[1])))
+
+
+def test_sampling_is_reproducible_from_the_seed(trained, capsys):
+    checkpoint = trained[0]
+    first = sample(capsys, checkpoint, "--length", 60, "--seed", 5)
+    assert first[0] == 0 and len(first[1]) == 1 + 60 + 1  # a random first character, 60 more, a newline
+    assert sample(capsys, checkpoint, "--length", 60, "--seed", 5) == first
+    assert sample(capsys, checkpoint, "--length", 60, "--seed", 6)[1] != first[1]
+    primed = sample(capsys, checkpoint, "--length", 10, "--seed", 5, "--prime", "the cat ")[1]
+    assert primed.startswith("the cat ") and len(primed) == 8 + 10 + 1
+
+
+def test_temperature_towards_zero_is_greedy(trained, capsys):
+    checkpoint, text = trained[:2]
+    prime = text.read_text()[:60]  # longer than the network's 50-step window
+    greedy = sample(capsys, checkpoint, "--length", 30, "--temperature", 0, "--prime", prime)[1]
+    for seed in (1, 2):
+        near_zero = sample(capsys, checkpoint, "--length", 30, "--temperature", 1e-9, "--seed", seed, "--prime", prime)
+        assert near_zero[1] == greedy
+    # the first generated character is the argmax of the saved network (loaded independently) on the last 50
+    symbols = build_vocabulary(text)
+    logits = load(checkpoint, "numpy").predict(encode(prime[-50:], symbols, "utf-8", "prime")[None])
+    assert greedy[60] == chr(symbols[int(logits[0, -1, : len(symbols)].argmax())])
+    assert sample(capsys, checkpoint, "--length", 30, "--temperature", 3, "--seed", 1, "--prime", prime)[1] != greedy
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--temperature", "-1"], "--temperature must be a finite number >= 0, got '-1'"),
+    (["--temperature", "nan"], "--temperature must be a finite number >= 0, got 'nan'"),
+    (["--temperature", "hot"], "--temperature must be a finite number >= 0, got 'hot'"),
+    (["--length", "-3"], "--length must be an integer >= 0, got '-3'"),
+    (["--prime", "the Q"], "--prime: 'Q' (U+0051) at character 4 is not in the vocabulary"),
+])
+def test_bad_arguments_are_one_line_and_exit_2(trained, capsys, arguments, message):
+    code, out, err = sample(capsys, trained[0], *arguments)
+    errors = [line for line in err.splitlines() if not line.startswith("sigma: ")]
+    assert code == 2 and out == "" and len(errors) == 1 and errors[0].startswith(f"error: {message}")
+
+
+def test_bad_checkpoints_are_one_line_and_exit_2(trained, capsys, tmp_path):
+    code, _, err = sample(capsys, tmp_path / "missing.ckpt")
+    assert code == 2 and err.strip().splitlines()[-1].startswith("error: ") and "missing.ckpt" in err
+    garbage = tmp_path / "garbage.ckpt"
+    garbage.write_bytes(b"not a checkpoint")
+    code, _, err = sample(capsys, garbage)
+    assert code == 2 and "garbage.ckpt" in err.strip().splitlines()[-1]
+    assert main(["train", str(ROOT / "examples" / "xor.toml"), "--quiet", "--set", "training.epochs=1",
+                 "--set", "checkpoint.every_epochs=1", "--set", f"checkpoint.directory={tmp_path}"]) == 0
+    capsys.readouterr()
+    code, _, err = sample(capsys, next(tmp_path.glob("xor*.ckpt")))
+    assert code == 2 and "not a character model (its run's data.source is 'xor'" in err
+
+
+def test_a_moved_training_text_is_named_and_can_be_given(trained, capsys, tmp_path):
+    checkpoint, text = trained[:2]
+    moved = tmp_path / "moved.txt"
+    moved.write_bytes(text.read_bytes())
+    text.rename(tmp_path / "elsewhere.txt")
+    try:
+        code, _, err = sample(capsys, checkpoint, "--length", 5)
+        assert code == 2 and "give it with --text FILE" in err
+        assert sample(capsys, checkpoint, "--length", 5, "--seed", 1, "--text", moved)[0] == 0
+    finally:
+        (tmp_path / "elsewhere.txt").rename(text)

@@ -1,0 +1,124 @@
+"""``sigma explain``: the training step a run file records, kernel by kernel.
+
+Two steps run on the first batches (the second is recorded, see
+:mod:`sigma_core.replay`) and the recording is printed: each kernel call with
+its shapes, the buffers it reads and writes (the batch, parameters, optimiser
+memory by name; the step's own buffers as t1, t2, ...), the bytes those
+buffers hold and the FLOPs it does (exact for matrix products, 2·m·k·n; one per
+element written otherwise), with totals. Nothing is saved.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+from . import options
+
+#: The update rules' FLOPs per parameter element (sgd: a multiply and a subtract, ...).
+UPDATE_FLOPS = {"sgd": 2, "momentum": 5, "adagrad": 6, "rmsprop": 8, "adadelta": 14, "adam": 12, "l2_gradient": 2}
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "explain", parents=[options.DEBUG, options.HANDLER], help="the recorded training step: kernels, buffers, bytes, FLOPs",
+        description="Run two training steps of a run file on its first batches and print the recorded step: every "
+                    "kernel call, its shapes, the buffers it reads and writes, the bytes they hold and its FLOPs.")
+    parser.add_argument("config", help="run file (TOML)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a run-file key first (repeatable)")
+    parser.set_defaults(run=run_explain)
+
+
+def run_explain(args) -> int:
+    from sigma_core import config
+    from sigma_core.replay import StepReplay
+    from sigma_core.run import build_run
+
+    overrides = [*args.overrides, "training.prefetch=0"] + ([f"handler.dtype={args.dtype}"] if args.dtype else [])
+    run = build_run(config.load(args.config, overrides), handler_name=args.handler)
+    trainer = run.trainer
+    trainer.initialise(run.handler)
+    trainer.replay = StepReplay(trainer)
+    batch = None
+    for batch in itertools.islice(trainer.training_iterator, 2):
+        trainer.run_iteration(batch)
+    recording = trainer.replay.last
+    if recording is None:
+        reasons = [entry for entry in trainer.replay.cache.values() if isinstance(entry, str)]
+        print(f"run {trainer.name!r}: the training step cannot be recorded"
+              + (f" ({reasons[0]}); it runs normally" if reasons else " (fewer than two batches)"))
+        return 0
+    print(explain(recording, batch))
+    return 0
+
+
+def explain(recording, batch) -> str:
+    """The table ``sigma explain`` prints."""
+    import numpy
+
+    from sigma_core.replay import _root
+
+    trainer = recording.trainer
+    names = {id(_root(raw)): f"batch.{key}" for key, raw in {**recording.copied, **recording.adopted}.items()}
+    names.update((id(_root(a._data)), pid) for pid, a in trainer.network.parameters.items())
+    optimiser = trainer.optimiser
+    names.update((id(_root(m._data)), f"{pid}.{name}") for pid, memory in optimiser._memory.items()
+                 for name, m in zip(optimiser.memory_names, memory))
+    counter = itertools.count(1)
+    rows, total_bytes, total_flops = [], 0, 0
+    for record, form in zip(recording.records, recording.forms):
+        part, name, fn, args, kwargs, new, result = record
+        arrays = [a for a in (*args, *kwargs.values()) for a in (a if isinstance(a, tuple) else (a,))
+                  if isinstance(a, numpy.ndarray)]
+        for buffer in new:
+            names.setdefault(id(buffer), f"t{next(counter)}")
+        written = list(new)
+        if part == "updates" and name != "l2_gradient":
+            written += [args[0], *args[2:]]
+        elif name in ("fill_", "copy_", "add_"):
+            written.append(args[0])
+        label = lambda a: names.get(id(_root(a)), "const")
+        reads = list(dict.fromkeys(label(a) for a in arrays))
+        writes = list(dict.fromkeys(label(a) for a in written))
+        if part == "updates":  # the parameter's memory by its short name
+            reads, writes = ([r.removeprefix(f"{label(args[0])}.") for r in names_] for names_ in (reads, writes))
+        moved = sum(a.nbytes for a in arrays) + sum(a.nbytes for a in new)
+        flops = _flops(part, name, arrays, written, result)
+        total_bytes, total_flops = total_bytes + moved, total_flops + flops
+        shapes = " ".join("x".join(map(str, a.shape)) or "()" for a in arrays)
+        out = result[0] if isinstance(result, tuple) else result
+        if isinstance(out, numpy.ndarray) and part != "updates":
+            shapes += " -> " + ("x".join(map(str, out.shape)) or "()")
+        kernel = f"{part}.{name}" if part else name
+        extra = [a for a in args if isinstance(a, str)]
+        rows.append((kernel + (f"({extra[0]})" if extra else ""), form, shapes, ", ".join(reads), ", ".join(writes) or "-",
+                     _size(moved), f"{flops:,}"))
+    header = ("kernel", "replay", "shapes", "reads", "writes", "bytes", "FLOPs")
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    lines = [f"recorded training step of run {trainer.name!r} on {trainer.handler}: {len(rows)} kernel calls, "
+             f"{sum(form != 'skipped' for form in recording.forms)} replayed; batch "
+             + ", ".join(f"{key} {numpy.shape(v)} {getattr(v, 'dtype', '')}" for key, v in batch.items())]
+    for row in [header, *rows]:
+        lines.append("  " + "  ".join(str(cell).rjust(w) if i >= 5 else str(cell).ljust(w)
+                                      for i, (cell, w) in enumerate(zip(row, widths))).rstrip())
+    lines.append(f"total: {len(rows)} kernel calls, {_size(total_bytes)} read and written, {total_flops:,} FLOPs "
+                 f"({total_flops / max(total_bytes, 1):.2f} FLOPs per byte)")
+    return "\n".join(lines)
+
+
+def _flops(part, name, arrays, written, result) -> int:
+    if name in ("matmul", "dense") and len(arrays) >= 2:
+        x, w = arrays[0], arrays[1]
+        product = 2 * math.prod(x.shape[:-1]) * x.shape[-1] * w.shape[-1]
+        return product + (2 * result.size if name == "dense" else 0)
+    if part == "updates":
+        return UPDATE_FLOPS.get(name, 1) * arrays[0].size
+    return sum(a.size for a in written)
+
+
+def _size(count: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024

@@ -1,0 +1,74 @@
+"""``sigma plugin new KIND NAME``: a complete plugin distribution to start from.
+
+It writes ``sigmann-NAME/`` (pyproject with the ``sigma`` entry point, the
+module with a small working example of the kind, its tests, a README) from the
+templates in ``templates/``, so that ``pip install`` and ``pytest`` pass as
+written and the author replaces the example step by step.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from pathlib import Path
+from string import Template
+
+from sigma_core.errors import SigmaError
+from sigma_core.plugins import components
+
+from . import options
+
+#: kind -> (what the example does, how a user reaches it)
+KINDS = {
+    "layer": ("tanh(x · weights + biases)", 'In a run file: `[[network.layers]]` with `type = "$name"` and `size = 64`.'),
+    "activation": ("x · sigmoid(x)", 'In a run file: `activation = "$name"` on a dense layer.'),
+    "monitor": ("stops a run once the epoch cost is below target",
+                'In a run file: `[[monitors]]` with `type = "$name"` and `target = 0.1`; or `sigma train RUN --monitor $name`.'),
+    "hook": ("learning rate × factor on every time step",
+             'In a run file: `[[hooks]]` with `type = "$name"`, `factor = 0.5` and `every = [2, "epoch"]`.'),
+    "command": ("prints a checkpoint's epoch and parameter count", "On the command line: `sigma $name CHECKPOINT`."),
+    "extractor": ("two Gaussian blobs of points", 'In a run file: `[data]` with `source = "$name"` and `n = 200`.'),
+}
+NAME = re.compile(r"[a-z][a-z0-9_]*")
+TEMPLATES = Path(__file__).with_name("templates")
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("plugin", parents=[options.DEBUG], help="write a new plugin distribution",
+                                   description="Tools for plugin authors.")
+    new = parser.add_subparsers(dest="action", required=True).add_parser(
+        "new", parents=[options.DEBUG], help="write sigmann-NAME/, a plugin distribution whose tests pass as written",
+        description="Write sigmann-NAME/: a pyproject with the sigma entry point, src/sigmann_NAME/ with a small "
+        "working example of KIND, tests/ and a README. pip install it, run its tests, then make it yours.")
+    new.add_argument("kind", help=f"what the plugin adds: {', '.join(KINDS)}")
+    new.add_argument("name", help="the component's name (lowercase letters, digits and _), as run files will name it")
+    new.add_argument("--directory", default=".", help="where to write sigmann-NAME/ (default: here)")
+    new.set_defaults(run=run_new)
+
+
+def run_new(args) -> int:
+    kind, name = args.kind, args.name
+    if kind not in KINDS:
+        raise SigmaError(f"unknown plugin kind {kind!r}; sigma plugin new writes: {', '.join(KINDS)}")
+    if not NAME.fullmatch(name) or keyword.iskeyword(name):
+        raise SigmaError(f"plugin name {name!r}: use lowercase letters, digits and _, starting with a letter "
+                         "(it names the component and the Python module), and not a Python keyword")
+    clash = next((c for c in components(kind) if name in (c.name, *c.aliases)), None)
+    if clash:
+        raise SigmaError(f"{kind} {name!r} exists already (from {clash.distribution}); choose another name")
+    target = Path(args.directory) / f"sigmann-{name.replace('_', '-')}"
+    if target.exists():
+        raise SigmaError(f"{target} already exists; sigma plugin new never overwrites: remove it or choose another name")
+    description, usage = KINDS[kind]
+    values = {"name": name, "kind": kind, "module": f"sigmann_{name}", "distribution": target.name,
+              "Class": "".join(part.title() for part in name.split("_")), "function": name,
+              "description": description, "usage": Template(usage).substitute(name=name)}
+    files = {"pyproject.toml": "pyproject", "README.md": "README", f"src/sigmann_{name}/__init__.py": kind,
+             f"tests/test_{name}.py": f"{kind}_test"}
+    texts = {file: Template((TEMPLATES / f"{template}.tmpl").read_text()).substitute(values)
+             for file, template in files.items()}
+    for file, text in texts.items():
+        (target / file).parent.mkdir(parents=True, exist_ok=True)
+        (target / file).write_text(text)
+    print(target)
+    return 0

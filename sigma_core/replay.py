@@ -1,0 +1,402 @@
+"""Recorded training steps: run a step once, then replay its kernel calls.
+
+A training step of unchanged *signature* (batch shapes and dtypes, network,
+optimiser type and freeze filters) calls the same kernels on the same buffers
+every time. While one such step runs, a :class:`Recorder` stands in for the
+handler's kernels and keeps every top-level kernel call with its arguments
+(the raw buffers) and the pool buffers each one was handed. Later steps of that
+signature skip the tape, the NDArray wrapping, the VJP dispatch and the pool:
+the new batch is bound in place of the recorded one and the calls run again in
+order, each kernel given back, by a :class:`ReplayPool`, exactly the buffers
+it was given when recorded. So the bits are those of a normal step: the random
+generators advance inside the kernels as they always do (fresh dropout masks),
+the optimiser's hyperparameters are read from it before every replay (a
+schedule takes effect), the cost is checked for finiteness between the forward
+and the backward calls, and the optimiser's counters move as in
+:meth:`Optimiser.step`.
+
+A step that reads data back to the host inside (data-dependent control flow),
+keeps an array across steps, has a layer with ``replayable = False`` (Python
+that decides anew each step, e.g. from its own random numbers), or an
+optimiser that overrides its step cannot be replayed: the recording is
+dropped, the reason is logged once and such steps run normally. The first step of a signature runs normally (lazy state is created
+then), the second is recorded; the cache holds :data:`CACHE_SIZE` recordings.
+
+On a GPU (not written yet) the recorded calls would be captured once as a CUDA
+graph, replaying with ``graph.launch()``: the batch is then copied into the
+recorded input buffers (device adopt copies, so the recording owns them), the
+hyperparameters and the dropout counter must live in device scalars the kernels
+read (the prologue here fills them instead of passing floats), and the cost
+check becomes the handler's deferred ``all_finite``. :meth:`Recording.replay`
+is the one place that changes.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import operator
+
+import numpy
+
+from .errors import SigmaError
+from .kernels import ArrayKernels
+from .optimisers.base import Optimiser
+
+log = logging.getLogger("sigma")
+
+CACHE_SIZE = 4
+#: Kernels that only compute from their arguments, never touching buffers: not recorded.
+PURE = frozenset({"normalise_axes"})
+#: Kernels that may return a view of their arguments: a replay skips them when they did.
+VIEWS = frozenset({"reshape", "transpose", "getitem", "activation_backward", "sum_to_shape"})
+#: Reference kernels that are one array-module function into a new buffer.
+UFUNCS = frozenset({"add", "subtract", "multiply", "divide", "power", "maximum", "negative", "exp", "log", "sqrt",
+                    "abs", "sign", "tanh"})
+
+
+class NotReplayable(Exception):
+    """Raised inside a recording to abandon it; the step itself completes normally."""
+
+
+def _root(a):
+    """The array owning ``a``'s memory."""
+    while isinstance(getattr(a, "base", None), numpy.ndarray):
+        a = a.base
+    return a
+
+
+def _arrays(result) -> bool:
+    """Whether a kernel's result is arrays only (a value read to the host is not)."""
+    return result is None or isinstance(result, numpy.ndarray) or isinstance(result, tuple) and all(map(_arrays, result))
+
+
+def _address(a) -> int:
+    return a.__array_interface__["data"][0]
+
+
+class ReplayPool:
+    """Stands in for the buffer pool during a replay: the recorded buffers, in recorded order."""
+
+    def __init__(self, buffers):
+        self.buffers, self.next = buffers, 0
+
+    def empty(self, shape, dtype):
+        buffer = self.buffers[self.next]
+        self.next += 1
+        if buffer.shape != shape:
+            raise SigmaError(f"replay: a kernel asked for a {shape} buffer where the recording had {buffer.shape}; "
+                             "set training.replay = false and report this")
+        return buffer
+
+
+class _Proxy:
+    """The kernels (or their ``updates``/``recurrent`` parts) as seen while recording."""
+
+    def __init__(self, recorder, target, part=""):
+        self._recorder, self._target, self._part = recorder, target, part
+
+    def __getattr__(self, name):
+        value = getattr(self._target, name)
+        if name in ("updates", "recurrent"):
+            return _Proxy(self._recorder, value, name)
+        if not callable(value) or name in PURE or name.startswith("_") or isinstance(value, type):
+            return value
+        recorder = self._recorder
+
+        def call(*args, **kwargs):
+            return recorder.call(self._part, name, value, args, kwargs)
+
+        return call
+
+
+class Recorder:
+    """Records one step's kernel calls on ``handler``: ``with Recorder(h, batch) as r: <a normal step>``."""
+
+    def __init__(self, handler, batch: dict):
+        self.handler, self.kernels = handler, handler.kernels
+        self.batch = {id(v): key for key, v in batch.items()}
+        self.calls = []  # [part, name, fn, args, kwargs, new buffers, result]
+        self.inputs = {}  # batch key -> raw adopted
+        self.mark = None  # index of the cost check in calls
+        self.reason = None
+        self.paused = False
+
+    def __enter__(self):
+        self.handler.kernels, self.handler._recorder = _Proxy(self, self.kernels), self
+        return self
+
+    def __exit__(self, *exc_info):
+        self.handler.kernels, self.handler._recorder = self.kernels, None
+
+    def refuse(self, reason: str):
+        if self.reason is None:
+            self.reason = reason
+
+    def call(self, part, name, fn, args, kwargs):
+        if self.paused:
+            return fn(*args, **kwargs)
+        pool = self.kernels.pool
+        start = len(pool._in_use)
+        result = fn(*args, **kwargs)
+        new = [buffer for _, buffer in pool._in_use[start:]]
+        if name == "adopt" and id(args[0]) in self.batch:
+            self.inputs[self.batch[id(args[0])]] = (result, result is args[0])
+        elif name == "all_finite" and self.mark is None:
+            self.mark = len(self.calls)
+        elif name in ("to_host", "asarray", "adopt", "all_finite", "label_range") or not _arrays(result):
+            self.refuse(f"the step moves data between the host and the handler ({name}): "
+                        "what it does may depend on the data")
+        else:
+            self.calls.append([part, name, fn, args, kwargs, new, result])
+        return result
+
+    def guard(self, check, *args):
+        """Run a host-side check (it raises on bad data) now and on every replay."""
+        self.paused = True
+        try:
+            check(*args)
+        finally:
+            self.paused = False
+        self.calls.append(["guard", check.__name__, check, args, {}, [], None])
+
+
+class _CopyBack:
+    """A recorded call whose result is not a pool buffer (made afresh by the kernel): copied into the recorded one."""
+
+    def __init__(self, fn, results):
+        self.fn, self.results = fn, results
+
+    def __call__(self, *args, **kwargs):
+        result = self.fn(*args, **kwargs)
+        for recorded, new in zip(self.results, result if isinstance(result, tuple) else (result,)):
+            if recorded is not None:
+                recorded[...] = new
+
+
+class Recording:
+    """One recorded step of a trainer, ready to replay; built from a finished :class:`Recorder`."""
+
+    def __init__(self, trainer, recorder: Recorder, cost):
+        self.trainer, self.cost = trainer, cost
+        opt = trainer.optimiser
+        if recorder.kernels.xp is not numpy:  # see the module docstring: a device needs its own replay
+            raise NotReplayable(f"handler {trainer.handler.name!r} keeps its arrays off the host")
+        if type(opt).step is not Optimiser.step or type(opt).update is not Optimiser.update:
+            raise NotReplayable(f"optimiser {type(opt).__name__} overrides its step")
+        if opt.publish_updates:
+            raise NotReplayable("a hook reads the optimiser's updates")
+        fixed = next((name for name, layer in trainer.network.layers.items() if not getattr(layer, "replayable", True)), None)
+        if fixed:  # a layer whose Python code decides something anew each step (not through kernels)
+            raise NotReplayable(f"layer {fixed!r} says it cannot be replayed")
+        if recorder.reason:
+            raise NotReplayable(recorder.reason)
+        if recorder.mark is None:
+            raise NotReplayable("the step did not check its cost")
+        self.records = recorder.calls
+        # batch keys whose recorded buffer a replay copies into; the others were adopted without a copy
+        self.copied = {key: raw for key, (raw, adopted) in recorder.inputs.items() if not adopted}
+        self.adopted = {key: raw for key, (raw, adopted) in recorder.inputs.items() if adopted}
+        owned = {id(b) for record in self.records for b in record[5]}
+        self.state = self._state()
+        self.layers = list(trainer.network.layers.values())
+        self.snapshots = [dict(vars(layer)) for layer in self.layers]
+        self.ids = trainer.optimiser.trainable(trainer._trainable)
+        self.frozen = [i for i in trainer._trainable if i not in set(self.ids)]
+        kernels = recorder.kernels
+        calls = [_call(kernels, record, owned) for record in self.records]
+        # what the kernels still run as methods ask the pool for, in order
+        self.forms = [_form(record, call) for record, call in zip(self.records, calls)]  # for ``sigma explain``
+        self.buffers = [b for record, form in zip(self.records, self.forms) if form in ("kernel", "copy back")
+                        for b in record[5]]
+        self.updates = self._updates(calls)
+        self.patches = self._patches(calls)
+        mark = recorder.mark
+        self.calls = [c for c in calls[:mark] if c], [c for c in calls[mark:] if c]
+
+    # -- building --------------------------------------------------------------------------
+    def _state(self) -> list:
+        """The raw buffers of every parameter and optimiser memory: a replay needs the same ones."""
+        t = self.trainer
+        arrays = [*t.network.parameters.values(), *[m for memory in t.optimiser._memory.values() for m in memory]]
+        return [a._data for a in arrays]
+
+    def _patches(self, calls) -> list:
+        """(arguments, position or key, index in a tuple there or None, batch key, view) for every replayed
+        argument made from the batch: a replay puts the new batch (or the same view of it) there."""
+        patches, roots = [], collections.defaultdict(list)  # sections may be views of one array
+        for key, raw in self.adopted.items():
+            roots[id(_root(raw))].append((key, raw))
+        for call, record in zip(calls, self.records):
+            for container in call[1:] if call else ():
+                for where, value in (enumerate(container) if isinstance(container, list) else container.items()):
+                    inner = enumerate(value) if isinstance(value, tuple) else ((None, value),)
+                    for index, a in inner:
+                        if not isinstance(a, numpy.ndarray) or id(_root(a)) not in roots:
+                            continue
+                        inside = [(key, raw, _address(a) - _address(raw)) for key, raw in roots[id(_root(a))]
+                                  if 0 <= _address(a) - _address(raw) < max(raw.nbytes, 1)]
+                        if len(inside) != 1:
+                            raise NotReplayable(f"kernel {record[1]} reads memory next to the batch")
+                        key, raw, offset = inside[0]
+                        patches.append((container, where, index, key, None if a is raw else (a.shape, a.strides, offset)))
+        return patches
+
+    def _updates(self, calls) -> list:
+        """(parameter id, rule call, l2 call or None) per trainable parameter, in the optimiser's order."""
+        params, updates, l2, ids = self.trainer._trainable, [], None, iter(self.ids)
+        for record, call in zip(self.records, calls):
+            if record[0] != "updates":
+                continue
+            if record[1] == "l2_gradient":
+                l2 = call
+                continue
+            pid = next(ids, None)
+            if pid is None or record[3][0] is not params[pid]._data:
+                raise NotReplayable("the optimiser's updates do not follow its parameters")
+            updates.append((pid, call, l2))
+            l2 = None
+        if next(ids, None) is not None:
+            raise NotReplayable("a trainable parameter had no update")
+        return updates
+
+    # -- replaying ---------------------------------------------------------------------------
+    def valid(self) -> bool:
+        """Whether the parameters, optimiser memory and layers are still the recorded ones."""
+        state = self._state()
+        if len(state) != len(self.state) or not all(map(operator.is_, state, self.state)):
+            return False
+        try:  # dicts compare their values by identity first: only a replaced value is compared by value
+            return [vars(layer) for layer in self.layers] == self.snapshots
+        except ValueError:  # an array attribute was replaced: "ambiguous"
+            return False
+
+    def replay(self, batch: dict):
+        """Run the recorded step on ``batch``; returns the cost (the recorded handler number)."""
+        t = self.trainer
+        kernels = t.handler.kernels
+        calls = self.calls
+        for key, raw in self.copied.items():
+            raw[...] = numpy.asarray(batch[key])
+        if self.patches:
+            raws = {key: kernels.adopt(batch[key]) for key in self.adopted}
+            for container, where, index, key, view in self.patches:
+                raw = raws[key]
+                if view is not None:
+                    raw = numpy.ndarray(view[0], raw.dtype, raw, view[2], view[1])
+                if index is None:
+                    container[where] = raw
+                else:  # inside a tuple argument
+                    container[where] = (*container[where][:index], raw, *container[where][index + 1:])
+        pool, kernels.pool = kernels.pool, ReplayPool(self.buffers)
+        try:
+            for fn, args, kwargs in calls[0]:
+                fn(*args, **kwargs)
+            t._check_cost(self.cost)
+            self._optimiser_prologue()
+            for fn, args, kwargs in calls[1]:
+                fn(*args, **kwargs)
+        finally:
+            kernels.pool = pool
+        return self.cost
+
+    def _optimiser_prologue(self):
+        """What :meth:`Optimiser.step` does besides the arithmetic, and this step's hyperparameters."""
+        opt = self.trainer.optimiser
+        opt.steps += 1
+        counts = opt._steps
+        for pid, call, l2 in self.updates:
+            count = counts[pid] = counts.get(pid, 0) + 1
+            call[2] = opt.arguments(count)
+            if l2 is not None:
+                l2[1][2] = opt.weight_decay
+        opt.published = {"learning_rate": opt.learning_rate, "step": opt.steps, "frozen": list(self.frozen)}
+
+
+def _form(record, call) -> str:
+    """How a replay runs a record."""
+    if call is None:
+        return "skipped"
+    if record[0] == "guard":
+        return "check"
+    return "copy back" if isinstance(call[0], _CopyBack) else "kernel" if call[0] is record[2] else "array module"
+
+
+def _call(kernels, record, owned):
+    """A record as the call a replay makes, ``[function, positional list, keyword dict]``, or None when the
+    replay can skip it (a view of recorded buffers: later calls hold the recorded view).
+
+    The reference matmul and elementwise kernels run as the array module's function into the recorded output
+    (what they do, without their checks); a kernel that returns memory of its own making (not from the pool)
+    gets its result copied into the recorded one (:class:`_CopyBack`).
+    """
+    part, name, fn, args, kwargs, new, result = record
+    sources = {id(_root(a)) for a in (*args, *kwargs.values()) if isinstance(a, numpy.ndarray)}
+    results = result if isinstance(result, tuple) else (result,)
+    fresh = [r if isinstance(r, numpy.ndarray) and id(_root(r)) not in owned and id(_root(r)) not in sources else None
+             for r in results]
+    if not new and name in VIEWS and not any(r is not None for r in fresh):
+        return None
+    function = getattr(fn, "__func__", None)
+    if not part and len(new) == 1 and result is new[0] and not kwargs and function is getattr(ArrayKernels, name, 0):
+        if name == "matmul" or name in UFUNCS:
+            return [getattr(kernels.xp, name), list(args), {"out": result}]
+        if name == "full":
+            return [result.fill, [args[1]], {}]
+    if any(r is not None for r in fresh):
+        fn = _CopyBack(fn, fresh)
+    return [fn, list(args), dict(kwargs)]
+
+
+class StepReplay:
+    """A trainer's recorded steps, by signature (bounded, least recently used out)."""
+
+    def __init__(self, trainer, size: int = CACHE_SIZE):
+        self.trainer, self.size = trainer, size
+        self.cache = collections.OrderedDict()  # signature -> Recording, or a reason it cannot be replayed, or None (seen once)
+        self.refused = set()  # reasons already logged
+        self.last = None  # the latest Recording (for ``sigma explain``)
+        self.replayed = 0  # steps replayed so far
+
+    def signature(self, batch: dict) -> tuple:
+        t = self.trainer
+        opt = t.optimiser
+        shapes = tuple([(key, numpy.shape(v), getattr(v, "dtype", None)) for key, v in batch.items()])
+        return (shapes, id(t.network.parameters), id(t._trainable), type(opt), opt.filters, bool(opt.weight_decay),
+                opt.publish_updates, len(t.network.layers))
+
+    def run(self, batch: dict):
+        """One training step on ``batch``, replayed when it can be; returns the cost."""
+        t = self.trainer
+        key = self.signature(batch)
+        entry = self.cache.get(key, False)
+        if isinstance(entry, Recording) and entry.valid():
+            self.cache.move_to_end(key)
+            self.replayed += 1
+            return entry.replay(batch)
+        if entry is False or isinstance(entry, str):  # first sighting, or known not replayable: a normal step
+            if entry is False:
+                self._store(key, None)
+            return t._step(batch)
+        h = t.handler
+        with Recorder(h, batch) as recorder:
+            cost = t._step(batch)
+        try:
+            recording = Recording(t, recorder, cost)
+        except NotReplayable as reason:
+            self._store(key, str(reason))
+            if str(reason) not in self.refused:
+                self.refused.add(str(reason))
+                log.info("trainer %s: training steps are not replayed (%s); they run normally", t.name, reason)
+            return cost
+        h.kernels.pool.detach()  # the recording owns the step's buffers now
+        cost._kept = True  # so does the cost: the next session must not expire it
+        self._store(key, recording)
+        self.last = recording
+        return cost
+
+    def _store(self, key, entry):
+        self.cache[key] = entry
+        self.cache.move_to_end(key)
+        while len(self.cache) > self.size:
+            self.cache.popitem(last=False)

@@ -1,0 +1,270 @@
+"""The CUDA handler on a real device: every test here skips, with the handler's reason, where none is.
+
+The conformance kit (float32 and float64, every op and gradient against the
+NumPy handler), the built-in layers' gradients, end-to-end training, checkpoints
+crossing handlers, and the contract's device-specific promises: a warm step
+allocates nothing, queues without waiting for the device, skips its update after
+a non-finite cost and says so at the next read, and dropout is reproducible.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy
+import pytest
+
+from sigma_core import backend, cli, plugins
+from sigma_core.architecture import Construct
+from sigma_core.constructs import Input, SoftmaxCE
+from sigma_core.errors import NonFiniteError, ShapeError, SigmaError
+from sigma_core.kernels import ArrayKernels
+from sigma_core.network import Network
+from sigma_core.optimisers import Adam
+from sigma_core.testing import HandlerConformance, check_layer
+from sigma_core.trainer import Trainer
+
+
+def _availability():
+    plugins.reset()
+    try:
+        return backend._can_run(plugins.get("handler", "cuda"))
+    finally:
+        plugins.reset()
+
+
+AVAILABLE, REASON = _availability()
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not AVAILABLE, reason=f"cuda handler unavailable: {REASON}")]
+
+ROOT = Path(__file__).resolve().parents[2]
+MNIST = next((p for p in (os.environ.get("SIGMA_MNIST_DIR"), ROOT / ".gpu_data" / "mnist", ROOT.parent / "shared" / "data" / "mnist")
+              if p and Path(p).exists()), None)
+
+
+def cuda(dtype="float32", seed=0):
+    from sigma_cuda.handler import CudaHandler
+
+    return CudaHandler(dtype, seed)
+
+
+class TestCudaConformance(HandlerConformance):
+    handler_factory = staticmethod(cuda)
+
+
+# -- layers and whole runs -------------------------------------------------------------------------
+LAYERS = [
+    ("dense", [(4,)], {"size": 5, "activation": "tanh"}),
+    ("dense", [(4,)], {"size": 5, "activation": "relu"}),
+    ("dense", [(2, 3)], {"size": 3, "activation": "sigmoid"}),
+    ("dense", [(4,)], {"size": 3, "activation": "softplus"}),
+    ("dropout", [(6,)], {"p": 0.3}),
+    ("elementwise", [(4,)], {}),
+    ("recurrent", [(4, 3)], {"size": 3}),
+    ("lstm", [(4, 3)], {"size": 3}),
+    ("concatenate", [(3,), (2,)], {}),
+    ("add", [(3,), (3,)], {}),
+    ("output", [(3,)], {}),
+]
+
+
+@pytest.mark.parametrize("layer, input_shapes, arguments", LAYERS, ids=[f"{t[0]}-{i}" for i, t in enumerate(LAYERS)])
+def test_layer_gradients_and_agreement_with_numpy(layer, input_shapes, arguments):
+    outputs = check_layer(layer, input_shapes, handlers=["numpy", "cuda"], **arguments)
+    assert set(outputs) == {"numpy", "cuda"}
+
+
+def _train(tmp_path, example, *extra, name="result"):
+    out = tmp_path / f"{name}.json"
+    code = cli.main(["train", str(ROOT / "examples" / f"{example}.toml"), "--quiet", "--out", str(out), *extra])
+    assert code == 0
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_digits_example_learns_on_cuda(tmp_path, dtype):
+    result = _train(tmp_path, "digits", "--handler", "cuda", "--dtype", dtype, "--set", "training.epochs=8")
+    assert result["accuracy"] >= 0.93
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(MNIST is None, reason="no MNIST test set (SIGMA_MNIST_DIR, .gpu_data/mnist or ../shared/data/mnist)")
+def test_mnist_example_reaches_95_percent_on_cuda(tmp_path):
+    result = _train(tmp_path, "mnist", "--handler", "cuda", "--set", f"data.directory={MNIST}")
+    assert result["epochs"] == 10 and result["accuracy"] >= 0.95
+
+
+def test_a_checkpoint_written_on_cuda_resumes_on_numpy_and_back(tmp_path):
+    def run(handler, epochs, directory, resume=None):
+        extra = ["--handler", handler, "--set", f"training.epochs={epochs}", "--set",
+                 f"checkpoint.directory={json.dumps(str(tmp_path / directory))}", "--set", "checkpoint.every_epochs=1"]
+        return _train(tmp_path, "digits", *extra, *(["--resume", str(tmp_path / resume)] if resume else []),
+                      name=directory)
+
+    first = run("cuda", 2, "on-cuda")
+    second = run("numpy", 4, "on-numpy", resume="on-cuda")
+    third = run("cuda", 6, "back-on-cuda", resume="on-numpy")
+    assert [len(r["history"]) for r in (first, second, third)] == [2, 2, 2]  # each continued where the last stopped
+    assert third["epochs"] == 6 and third["accuracy"] >= 0.93 and third["accuracy"] >= first["accuracy"] - 0.02
+
+
+# -- the device-specific contract --------------------------------------------------------------------
+def _digits_trainer(handler, dropout=0.2):
+    from sigmann_sklearn.datasets import load_sklearn
+
+    from sigma_core.data import MinibatchIterator
+
+    layers = Input(64) + Construct("dense", size=32, activation="relu")
+    if dropout:
+        layers = layers + Construct("dropout", p=dropout)
+    network = Network(layers + Construct("dense", size=10) + SoftmaxCE())
+    trainer = Trainer(network, Adam(0.01), MinibatchIterator(load_sklearn("digits"), 50, last_batch="drop", seed=0))
+    trainer.initialise(handler)
+    return trainer, iter(trainer.training_iterator)
+
+
+def test_a_warm_training_step_allocates_no_device_memory():
+    import cupy
+
+    handler = cuda()
+    trainer, batches = _digits_trainer(handler)
+    for _ in range(3):
+        trainer.run_iteration(next(batches))
+    pool, asked = cupy.get_default_memory_pool(), []
+
+    def counting(size):
+        asked.append(size)
+        return pool.malloc(size)
+
+    before = handler.allocations
+    cupy.cuda.set_allocator(counting)
+    try:
+        for _ in range(10):
+            trainer.run_iteration(next(batches))
+    finally:
+        cupy.cuda.set_allocator(pool.malloc)
+    assert asked == [], f"{len(asked)} device allocations in 10 warm steps: {asked[:10]} bytes"
+    assert handler.allocations == before
+    assert numpy.isfinite(trainer.last_cost)
+
+
+BUSY = r"""
+extern "C" __global__ void busy(unsigned long long ns) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while (now - start < ns);
+}
+"""
+
+
+def test_training_steps_queue_behind_a_busy_device_without_waiting():
+    """Nothing on the hot path syncs: with the device held busy for a second, three steps return at once."""
+    import cupy
+
+    handler = cuda()
+    trainer, batches = _digits_trainer(handler)
+    for _ in range(3):
+        trainer.run_iteration(next(batches))
+    cupy.cuda.Device().synchronize()
+    busy = cupy.RawKernel(BUSY, "busy")
+    started = time.perf_counter()
+    busy((1,), (1,), (numpy.uint64(1_000_000_000),))
+    for _ in range(3):
+        trainer.run_iteration(next(batches))
+    queued = time.perf_counter() - started
+    cupy.cuda.Device().synchronize()
+    finished = time.perf_counter() - started
+    assert finished >= 0.9, "the busy kernel did not hold the device"
+    assert queued < 0.5, f"three steps took {queued:.3f} s behind a busy device: something waits for it"
+    assert numpy.isfinite(trainer.last_cost)
+
+
+def test_a_non_finite_cost_skips_the_updates_and_is_raised_at_the_next_read():
+    handler = cuda()
+    trainer, batches = _digits_trainer(handler, dropout=0.0)
+    trainer.run_iteration(next(batches))
+    before = trainer.network.state_dict()
+    bad = dict(next(batches))
+    bad["inputs"] = numpy.array(bad["inputs"], dtype=numpy.float32)
+    bad["inputs"][0, 0] = numpy.nan
+    trainer.run_iteration(bad)  # returns at once: the check is on the device
+    trainer.run_iteration(next(batches))  # skipped as well: the flag holds until the host has seen it
+    with pytest.raises(NonFiniteError, match="cost became non-finite"):
+        trainer.network.state_dict()
+    after = trainer.network.state_dict()  # raised once; now readable
+    for key, value in before.items():
+        numpy.testing.assert_array_equal(after[key], value, err_msg=key)
+    trainer.run_iteration(next(batches))
+    assert any(not numpy.array_equal(trainer.network.state_dict()[k], v) for k, v in before.items())
+
+
+def test_uploaded_labels_are_range_checked_from_the_host_copy(monkeypatch):
+    handler = cuda()
+
+    def no_device_read(self, labels):
+        raise AssertionError("label_range read the labels back from the device")
+
+    monkeypatch.setattr(ArrayKernels, "label_range", no_device_read)
+    logits = handler.zeros((4, 3))
+    with handler.session():
+        cost = handler.softmax_cross_entropy(logits, handler.adopt(numpy.array([0, 2, 1, 2])))
+        with pytest.raises(ShapeError, match="class label 3 is outside 0..2"):
+            handler.softmax_cross_entropy(logits, handler.adopt(numpy.array([0, 3, 1, 2])))
+    assert cost.value == pytest.approx(numpy.log(3.0), rel=1e-6)
+
+
+def test_costs_match_numpy_through_the_upload_path():
+    """Batches through pinned memory and the copy stream, in float64: the same training as the NumPy handler's."""
+    costs = {}
+    for name in ("numpy", "cuda"):
+        handler = backend.create_handler(name, dtype="float64", seed=0)
+        trainer, batches = _digits_trainer(handler, dropout=0.0)
+        costs[name] = [float(trainer.run_iteration(next(batches))) for _ in range(8)]
+    numpy.testing.assert_allclose(costs["cuda"], costs["numpy"], rtol=1e-7)
+
+
+def test_dropout_is_reproducible_from_the_seed_and_matches_the_cpu_handler():
+    x = numpy.random.default_rng(1).uniform(0.5, 1.5, (64, 300))
+
+    def masks(handler, calls=3):
+        array = handler.asarray(x)
+        return [handler.dropout(array, 0.4).to_numpy() for _ in range(calls)]
+
+    first, again, other = masks(cuda(seed=7)), masks(cuda(seed=7)), masks(cuda(seed=8))
+    for a, b, c in zip(first, again, other):
+        numpy.testing.assert_array_equal(a, b)
+        assert not numpy.array_equal(a, c)
+    assert not numpy.array_equal(first[0], first[1])  # each call draws afresh
+    assert abs((first[0] != 0).mean() - 0.6) < 0.02
+    handler = cuda(seed=7)
+    handler.dropout(handler.asarray(x), 0.4)
+    state = json.loads(json.dumps(handler.rng_state()))
+    second = handler.dropout(handler.asarray(x), 0.4).to_numpy()
+    handler.set_rng_state(state)
+    numpy.testing.assert_array_equal(handler.dropout(handler.asarray(x), 0.4).to_numpy(), second)
+    numpy.testing.assert_array_equal(second, first[1])
+    try:
+        from sigma_cpu.handler import NumbaHandler
+    except ImportError:
+        return
+    on_cpu = masks(NumbaHandler("float32", 7))
+    for a, b in zip(first, on_cpu):
+        numpy.testing.assert_array_equal(a != 0, b != 0)  # the same counter-based generator, bit for bit
+        numpy.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_device_selection_and_a_missing_device():
+    import cupy
+
+    assert backend.create_handler("cuda:0").device.id == 0
+    count = cupy.cuda.runtime.getDeviceCount()
+    with pytest.raises(SigmaError, match=rf"^handler 'cuda:{count}': there is no CUDA device {count} \("):
+        backend.create_handler(f"cuda:{count}")
+
+
+def test_out_of_memory_names_the_op_and_the_bytes():
+    handler = cuda()
+    with pytest.raises(SigmaError, match=r"out of memory in full: 4,398,046,511,104 bytes asked for a \(1099511627776,\)"):
+        handler.zeros((2**40,))

@@ -1,0 +1,280 @@
+"""Recorded training steps (sigma_core.replay): every replayed step gives the bits of a normal one."""
+
+from __future__ import annotations
+
+import logging
+import tomllib
+from pathlib import Path
+
+import numpy
+import pytest
+
+from sigma_core import backend
+from sigma_core import config as run_config
+from sigma_core.cli import main
+from sigma_core.constructs import LSTM, Dense, Dropout, Input, SoftmaxCE, SquaredDifference
+from sigma_core.data.dataset import from_arrays
+from sigma_core.data.iterators import MinibatchIterator
+from sigma_core.errors import ConfigError, NonFiniteError, ShapeError
+from sigma_core.network import Network
+from sigma_core.optimisers import Adagrad, Adam, GradientDescent
+from sigma_core.replay import Recording
+from sigma_core.run import build_run
+from sigma_core.trainer import Trainer
+
+HANDLERS = ["numpy", "cpu"]
+
+
+def mlp():
+    return Input(6) + Dense(16, "relu") + Dropout(0.3) + Dense(8, "tanh") + Dense(3) + SoftmaxCE()
+
+
+def data(records=50, shape=(6,), classes=3, seed=0):
+    rng = numpy.random.default_rng(seed)
+    return from_arrays(rng.normal(size=(records, *shape)).astype("float32"), rng.integers(0, classes, records))
+
+
+def trainer(handler, replay, architecture=mlp, optimiser=None, dataset=None, batch_size=8):
+    t = Trainer(Network(architecture()), optimiser or Adagrad(0.05), MinibatchIterator(dataset or data(), batch_size, seed=3),
+                replay=replay)
+    t.initialise(backend.create_handler(handler, seed=7))
+    return t
+
+
+def train(t, epochs=3, between=None):
+    """Costs of every step; ``between(trainer)`` runs after each step (a hook)."""
+    costs = []
+    for _ in range(epochs):
+        t.run_epoch(lambda t: (costs.append(t.last_cost), between and between(t)))
+    return costs
+
+
+def state(t):
+    opt = t.optimiser.state_dict()
+    return (t.network.state_dict(), {pid: m for pid, m in opt["memory"].items()}, opt["parameter_steps"], opt["steps"],
+            t.handler.rng_state(), t.epoch_cost)
+
+
+def assert_same(a, b):
+    """Every bit of two trainers' parameters, optimiser memory and counts, RNG state and epoch cost."""
+    (pa, ma, *ra), (pb, mb, *rb) = state(a), state(b)
+    assert pa.keys() == pb.keys() and ma.keys() == mb.keys() and ra == rb
+    for key in pa:
+        assert pa[key].tobytes() == pb[key].tobytes(), key
+    for key in ma:
+        for name in ma[key]:
+            assert ma[key][name].tobytes() == mb[key][name].tobytes(), (key, name)
+
+
+def replayed(t) -> int:
+    return t.replay.replayed
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_replayed_steps_are_bit_identical_with_dropout_and_a_short_last_batch(handler):
+    off, on = trainer(handler, False), trainer(handler, True)  # 50 records in batches of 8: a last batch of 2
+    assert train(off) == train(on)
+    assert_same(off, on)
+    assert replayed(on) >= 3 * 7 - 4  # all but the first two steps of each signature
+    assert sum(isinstance(r, Recording) for r in on.replay.cache.values()) == 2
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_a_learning_rate_schedule_takes_effect_in_replayed_steps(handler):
+    def schedule(t):
+        t.optimiser.learning_rate *= 0.9
+
+    off, on, constant = (trainer(handler, r, optimiser=Adam(0.01, weight_decay=0.01)) for r in (False, True, True))
+    costs = train(on, between=schedule)
+    assert train(off, between=schedule) == costs
+    assert_same(off, on)
+    assert replayed(on) > 10
+    assert train(constant) != costs  # the schedule changed something
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_freezing_and_unfreezing_a_layer_records_again(handler):
+    def toggle(t):
+        if t.total_iterations == 5:
+            t.optimiser.freeze("2-dense.*")
+            t.refresh_trainable()
+        if t.total_iterations == 12:
+            t.optimiser.unfreeze("2-dense.*")
+            t.refresh_trainable()
+
+    off, on = trainer(handler, False), trainer(handler, True)
+    weights = []
+    train(on, between=lambda t: (toggle(t), weights.append(t.network.parameters["2-dense.weights"].to_numpy())))
+    train(off, between=toggle)
+    assert_same(off, on)
+    assert all(numpy.array_equal(weights[5], w) for w in weights[6:12])  # frozen while frozen
+    assert replayed(on) > 10
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_an_lstm_step_is_replayed_bit_for_bit(handler):
+    def lstm():
+        return Input(5, 3) + LSTM(6, sequences=False) + Dense(3) + SoftmaxCE()
+
+    dataset = data(records=24, shape=(5, 3))
+    off, on = (trainer(handler, r, architecture=lstm, dataset=dataset) for r in (False, True))
+    assert train(off) == train(on)
+    assert_same(off, on)
+    assert replayed(on) >= 3 * 3 - 2
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_reset_and_a_changed_layer_are_noticed(handler):
+    def meddle(t):
+        if t.total_iterations == 6:
+            t.network.layers["3-dropout"].p = 0.5  # as the web monitor does
+        if t.total_iterations == 9:
+            t.optimiser.load_state_dict(t.optimiser.state_dict(), t.handler)  # new memory arrays
+
+    off, on = trainer(handler, False), trainer(handler, True)
+    assert train(off, between=meddle) == train(on, between=meddle)
+    assert_same(off, on)
+    on.reset(), off.reset()
+    assert train(off, 1) == train(on, 1)
+    assert_same(off, on)
+
+
+def test_a_step_that_reads_data_to_the_host_runs_normally_and_says_so_once(caplog):
+    def layers():
+        return Input(6) + Dense(4) + Dense(3) + SoftmaxCE()
+
+    def host_read(t):
+        layer = t.network.layers["2-dense"]
+        forward = type(layer).forward
+
+        def data_dependent(handler, inputs, params, context):
+            y = forward(layer, handler, inputs, params, context)
+            return y if handler.to_numpy(y).sum() > 0 else handler.negative(y)
+
+        layer.forward = data_dependent
+        return t
+
+    off, on = host_read(trainer("numpy", False, layers)), host_read(trainer("numpy", True, layers))
+    with caplog.at_level(logging.INFO, logger="sigma"):
+        assert train(off) == train(on)
+    assert_same(off, on)
+    assert replayed(on) == 0
+    notes = [r.getMessage() for r in caplog.records if "not replayed" in r.getMessage()]
+    assert len(notes) == 1 and "moves data between the host and the handler (to_host)" in notes[0]
+
+
+@pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning")
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_a_non_finite_cost_stops_a_replayed_step_before_the_update(handler):
+    def squared():
+        return Input(6) + Dense(3) + SquaredDifference()
+
+    dataset = from_arrays(numpy.full((40, 6), 30.0, "float32"), numpy.full((40, 3), 1.0, "float32"))
+    errors, parameters = [], []
+    for replay in (False, True):
+        t = trainer(handler, replay, squared, GradientDescent(5.0), dataset)
+        before = []
+        with pytest.raises(NonFiniteError) as error:
+            train(t, 5, between=lambda t: before.append(t.network.state_dict()))
+        errors.append(str(error.value))
+        assert all(numpy.array_equal(before[-1][k], v) for k, v in t.network.state_dict().items())
+        parameters.append(t.total_iterations)
+    assert errors[0] == errors[1] and parameters[0] == parameters[1] > 3
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_bad_labels_are_caught_in_a_replayed_step(handler):
+    t = trainer(handler, True)
+    batch = {"inputs": numpy.ones((8, 6), "float32"), "targets": numpy.zeros(8, numpy.int64)}
+    for _ in range(4):
+        t.run_iteration(batch)
+    assert replayed(t) == 2
+    with pytest.raises(ShapeError, match="class label 3 is outside 0..2"):
+        t.run_iteration({**batch, "targets": numpy.full(8, 3, numpy.int64)})
+
+
+def test_a_layer_can_say_it_cannot_be_replayed(caplog):
+    t = trainer("numpy", True)
+    t.network.layers["4-dense"].replayable = False
+    with caplog.at_level(logging.INFO, logger="sigma"):
+        train(t, 1)
+    assert replayed(t) == 0
+    assert "layer '4-dense' says it cannot be replayed" in caplog.text
+
+
+def test_inputs_that_need_a_copy_and_the_bounded_cache():
+    t = trainer("numpy", True)
+    t.replay.size = 2
+    rng = numpy.random.default_rng(1)
+    for rows in (4, 5, 6, 4, 5, 6, 4):
+        # float64 inputs are converted (copied) into the handler's float32, a list of labels too
+        t.run_iteration({"inputs": rng.normal(size=(rows, 6)), "targets": list(rng.integers(0, 3, rows))})
+    assert len(t.replay.cache) == 2
+    off = trainer("numpy", False)
+    rng = numpy.random.default_rng(1)
+    on = trainer("numpy", True)
+    for _ in range(5):
+        batch = {"inputs": rng.normal(size=(4, 6)), "targets": list(rng.integers(0, 3, 4))}
+        assert float(off.run_iteration(batch)) == float(on.run_iteration(batch))
+    assert_same(off, on)
+    assert replayed(on) == 3
+
+
+DIGITS = Path(__file__).resolve().parent.parent / "examples" / "digits.toml"
+
+
+def digits(**training) -> dict:
+    raw = tomllib.loads(DIGITS.read_text())
+    raw["handler"]["name"] = "numpy"
+    raw["training"].update(epochs=1, **training)
+    return run_config.validate(raw)
+
+
+def test_sigma_train_replays_by_default_and_training_replay_false_turns_it_off():
+    on, off = build_run(digits()), build_run(digits(replay=False))
+    assert on.trainer.replay is not None and off.trainer.replay is None
+    assert on.train()["cost"] == off.train()["cost"]
+    assert_same(on.trainer, off.trainer)
+    assert on.trainer.replay.replayed > 30  # float64 inputs: copied into the recorded float32 buffer
+    with pytest.raises(ConfigError, match="training.replay"):
+        run_config.validate({**tomllib.loads(DIGITS.read_text()), "training": {"replay": "yes"}})
+
+
+def test_sigma_explain_prints_every_kernel_with_buffers_bytes_and_flops(capsys):
+    assert main(["explain", str(DIGITS), "--handler", "numpy"]) == 0
+    out = capsys.readouterr().out
+    first = next(line for line in out.splitlines() if "dense(relu)" in line)
+    # 32x64 @ 64x128 (2·m·k·n) plus bias and relu; reads the batch and the layer's parameters, writes t1
+    assert "batch.inputs, 2-dense.weights, 2-dense.biases" in first and " t1 " in first and "532,480" in first
+    assert "updates.adam" in out and "first_moment" in out and "skipped" in out
+    assert out.splitlines()[-1].startswith("total: 22 kernel calls")
+
+
+def test_a_replayed_run_resumes_from_a_checkpoint_of_an_unrecorded_one_bit_for_bit(tmp_path):
+    def config(directory, replay):
+        raw = {**digits(replay=replay), "checkpoint": {"directory": str(directory), "every_iterations": 15,
+                                                       "every_epochs": 0, "keep": 100}}
+        raw["training"]["epochs"] = 2
+        return run_config.validate(raw)
+
+    reference = build_run(config(tmp_path / "off", False))
+    reference.train()
+    resumed = build_run(config(tmp_path / "on", True))
+    resumed.resume(tmp_path / "off" / "digits-e0-i30.ckpt")
+    resumed.train()
+    assert resumed.trainer.replay.replayed > 30
+    assert_same(reference.trainer, resumed.trainer)
+
+
+def test_batch_sections_that_are_views_of_one_array_are_bound_apart():
+    def regression():
+        return Input(3) + Dense(4, "tanh") + Dense(1) + SquaredDifference()
+
+    rng = numpy.random.default_rng(5)
+    rows = [numpy.ascontiguousarray(rng.normal(size=(2, 8, 3)).astype("float32")) for _ in range(6)]
+    off, on = (trainer(handler, replay, regression) for handler, replay in (("numpy", False), ("numpy", True)))
+    for block in rows:  # inputs and targets: two contiguous slices of the same block
+        batch = {"inputs": block[0], "targets": block.reshape(-1)[24:32].reshape(8, 1)}
+        assert float(off.run_iteration(batch)) == float(on.run_iteration(batch))
+    assert_same(off, on)
+    assert replayed(on) == 4

@@ -1,0 +1,103 @@
+"""``sigma plugin new KIND NAME``: the distribution it writes installs, passes its own tests unchanged, and works."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from sigma_core.cli import main
+from sigma_core.cli.scaffold import KINDS
+
+OTHER_KINDS = [kind for kind in KINDS if kind != "layer"]
+
+
+def install(tmp_path, *plugins):
+    """pip install the plugins (no dependencies: sigmann is this venv's) into tmp_path/site; the environment
+    that sees them, as if installed: their dist-info's entry points are what Sigma discovers."""
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                    "--target", str(tmp_path / "site"), *map(str, plugins)], check=True, capture_output=True)
+    return {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
+
+
+def run(argv, cwd, env):
+    return subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.slow
+def test_a_new_layer_plugin_installs_passes_its_tests_and_trains(tmp_path, capsys):
+    assert main(["plugin", "new", "layer", "demo", "--directory", str(tmp_path)]) == 0
+    plugin = tmp_path / "sigmann-demo"
+    assert capsys.readouterr().out == f"{plugin}\n"
+    assert sorted(p.relative_to(plugin).as_posix() for p in plugin.rglob("*") if p.is_file()) == [
+        "README.md", "pyproject.toml", "src/sigmann_demo/__init__.py", "tests/test_demo.py"]
+    assert 'demo = "sigmann_demo"' in (plugin / "pyproject.toml").read_text()
+    assert 'check_layer("demo"' in (plugin / "tests" / "test_demo.py").read_text()
+    env = install(tmp_path, plugin)
+    tests = run(["-m", "pytest", "-q", "-p", "no:cacheprovider"], plugin, env)
+    assert tests.returncode == 0 and "2 passed" in tests.stdout, tests.stdout + tests.stderr
+    (tmp_path / "run.toml").write_text("""
+        name = "demo"
+        [handler]
+        name = "numpy"
+        [data]
+        source = "synthetic"
+        n = 64
+        shape = 5
+        classes = 3
+        [[network.layers]]
+        type = "input"
+        shape = [5]
+        [[network.layers]]
+        type = "demo"
+        size = 8
+        [[network.layers]]
+        type = "dense"
+        size = 3
+        [[network.layers]]
+        type = "softmax_ce"
+        [training]
+        batch_size = 8
+        epochs = 3
+    """.replace("\n        ", "\n"))
+    trained = run(["-m", "sigma_core", "train", "run.toml", "--quiet", "--out", "result.json"], tmp_path, env)
+    assert trained.returncode == 0, trained.stderr
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["epochs"] == 3 and result["parameters"] == 5 * 8 + 8 + 8 * 3 + 3
+    assert result["history"][-1]["cost"] < result["history"][0]["cost"]
+    untrained = run(["-m", "sigma_core", "train", "run.toml", "--quiet"], tmp_path, {**env, "PYTHONPATH": ""})
+    assert untrained.returncode == 2 and "unknown layer 'demo'" in untrained.stderr.splitlines()[-1]
+
+
+@pytest.mark.slow
+def test_every_other_kind_installs_and_passes_its_tests(tmp_path, capsys):
+    plugins = []
+    for kind in OTHER_KINDS:
+        assert main(["plugin", "new", kind, f"my_{kind}", "--directory", str(tmp_path)]) == 0
+        plugins.append(tmp_path / f"sigmann-my-{kind}")
+    env = install(tmp_path, *plugins)
+    tests = run(["-m", "pytest", "-q", "-p", "no:cacheprovider", *(str(p / "tests") for p in plugins)], tmp_path, env)
+    assert tests.returncode == 0 and "8 passed" in tests.stdout, tests.stdout + tests.stderr
+    listed = run(["-m", "sigma_core", "plugins", "--json"], tmp_path, env)
+    names = {component["name"] for component in json.loads(listed.stdout)}
+    assert {f"my_{kind}" for kind in OTHER_KINDS} <= names
+
+
+def test_bad_requests_are_one_line_and_status_2(tmp_path, capsys):
+    (tmp_path / "sigmann-taken").mkdir()
+    cases = {("layr", "demo"): "error: unknown plugin kind 'layr'; sigma plugin new writes: "
+                               "layer, activation, monitor, hook, command, extractor",
+             ("layer", "Demo"): "error: plugin name 'Demo': use lowercase letters, digits and _, starting with a letter "
+                                "(it names the component and the Python module), and not a Python keyword",
+             ("layer", "class"): "error: plugin name 'class': use lowercase letters, digits and _, starting with a "
+                                 "letter (it names the component and the Python module), and not a Python keyword",
+             ("layer", "dense"): "error: layer 'dense' exists already (from sigmann); choose another name",
+             ("layer", "taken"): f"error: {tmp_path / 'sigmann-taken'} already exists; sigma plugin new never "
+                                 "overwrites: remove it or choose another name"}
+    for (kind, name), message in cases.items():
+        assert main(["plugin", "new", kind, name, "--directory", str(tmp_path)]) == 2
+        assert capsys.readouterr().err.splitlines() == [message]
+    assert [p.name for p in tmp_path.iterdir()] == ["sigmann-taken"] and not any((tmp_path / "sigmann-taken").iterdir())
