@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import statistics
@@ -95,14 +94,15 @@ class Timer:
 
 
 class Steps(Hook):
-    """Timestamps of every global iteration of a run."""
+    """Timestamps of every global iteration of a run, and the ``ray`` workers' computing time so far."""
 
     def __init__(self):
         super().__init__(every(1, "iteration"))
-        self.times = []
+        self.times, self.busy = [], []
 
     def invoke(self, registry, resolver):
         self.times.append(time.perf_counter())
+        self.busy.append(getattr(self.operator, "busy_seconds", 0.0))
 
 
 class StopAfter(Hook):
@@ -146,7 +146,7 @@ def one_round(run, operator, blas: int, iterations: int, warmup: int, timer: Tim
     if operator["type"] == "single_worker":
         update, compute = 0.0, step  # one worker: everything is its own work, nothing is communication
     elif operator["type"] == "ray":
-        compute = op.busy_seconds / len(steps.times)  # averaged over every step: the workers time themselves
+        compute = (steps.busy[-1] - steps.busy[warmup - 1]) / iterations  # the workers time themselves
     else:
         per_thread = [durations[-iterations:] for durations in timer.gradients.values()]
         compute = float(np.median(np.max(per_thread, axis=0)))
@@ -291,8 +291,9 @@ def main() -> int:
         return 0
     if args.reduce:
         import ray
+        from sigmann_ray.operator import LOCAL_RAY
 
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", _system_config=LOCAL_RAY)
         parameters = 1_593_810  # the MNIST MLP's
         print(f"combining two Ray actors' float32 gradients of {parameters:,} elements ({parameters * 4 / 1e6:.1f} MB), "
               f"best of 40; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
@@ -301,15 +302,16 @@ def main() -> int:
         return 0
 
     chosen = {name: CONFIGURATIONS[name] for name in (args.only or CONFIGURATIONS)}
-    if any(operator["type"] == "ray" for operator, _ in chosen.values()):
-        import ray
-
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
     timer = Timer()
     runs = {}
     for name, (operator, _) in chosen.items():
         runs[name] = build_run(mnist_config(Path(args.data), args.handler, operator))
         runs[name].trainer.initialise(runs[name].handler)
+    if any(operator["type"] == "ray" for operator, _ in chosen.values()):  # after the handlers: see blas_pool
+        import ray
+        from sigmann_ray.operator import LOCAL_RAY
+
+        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", _system_config=LOCAL_RAY)
     results = {name: [] for name in chosen}
     for _ in range(args.rounds):
         for name, (operator, blas) in chosen.items():

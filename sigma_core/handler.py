@@ -113,6 +113,18 @@ class Handler(RecurrentOps):
         """A NumPy copy of ``array``'s data (waits for pending work on a device)."""
         return self.kernels.to_host(self._raw(array))
 
+    def host_view(self, array: NDArray):
+        """``array``'s own buffer, no copy, on a host handler (None on a device): data-parallel workers add
+        up their gradients in place."""
+        return self._raw(array) if self.kernels.xp is numpy else None
+
+    def share(self, array: NDArray, buffer) -> None:
+        """Make ``array`` use another host array of its shape and dtype as its buffer, no copy: data-parallel
+        workers read the global parameters in place."""
+        if self.host_view(array) is None or buffer.shape != array.shape or buffer.dtype != array.data.dtype:
+            raise SigmaError(f"handler {self!r}: cannot share a {buffer.dtype} buffer of shape {buffer.shape}")
+        array._data = buffer
+
     def zeros(self, shape) -> NDArray:
         return self.full(shape, 0.0)
 

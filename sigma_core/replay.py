@@ -19,16 +19,21 @@ A step that reads data back to the host inside (data-dependent control flow),
 keeps an array across steps, has a layer with ``replayable = False`` (Python
 that decides anew each step, e.g. from its own random numbers), or an
 optimiser that overrides its step cannot be replayed: the recording is
-dropped, the reason is logged once and such steps run normally. The first step of a signature runs normally (lazy state is created
-then), the second is recorded; the cache holds :data:`CACHE_SIZE` recordings.
+dropped, the reason is logged once and such steps run normally. The first
+step of a signature runs normally (lazy state is created then), the second is
+recorded; the cache holds :data:`CACHE_SIZE` recordings. Only host handlers
+(NumPy arrays) replay.
 
 On a GPU (not written yet) the recorded calls would be captured once as a CUDA
-graph, replaying with ``graph.launch()``: the batch is then copied into the
-recorded input buffers (device adopt copies, so the recording owns them), the
-hyperparameters and the dropout counter must live in device scalars the kernels
-read (the prologue here fills them instead of passing floats), and the cost
-check becomes the handler's deferred ``all_finite``. :meth:`Recording.replay`
-is the one place that changes.
+graph (CuPy stream capture, the :class:`ReplayPool` in place during capture
+only), replaying with ``graph.launch()``: the batch is copied into the
+recorded input buffers on the capture stream (device adopt copies, so the
+recording owns them and there is nothing to patch), the hyperparameters and
+the dropout counter must live in device scalars the kernels read (the
+prologue here fills them instead of passing floats), the cost check becomes
+the handler's deferred ``all_finite``, and the array checks here
+(``numpy.ndarray``) become the handler's array type. :meth:`Recording.replay`
+and the refusal of non-host handlers in :class:`Recording` are what change.
 """
 
 from __future__ import annotations
@@ -119,7 +124,7 @@ class Recorder:
         self.calls = []  # [part, name, fn, args, kwargs, new buffers, result]
         self.inputs = {}  # batch key -> raw adopted
         self.mark = None  # index of the cost check in calls
-        self.reason = None
+        self.reason = None if len(self.batch) == len(batch) else "two batch sections are one array"
         self.paused = False
 
     def __enter__(self):

@@ -137,10 +137,10 @@ class ThreadsOperator(SingleWorkerOperator):
                                index, base) for index in range(workers)]
         self._pool = ThreadPoolExecutor(max(1, workers - 1), thread_name_prefix=f"sigma-worker-{trainer.name}")
         # Gradient averaging: each worker's (share, flat gradients), their weighted sums, a scratch array each.
-        self._host = handler.kernels.xp is numpy  # the workers' handlers are of the same class
+        largest = max(trainer.network.parameters.values(), key=lambda array: array.size)
+        self._host = handler.host_view(largest) is not None  # the workers' handlers are of the same class
         self._parts, self._sums = [None] * workers, {}
-        largest = max(array.size for array in trainer.network.parameters.values())
-        self._scratch = [numpy.empty(largest, handler.dtype) for _ in range(workers)]
+        self._scratch = [numpy.empty(largest.size, handler.dtype) for _ in range(workers)]
         self._unmerged = 0  # model averaging: local iterations since the last merge
 
     def attach_hook(self, *hooks) -> list:
@@ -222,15 +222,16 @@ class ThreadsOperator(SingleWorkerOperator):
             with handler.session():
                 if self._host:
                     for pid, array in local.network.parameters.items():
-                        array._data = self.trainer.network.parameters[pid].data
+                        handler.share(array, self.trainer.handler.host_view(self.trainer.network.parameters[pid]))
                 else:
                     local.network.load_state_dict(self.trainer.network.state_dict())
                 cost, grads = local.gradients(shard)
-                self._parts[position] = (share, [(grad.data if self._host else grad.to_numpy()).reshape(-1)
-                                                  for grad in grads.values()])
+                self._parts[position] = (share, [(handler.host_view(grad) if self._host else grad.to_numpy())
+                                                  .reshape(-1) for grad in grads.values()])
                 if position == 0 and [(pid, a.shape) for pid, a in self._sums.items()] != [
                         (pid, grad.shape) for pid, grad in grads.items()]:
-                    self._sums = {pid: numpy.empty(grad.shape, self.trainer.handler.dtype) for pid, grad in grads.items()}
+                    dtype = self.trainer.handler.dtype
+                    self._sums = {pid: numpy.empty(grad.shape, dtype) for pid, grad in grads.items()}
                 barrier.wait()
                 (weight, first), *others = self._parts[:count]
                 for index, total in enumerate(self._sums.values()):

@@ -203,3 +203,17 @@ def test_kernels_release_the_gil_and_keep_to_one_thread_when_blas_is_limited_to_
         assert kernels._pick(kernels._adagrad, 100) is kernels._adagrad[0]
         with threadpool_limits(1, user_api="blas"):
             assert blas_pool.threads() == 1 and kernels._pick(kernels._adagrad, 1 << 20) is kernels._adagrad[0]
+
+
+def test_the_shared_pool_installs_after_builtins_print_was_replaced():
+    """``ray.init`` replaces ``builtins.print`` with a Python function, which numba cannot compile into the
+    callback (numba's get_num_threads prints on an error path): a handler created after it failed to build."""
+    import subprocess
+    import sys
+
+    script = ("from sigma_cpu import blas_pool\nfrom sigma_cpu.handler import NumbaHandler\n"
+              "import builtins; builtins.print = lambda *a, **k: None\n"
+              "NumbaHandler('float32'); import sys; sys.stdout.write(f'{blas_pool.PARALLEL} {blas_pool.describe()}')")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == "True BLAS runs on numba's omp pool"

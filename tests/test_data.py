@@ -202,7 +202,7 @@ def test_config_sources_and_preprocessing(tmp_path):
 @pytest.mark.parametrize(
     "cfg, message",
     [
-        ({"source": "parquet"}, r"data.source: unknown extractor 'parquet' \(available: and, csv, .*xor\)"),
+        ({"source": "parquet"}, r"data.source: unknown extractor 'parquet' \(available: and, .*csv, .*xor\)"),
         ({"name": "digits"}, r"data.source is missing"),
         ({"source": "sklearn", "name": "digits", "nmae": 1}, r"unknown key data.nmae .*allowed: .*name"),
         ({"source": "sklearn"}, r"data.name is required"),

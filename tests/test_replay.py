@@ -278,3 +278,15 @@ def test_batch_sections_that_are_views_of_one_array_are_bound_apart():
         assert float(off.run_iteration(batch)) == float(on.run_iteration(batch))
     assert_same(off, on)
     assert replayed(on) == 4
+
+
+def test_one_array_as_inputs_and_targets_runs_normally():
+    def autoencoder():
+        return Input(6) + Dense(3, "tanh") + Dense(6) + SquaredDifference()
+
+    off, on = trainer("numpy", False, autoencoder), trainer("numpy", True, autoencoder)
+    for i in range(5):
+        x = numpy.full((4, 6), 0.1 * i, "float32")
+        assert float(off.run_iteration({"inputs": x, "targets": x})) == float(on.run_iteration({"inputs": x, "targets": x}))
+    assert_same(off, on)
+    assert replayed(on) == 0 and "two batch sections are one array" in on.replay.cache.values()

@@ -13,6 +13,7 @@ from sigma_core.cli import main
 from sigma_core.cli.scaffold import KINDS
 
 OTHER_KINDS = [kind for kind in KINDS if kind != "layer"]
+TESTS = 11  # the other kinds' generated tests: activation 2, monitor 1, hook 1, command 2, extractor 2, initialiser 1, optimiser 2
 
 
 def install(tmp_path, *plugins):
@@ -80,7 +81,7 @@ def test_every_other_kind_installs_and_passes_its_tests(tmp_path, capsys):
         plugins.append(tmp_path / f"sigmann-my-{kind}")
     env = install(tmp_path, *plugins)
     tests = run(["-m", "pytest", "-q", "-p", "no:cacheprovider", *(str(p / "tests") for p in plugins)], tmp_path, env)
-    assert tests.returncode == 0 and "8 passed" in tests.stdout, tests.stdout + tests.stderr
+    assert tests.returncode == 0 and f"{TESTS} passed" in tests.stdout, tests.stdout + tests.stderr
     listed = run(["-m", "sigma_core", "plugins", "--json"], tmp_path, env)
     names = {component["name"] for component in json.loads(listed.stdout)}
     assert {f"my_{kind}" for kind in OTHER_KINDS} <= names
@@ -89,7 +90,7 @@ def test_every_other_kind_installs_and_passes_its_tests(tmp_path, capsys):
 def test_bad_requests_are_one_line_and_status_2(tmp_path, capsys):
     (tmp_path / "sigmann-taken").mkdir()
     cases = {("layr", "demo"): "error: unknown plugin kind 'layr'; sigma plugin new writes: "
-                               "layer, activation, monitor, hook, command, extractor",
+                               "layer, activation, monitor, hook, command, extractor, initialiser, optimiser",
              ("layer", "Demo"): "error: plugin name 'Demo': use lowercase letters, digits and _, starting with a letter "
                                 "(it names the component and the Python module), and not a Python keyword",
              ("layer", "class"): "error: plugin name 'class': use lowercase letters, digits and _, starting with a "

@@ -278,3 +278,14 @@ def test_an_environment_runs_a_threads_trainer_next_to_a_single_worker_one():
     environment.add_trainer(runs["a"].trainer, runs["a"].handler, epochs=2, operator={"type": "threads", "workers": -1})
     with pytest.raises(ConfigError, match=r"^trainer 'a': operator.workers: expected an integer >= 1, got -1$"):
         environment.run()
+
+
+def test_a_host_handler_shares_a_buffer_without_copying_and_refuses_a_mismatch():
+    handler = digits_run().handler  # what workers read the global parameters and add gradients through
+    array, buffer = handler.asarray(np.zeros((2, 3))), np.arange(6.0).reshape(2, 3)
+    handler.share(array, buffer)
+    assert handler.host_view(array) is buffer
+    buffer[0, 0] = 7.0
+    assert array.to_numpy()[0, 0] == 7.0
+    with pytest.raises(SigmaError, match="cannot share a float64 buffer of shape"):
+        handler.share(array, np.zeros((3, 2)))

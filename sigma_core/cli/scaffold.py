@@ -28,6 +28,8 @@ KINDS = {
              'In a run file: `[[hooks]]` with `type = "$name"`, `factor = 0.5` and `every = [2, "epoch"]`.'),
     "command": ("prints a checkpoint's epoch and parameter count", "On the command line: `sigma $name CHECKPOINT`."),
     "extractor": ("two Gaussian blobs of points", 'In a run file: `[data]` with `source = "$name"` and `n = 200`.'),
+    "initialiser": ("uniform in ±scale/sqrt(fan in)", 'In a run file: `[initialisers]` with `"*.weights" = { type = "$name" }`.'),
+    "optimiser": ("steps by the sign of a gradient momentum", 'In a run file: `[optimiser]` with `type = "$name"`.'),
 }
 NAME = re.compile(r"[a-z][a-z0-9_]*")
 TEMPLATES = Path(__file__).with_name("templates")

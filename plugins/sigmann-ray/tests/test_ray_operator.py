@@ -30,7 +30,9 @@ DIGITS = tomllib.loads((ROOT / "examples" / "digits.toml").read_text())
 @pytest.fixture(scope="module")
 def ray_instance():
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
+    from sigmann_ray.operator import LOCAL_RAY  # as the operator starts a local instance
+
+    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING, _system_config=LOCAL_RAY)
     yield ray
     ray.shutdown()
 
@@ -93,7 +95,9 @@ class _KillWorker(Hook):
     def invoke(self, registry, resolver):
         import ray
 
-        os.kill(ray.get(self.operator.workers[1].pid.remote()), signal.SIGKILL)
+        pid = ray.get(self.operator.workers[1].pid.remote())
+        assert os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0)  # not Ray's nice +15
+        os.kill(pid, signal.SIGKILL)
 
 
 def test_a_killed_worker_is_restarted_and_training_finishes(ray_instance, caplog):

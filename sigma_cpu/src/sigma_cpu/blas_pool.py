@@ -51,6 +51,7 @@ import numba  # noqa: E402  (after the cache directory is chosen)
 from llvmlite import ir  # noqa: E402
 from numba import types  # noqa: E402
 from numba.extending import intrinsic  # noqa: E402
+from numba.np.ufunc import parallel  # noqa: E402
 
 #: Entry points of OpenBLAS's callback setter and thread count, by build (the
 #: scipy-openblas wheels NumPy ships prefix and suffix the symbols).
@@ -83,6 +84,11 @@ def _call_job(typingctx, dojob, thread, job, data):
     return signature, codegen
 
 
+#: numba.get_num_threads without its error-path print, which numba compiles only while builtins.print is the
+#: builtin: ray.init replaces it, and a handler created after that could not install the pool.
+_numba_threads = getattr(parallel, "_iget_num_threads", numba.get_num_threads)
+
+
 @numba.njit(parallel=True)  # not cache=True: see _compile_callback
 def _run_jobs(dojob, count, size, jobs, data):
     """Run the ``count`` jobs concurrently, one per pool thread; the job index doubles as the thread number.
@@ -90,7 +96,7 @@ def _run_jobs(dojob, count, size, jobs, data):
     The calling thread may have lowered its numba thread count; the jobs need
     ``count`` threads at once (see the module docstring), so they get them.
     """
-    threads = numba.get_num_threads()
+    threads = _numba_threads()
     if threads < count:
         numba.set_num_threads(count)
     for i in numba.prange(count):

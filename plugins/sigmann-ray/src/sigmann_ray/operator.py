@@ -36,8 +36,10 @@ restarts per step. An exception in a worker reaches the driver as one
 
 ``address`` names an existing Ray cluster (``ray.init(address=...)``);
 without it a local Ray instance is started (unless Ray is already initialised
-in this process). Run-file paths are resolved on each worker from the driver's
-working directory, so on a cluster the data must be at the same path on every node.
+in this process), whose workers run at the driver's priority
+(:data:`LOCAL_RAY`). Run-file paths are resolved on each worker from the
+driver's working directory, so on a cluster the data must be at the same
+path on every node.
 """
 
 from __future__ import annotations
@@ -56,6 +58,9 @@ from sigma_core.operators import SingleWorkerOperator
 from sigma_core.workers import Worker, WorkerError, base_seed, blas_threads, shard_bounds, worker_failed
 
 log = logging.getLogger("sigma")
+#: A local Ray instance runs its workers at the driver's priority: Ray's default (nice +15) leaves training
+#: actors behind every other process on a busy machine, and behind their own driver.
+LOCAL_RAY = {"worker_niceness": 0}
 
 
 @ray.remote
@@ -122,9 +127,9 @@ class RayWorker:
                 self.worker.prepare(*counters)
                 with local.handler.session():
                     cost, grads = local.gradients(self.iterator.dataset[rows])
-                    host = local.handler.kernels.xp is numpy
                     for pid, start, stop, shape in self.layout:
-                        grad = grads[pid].data if host else grads[pid].to_numpy()
+                        grad = local.handler.host_view(grads[pid])
+                        grad = grads[pid].to_numpy() if grad is None else grad
                         numpy.multiply(grad.reshape(-1), share, out=self.flat[start:stop])
             return float(cost) * share, len(rows), self.flat, time.perf_counter() - began
         except Exception as error:
@@ -165,7 +170,8 @@ class RayOperator(SingleWorkerOperator):
                              "Ray worker builds its run (and reads its data) from one; use build_run or sigma train")
         super().__init__(trainer, epochs=epochs, hooks=hooks, monitors=monitors)
         if not ray.is_initialized():
-            ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING)
+            ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING,
+                     _system_config=None if address else LOCAL_RAY)
         where = f"the Ray cluster at {address}" if address else "this Ray instance"
         resources = ray.cluster_resources()
         for kind, each in (("CPU", cpus_per_worker), ("GPU", gpus_per_worker)):
