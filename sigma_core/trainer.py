@@ -295,7 +295,8 @@ class Trainer:
             predictions = result.outputs["predictions"].to_numpy()
             predictions = predictions.reshape(-1, predictions.shape[-1])
             labels = numpy.asarray(batch["targets"])
-            labels = labels.argmax(-1).reshape(-1) if labels.ndim > 1 and labels.shape[-1] > 1 else labels.reshape(-1)
+            one_hot = labels.dtype.kind == "f" and labels.ndim > 1 and labels.shape[-1] > 1  # integer (N, T) are indices
+            labels = labels.argmax(-1).reshape(-1) if one_hot else labels.reshape(-1)
             if result.cost is not None:
                 cost_sum += float(result.cost) * predictions.shape[0]
             if predictions.shape[1] == 1:  # one output: binary, thresholded

@@ -477,3 +477,19 @@ def test_named_validation_iterators_are_unique():
     assert list(trainer.validation) == ["validation", "test"]
     with pytest.raises(SigmaError, match="already has a validation iterator named 'test'"):
         trainer.add_validation("test", [])
+
+
+def test_evaluate_takes_integer_targets_per_time_step_as_class_indices():
+    """Integer (N, T) targets are one class per step, not one-hot rows to argmax (a character model's labels)."""
+    from sigma_core.constructs import LSTM
+
+    rng = numpy.random.default_rng(0)
+    inputs = rng.normal(size=(6, 4, 3))
+    targets = rng.integers(0, 5, size=(6, 4))
+    network = Network(Input(4, 3) + LSTM(8) + Dense(5, time_distributed=True) + SoftmaxCE())
+    trainer = Trainer(network, optimiser_from_config({"type": "sgd"}), [])
+    trainer.initialise(NumpyHandler("float64", seed=0))
+    report = trainer.evaluate([{"inputs": inputs, "targets": targets}], top=(1, 5))
+    assert report["records"] == 24 and report["top5"] == 1.0
+    logits = network.predict(inputs).reshape(-1, 5)
+    assert report["top1"] == numpy.mean(logits.argmax(-1) == targets.reshape(-1))
