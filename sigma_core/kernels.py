@@ -184,6 +184,19 @@ class ArrayKernels:
         self.updates = self.updates_class(self)
         self.recurrent = self.recurrent_class(self)
 
+    def launch(self, name, args, kwargs, result):
+        """The call ``name(*args, **kwargs)`` just made (it returned ``result``) as a *launch*, or None (here: always).
+
+        A launch is a callable of no arguments that repeats the call on the same
+        buffers, whatever they hold then, with the checks made and the arguments
+        resolved (views flattened, compiled loop chosen) once: a recorded step
+        (:mod:`sigma_core.replay`) calls it instead of the kernel. It binds the
+        buffers, so it is asked for only where none is rebound between calls;
+        state that changes between calls (a generator's counter) it reads as it runs.
+        :attr:`updates` may offer launches too, taking the rule's hyperparameters as keywords.
+        """
+        return None
+
     # -- creation -------------------------------------------------------------------
     def empty(self, shape, dtype=None):
         return self.pool.empty(tuple(shape), self.dtype if dtype is None else dtype)

@@ -3,17 +3,21 @@
 A training step of unchanged *signature* (batch shapes and dtypes, network,
 optimiser type and freeze filters) calls the same kernels on the same buffers
 every time. While one such step runs, a :class:`Recorder` stands in for the
-handler's kernels and keeps every top-level kernel call with its arguments
-(the raw buffers) and the pool buffers each one was handed. Later steps of that
+handler's kernels and keeps every top-level kernel call with its arguments (the
+raw buffers) and the pool buffers each one was handed. Later steps of that
 signature skip the tape, the NDArray wrapping, the VJP dispatch and the pool:
 the new batch is bound in place of the recorded one and the calls run again in
-order, each kernel given back, by a :class:`ReplayPool`, exactly the buffers
-it was given when recorded. So the bits are those of a normal step: the random
-generators advance inside the kernels as they always do (fresh dropout masks),
-the optimiser's hyperparameters are read from it before every replay (a
-schedule takes effect), the cost is checked for finiteness between the forward
-and the backward calls, and the optimiser's counters move as in
-:meth:`Optimiser.step`.
+order, each kernel given back, by a :class:`ReplayPool`, exactly the buffers it
+was given when recorded. A kernel that offers a *launch* for its call
+(:meth:`ArrayKernels.launch <sigma_core.kernels.ArrayKernels.launch>`: its
+compiled path with the checks made once) is replayed as that launch, unless it
+reads a batch section bound anew in each replay (one larger than
+:data:`COPY_MAX`; smaller ones are copied into buffers of the recording). So
+the bits are those of a normal step: the random generators advance inside the
+kernels as they always do (fresh dropout masks), the optimiser's
+hyperparameters are read from it before every replay (a schedule takes effect),
+the cost is checked for finiteness between the forward and the backward calls,
+and the optimiser's counters move as in :meth:`Optimiser.step`.
 
 A step that reads data back to the host inside (data-dependent control flow),
 keeps an array across steps, has a layer with ``replayable = False`` (Python
@@ -51,6 +55,9 @@ from .optimisers.base import Optimiser
 log = logging.getLogger("sigma")
 
 CACHE_SIZE = 4
+#: A batch section the handler adopted without a copy, up to this size, is copied into a buffer of the recording
+#: instead of being bound in each replay: the kernels reading it can then be launches (see ``ArrayKernels.launch``).
+COPY_MAX = 1 << 16
 #: Kernels that only compute from their arguments, never touching buffers: not recorded.
 PURE = frozenset({"normalise_axes"})
 #: Kernels that may return a view of their arguments: a replay skips them when they did.
@@ -212,10 +219,27 @@ class Recording:
         calls = [_call(kernels, record, owned) for record in self.records]
         # what the kernels still run as methods ask the pool for, in order
         self.forms = [_form(record, call) for record, call in zip(self.records, calls)]  # for ``sigma explain``
-        self.buffers = [b for record, form in zip(self.records, self.forms) if form in ("kernel", "copy back")
-                        for b in record[5]]
         self.updates = self._updates(calls)
         self.patches = self._patches(calls)
+        own = {key: raw.copy() for key, raw in self.adopted.items()
+               if raw.nbytes <= COPY_MAX and raw.flags.c_contiguous}
+        if own:  # bound once, in the calls and (for ``sigma explain``) the records
+            records = [[None, list(record[3]), record[4]] for record in self.records]
+            _bind([p for p in self._patches(records) + self.patches if p[3] in own], own)
+            for record, bound in zip(self.records, records):
+                record[3] = bound[1]
+            self.patches = [p for p in self.patches if p[3] not in own]
+            self.copied.update(own)
+            self.adopted = {key: raw for key, raw in self.adopted.items() if key not in own}
+        patched = {id(patch[0]) for patch in self.patches}  # a launch binds its arguments: none from the batch
+        for i, (record, call) in enumerate(zip(self.records, calls)):
+            if self.forms[i] == "kernel" and id(call[1]) not in patched and id(call[2]) not in patched:
+                launch = getattr(record[2].__self__, "launch", None)  # kernels.updates and .recurrent may have none
+                launch = launch and launch(record[1], record[3], record[4], record[6])
+                if launch is not None:  # an update's launch takes this step's hyperparameters (the prologue's)
+                    call[:], self.forms[i] = [launch, [], call[2] if record[0] == "updates" else {}], "launch"
+        self.buffers = [b for record, form in zip(self.records, self.forms) if form in ("kernel", "copy back")
+                        for b in record[5]]
         mark = recorder.mark
         self.calls = [c for c in calls[:mark] if c], [c for c in calls[mark:] if c]
 
@@ -284,16 +308,10 @@ class Recording:
         for key, raw in self.copied.items():
             raw[...] = numpy.asarray(batch[key])
         if self.patches:
-            raws = {key: kernels.adopt(batch[key]) for key in self.adopted}
-            for container, where, index, key, view in self.patches:
-                raw = raws[key]
-                if view is not None:
-                    raw = numpy.ndarray(view[0], raw.dtype, raw, view[2], view[1])
-                if index is None:
-                    container[where] = raw
-                else:  # inside a tuple argument
-                    container[where] = (*container[where][:index], raw, *container[where][index + 1:])
-        pool, kernels.pool = kernels.pool, ReplayPool(self.buffers)
+            _bind(self.patches, {key: kernels.adopt(batch[key]) for key in self.adopted})
+        pool = kernels.pool
+        if self.buffers:  # some calls still run as kernels, asking the pool for their recorded buffers
+            kernels.pool = ReplayPool(self.buffers)
         try:
             for fn, args, kwargs in calls[0]:
                 fn(*args, **kwargs)
@@ -316,6 +334,18 @@ class Recording:
             if l2 is not None:
                 l2[1][2] = opt.weight_decay
         opt.published = {"learning_rate": opt.learning_rate, "step": opt.steps, "frozen": list(self.frozen)}
+
+
+def _bind(patches, raws: dict):
+    """Put the batch sections ``raws`` (or the recorded views of them) where ``patches`` say."""
+    for container, where, index, key, view in patches:
+        raw = raws[key]
+        if view is not None:
+            raw = numpy.ndarray(view[0], raw.dtype, raw, view[2], view[1])
+        if index is None:
+            container[where] = raw
+        else:  # inside a tuple argument
+            container[where] = (*container[where][:index], raw, *container[where][index + 1:])
 
 
 def _form(record, call) -> str:
@@ -366,7 +396,8 @@ class StepReplay:
     def signature(self, batch: dict) -> tuple:
         t = self.trainer
         opt = t.optimiser
-        shapes = tuple([(key, numpy.shape(v), getattr(v, "dtype", None)) for key, v in batch.items()])
+        shapes = tuple([(key, getattr(v, "shape", None) or numpy.shape(v), getattr(v, "dtype", None))
+                        for key, v in batch.items()])
         return (shapes, id(t.network.parameters), id(t._trainable), type(opt), opt.filters, bool(opt.weight_decay),
                 opt.publish_updates, len(t.network.layers))
 

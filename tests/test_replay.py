@@ -290,3 +290,79 @@ def test_one_array_as_inputs_and_targets_runs_normally():
         assert float(off.run_iteration({"inputs": x, "targets": x})) == float(on.run_iteration({"inputs": x, "targets": x}))
     assert_same(off, on)
     assert replayed(on) == 0 and "two batch sections are one array" in on.replay.cache.values()
+
+
+def test_cpu_launches_repeat_their_kernel_on_new_contents_of_the_same_buffers():
+    """``kernels.launch``: the compiled path, checks made once, run again on whatever the buffers hold."""
+    k, twin = (backend.create_handler("cpu", seed=1).kernels for _ in range(2))
+    rng = numpy.random.default_rng(2)
+    x, y, w, b = (rng.normal(size=s).astype("float32") for s in ((4, 6), (4, 6), (6, 8), (8,)))
+    one, labels, mass = numpy.array(1.5, "float32"), numpy.array([0, 5, 1, 3]), rng.random((4, 6)).astype("float32")
+    cases = [("dense", (x, w, b, "relu")), ("dense", (x, w, None, "relu")), ("dense", (x, w, b, "none")),
+             ("activation_backward", ("tanh", x, y)), ("activation_backward", ("relu", x, y)), ("sum", (x, 0)),
+             ("softmax_cross_entropy", (x, labels)), ("softmax_cross_entropy", (x, mass)),
+             ("softmax_cross_entropy_backward", (one, y, labels)), ("softmax_cross_entropy_backward", (one, y, mass))]
+    for name, args in cases:
+        result = getattr(k, name)(*args)
+        launch = k.launch(name, args, {}, result)
+        for a in (x, y, w, b, one):  # new contents, same buffers
+            a[...] = rng.normal(size=a.shape)
+        expected = getattr(twin, name)(*args)
+        expected = [e.tobytes() for e in (expected if isinstance(expected, tuple) else (expected,))]
+        launch()
+        assert [r.tobytes() for r in (result if isinstance(result, tuple) else (result,))] == expected, (name, args[-1])
+    # dropout: each launch draws the next mask, as the kernel would
+    for kernels in (k, twin):
+        kernels._dropout_calls = 0
+    first = k.dropout(x, 0.4)
+    launch = k.launch("dropout", (x, 0.4), {}, first)
+    twin.dropout(x, 0.4)
+    launch()
+    assert [r.tobytes() for r in first] == [r.tobytes() for r in twin.dropout(x, 0.4)] and k._dropout_calls == 2
+    # where the recorded call took the reference path there is no launch
+    assert k.launch("dense", (x, w, b, "sigmoid"), {}, k.dense(x, w, b, "sigmoid")) is None
+    assert k.launch("sum", (x.T, 0), {}, k.sum(x.T, 0)) is None
+    numpy_kernels = backend.create_handler("numpy").kernels
+    assert numpy_kernels.launch("dense", (x, w, b, "relu"), {}, numpy_kernels.dense(x, w, b, "relu")) is None
+
+
+@pytest.mark.parametrize("rule", ["sgd", "momentum", "adagrad", "adadelta", "rmsprop", "adam"])
+def test_an_update_launch_takes_each_steps_hyperparameters(rule):
+    k, twin = (backend.create_handler("cpu").kernels for _ in range(2))
+    rng = numpy.random.default_rng(3)
+    hyper = {"sgd": {"lr": 0.1}, "momentum": {"lr": 0.1, "momentum": 0.9, "nesterov": True},
+             "adagrad": {"lr": 0.1, "eps": 1e-7}, "adadelta": {"lr": 1.0, "rho": 0.95, "eps": 1e-6},
+             "rmsprop": {"lr": 0.01, "rho": 0.9, "eps": 1e-7},
+             "adam": {"lr": 0.01, "beta1": 0.9, "beta2": 0.999, "eps": 1e-7, "step": 1}}[rule]
+    count = {"sgd": 2, "adam": 4, "adadelta": 4}.get(rule, 3)  # parameter, gradient, memory
+    arrays = [numpy.abs(rng.normal(size=(3, 5))).astype("float32") for _ in range(count)]
+    copies = [a.copy() for a in arrays]
+    getattr(k.updates, rule)(*arrays, **hyper)
+    getattr(twin.updates, rule)(*copies, **hyper)
+    launch = k.updates.launch(rule, tuple(arrays), hyper, None)
+    later = {**hyper, "lr": hyper["lr"] * 0.37, **({"step": 2} if rule == "adam" else {})}
+    arrays[1][...] = copies[1][...] = rng.normal(size=(3, 5))  # a new gradient in the same buffer
+    launch(**later)
+    getattr(twin.updates, rule)(*copies, **later)
+    assert [a.tobytes() for a in arrays] == [c.tobytes() for c in copies]
+    assert k.updates.launch("l2_gradient", (arrays[1], arrays[0], 0.1), {}, arrays[1]) is None
+
+
+def test_replayed_cpu_steps_launch_and_a_batch_bound_anew_each_step_keeps_its_kernel(monkeypatch):
+    import sigma_core.replay
+
+    on = trainer("cpu", True)
+    train(on, 1)
+    forms = dict(zip((record[1] for record in on.replay.last.records), on.replay.last.forms))
+    assert forms["dense"] == forms["softmax_cross_entropy"] == forms["adagrad"] == "launch"
+    assert on.replay.last.copied.keys() == {"inputs", "targets"}  # small sections: copied into the recording's buffers
+    monkeypatch.setattr(sigma_core.replay, "COPY_MAX", 0)  # the batch's own arrays, bound in each replay
+    off, on = trainer("cpu", False), trainer("cpu", True)
+    assert train(off) == train(on)
+    assert_same(off, on)
+    records = on.replay.last.records
+    assert on.replay.last.adopted.keys() == {"inputs", "targets"} and replayed(on) >= 3 * 7 - 4
+    forms = [f for r, f in zip(records, on.replay.last.forms) if r[1] in ("dense", "softmax_cross_entropy")]
+    # the first dense layer and the cost read the batch; tanh is not fused on cpu (no launch either)
+    assert forms == ["kernel", "kernel", "launch", "kernel"]
+    assert "launch" in on.replay.last.forms  # the layers after the first still launch

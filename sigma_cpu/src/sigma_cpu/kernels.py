@@ -14,7 +14,10 @@ Python-to-C round trip each) by one compiled loop:
 
 Matrix products stay in BLAS; outputs come from the buffer pool. An override
 that meets an array it was not written for (not C-contiguous, another dtype)
-hands the call to the reference kernel.
+hands the call to the reference kernel. For recorded steps each override also
+offers its compiled path as a *launch* (:meth:`NumbaKernels.launch`,
+:meth:`NumbaUpdates.launch`): the loop's machine code bound to the call's
+flattened buffers, its checks and numba's dispatch done once.
 
 The passes over large arrays are written with ``prange`` and compiled twice:
 serial, and ``parallel=True`` for when :mod:`sigma_cpu.blas_pool` has put BLAS on
@@ -32,6 +35,7 @@ the NaN the trainer stops on. ``cache=True`` keeps the machine code on disk
 
 from __future__ import annotations
 
+import functools
 import math
 import types
 
@@ -300,11 +304,32 @@ def _splitmix64(value: int) -> int:
     return z ^ (z >> 31)
 
 
+def _entry(loop, *args):
+    """The machine code ``loop`` (a numba dispatcher) compiled for ``args``' types, called without dispatch."""
+    try:
+        return loop.overloads[tuple(map(loop.typeof_pyval, args))].entry_point
+    except KeyError:  # not compiled for these types (yet): the dispatcher compiles
+        return loop
+
+
 def _c_contiguous(*arrays) -> bool:
     for a in arrays:  # a loop, not all(...): checked on every hot kernel call
         if not a.flags.c_contiguous:
             return False
     return True
+
+
+#: Update rule -> (its compiled loop, the loop's scalars from the rule's hyperparameters, computed in double).
+RULES = {
+    "sgd": (_sgd, lambda lr: (lr,)),
+    "momentum": (_momentum, lambda lr, momentum, nesterov: (lr, momentum, bool(nesterov))),
+    "adagrad": (_adagrad, lambda lr, eps: (lr, eps)),
+    "adadelta": (_adadelta, lambda lr, rho, eps: (lr, rho, 1.0 - rho, eps)),
+    "rmsprop": (_rmsprop, lambda lr, rho, eps: (lr, rho, 1.0 - rho, eps)),
+    # the bias corrections fold into two scalars
+    "adam": (_adam, lambda lr, beta1, beta2, eps, step: (lr / (1.0 - beta1**step), beta1, 1.0 - beta1, beta2,
+                                                          1.0 - beta2, 1.0 / math.sqrt(1.0 - beta2**step), eps)),
+}
 
 
 class NumbaUpdates(UpdateKernels):
@@ -314,20 +339,44 @@ class NumbaUpdates(UpdateKernels):
         super().__init__(kernels)
         self.dtype, self._scalar = kernels.dtype, kernels.dtype.type
 
-    def _run(self, loop, arrays, *scalars) -> bool:
-        """Run the compiled ``loop`` on 1-D views of ``arrays`` and ``scalars`` (floats in the array dtype); False,
-        running nothing, unless every array is C-contiguous in the handler's dtype.
-
-        (Here and in the other kernels, ``ravel()`` of a C-contiguous array is the
-        same view as ``reshape(-1)`` at half the cost.)
-        """
+    def _fits(self, arrays) -> bool:
+        """Whether every array is C-contiguous in the handler's dtype (else the reference runs)."""
         dtype = self.dtype
         for a in arrays:  # a loop, not all(...): this runs for every parameter on every step
             if not a.flags.c_contiguous or a.dtype != dtype:
                 return False
-        s = self._scalar
-        _pick(loop, arrays[0].size)(*[a.ravel() for a in arrays], *[x if type(x) is bool else s(x) for x in scalars])
         return True
+
+    def _scalars(self, scalars) -> list:
+        s = self._scalar
+        return [x if type(x) is bool else s(x) for x in scalars]
+
+    def _run(self, loop, arrays, *scalars) -> bool:
+        """Run the compiled ``loop`` on 1-D views of ``arrays`` and ``scalars`` (floats in the array dtype); False,
+        running nothing, unless :meth:`_fits`.
+
+        (Here and in the other kernels, ``ravel()`` of a C-contiguous array is the
+        same view as ``reshape(-1)`` at half the cost.)
+        """
+        if not self._fits(arrays):
+            return False
+        _pick(loop, arrays[0].size)(*[a.ravel() for a in arrays], *self._scalars(scalars))
+        return True
+
+    def _rule(self, name, arrays, hyperparameters):
+        loop, scalars = RULES[name]
+        if not self._run(loop, arrays, *scalars(**hyperparameters)):
+            getattr(super(), name)(*arrays, **hyperparameters)
+
+    def launch(self, name, args, kwargs, result):
+        """A rule's compiled loop on its flattened arrays; the scalars come from the hyperparameters of each launch
+        (as Python floats: the compiled entry point rounds them to the array dtype as NumPy does)."""
+        if name not in RULES or not self._fits(args):
+            return None
+        loop, scalars = RULES[name]
+        flat = [a.ravel() for a in args]
+        entry = functools.partial(_entry(_pick(loop, args[0].size), *flat, *self._scalars(scalars(**kwargs))), *flat)
+        return lambda **hyperparameters: entry(*scalars(**hyperparameters))
 
     def l2_gradient(self, grad, param, weight_decay):
         out = self.empty(param.shape)
@@ -336,30 +385,22 @@ class NumbaUpdates(UpdateKernels):
         return out
 
     def sgd(self, param, grad, *, lr):
-        if not self._run(_sgd, (param, grad), lr):
-            super().sgd(param, grad, lr=lr)
+        self._rule("sgd", (param, grad), {"lr": lr})
 
     def momentum(self, param, grad, velocity, *, lr, momentum, nesterov):
-        if not self._run(_momentum, (param, grad, velocity), lr, momentum, bool(nesterov)):
-            super().momentum(param, grad, velocity, lr=lr, momentum=momentum, nesterov=nesterov)
+        self._rule("momentum", (param, grad, velocity), {"lr": lr, "momentum": momentum, "nesterov": nesterov})
 
     def adagrad(self, param, grad, sq, *, lr, eps):
-        if not self._run(_adagrad, (param, grad, sq), lr, eps):
-            super().adagrad(param, grad, sq, lr=lr, eps=eps)
+        self._rule("adagrad", (param, grad, sq), {"lr": lr, "eps": eps})
 
     def adadelta(self, param, grad, acc_grad, acc_update, *, lr, rho, eps):
-        if not self._run(_adadelta, (param, grad, acc_grad, acc_update), lr, rho, 1.0 - rho, eps):
-            super().adadelta(param, grad, acc_grad, acc_update, lr=lr, rho=rho, eps=eps)
+        self._rule("adadelta", (param, grad, acc_grad, acc_update), {"lr": lr, "rho": rho, "eps": eps})
 
     def rmsprop(self, param, grad, sq, *, lr, rho, eps):
-        if not self._run(_rmsprop, (param, grad, sq), lr, rho, 1.0 - rho, eps):
-            super().rmsprop(param, grad, sq, lr=lr, rho=rho, eps=eps)
+        self._rule("rmsprop", (param, grad, sq), {"lr": lr, "rho": rho, "eps": eps})
 
     def adam(self, param, grad, m, v, *, lr, beta1, beta2, eps, step):
-        """As the reference: the bias corrections fold into two scalars computed in double."""
-        if not self._run(_adam, (param, grad, m, v), lr / (1.0 - beta1**step), beta1, 1.0 - beta1, beta2, 1.0 - beta2,
-                         1.0 / math.sqrt(1.0 - beta2**step), eps):
-            super().adam(param, grad, m, v, lr=lr, beta1=beta1, beta2=beta2, eps=eps, step=step)
+        self._rule("adam", (param, grad, m, v), {"lr": lr, "beta1": beta1, "beta2": beta2, "eps": eps, "step": step})
 
 
 class NumbaKernels(ArrayKernels):
@@ -406,16 +447,24 @@ class NumbaKernels(ArrayKernels):
     def activation_backward(self, name, g, y):
         if name == "none":
             return g
-        if name not in ACTIVATION_CODES or g.shape != y.shape or not _c_contiguous(g, y) or g.dtype != y.dtype:
+        if not self._fits_activation_backward(name, g, y):
             return super().activation_backward(name, g, y)
         out = self.empty(y.shape)
         _pick(_activation_backward, out.size)(g.ravel(), y.ravel(), out.ravel(), ACTIVATION_CODES[name])
         return out
 
+    @staticmethod
+    def _fits_activation_backward(name, g, y) -> bool:
+        return name in ACTIVATION_CODES and g.shape == y.shape and _c_contiguous(g, y) and g.dtype == y.dtype
+
+    def _fits_sum(self, x, axis=None, keepdims=False) -> bool:
+        return (axis == 0 and not keepdims and x.ndim == 2 and x.shape[0] > 0 and x.dtype == self.dtype
+                and _c_contiguous(x))
+
     def sum(self, x, axis=None, keepdims=False):
         """Column sums (bias gradients) in one compiled pass; NumPy's axis-0 reduction spends
         ~3 µs setting up on arrays this small."""
-        if axis == 0 and not keepdims and x.ndim == 2 and x.shape[0] > 0 and x.dtype == self.dtype and _c_contiguous(x):
+        if self._fits_sum(x, axis, keepdims):
             out = self.empty(x.shape[1:])
             _column_sums(x, out)
             return out
@@ -460,6 +509,42 @@ class NumbaKernels(ArrayKernels):
             _softmax_ce_backward_probabilities(probabilities, targets, scale, out)
         return out
 
+    # -- launches for recorded steps ----------------------------------------------------------------
+    def launch(self, name, args, kwargs, result):
+        """The compiled path of the hot kernels above, with its checks made once (see :meth:`ArrayKernels.launch`);
+        None where the recorded call took the reference path."""
+        if name == "dense":
+            x, weights, bias, activation = args
+            if kwargs or activation not in ("none", "relu") or (bias is None and activation == "none") \
+                    or not (x.ndim == weights.ndim == result.ndim == 2):
+                return None
+            matmul = functools.partial(numpy.matmul, x, weights, out=result)
+            fused = (result, result[0] if bias is None else bias, bias is not None, activation == "relu")
+            bias_relu = functools.partial(_entry(_pick(_bias_relu, result.size), *fused), *fused)
+            return lambda: (matmul(), bias_relu())
+        if name == "activation_backward" and args[0] != "none" and self._fits_activation_backward(*args, **kwargs):
+            flat = (args[1].ravel(), args[2].ravel(), result.ravel(), ACTIVATION_CODES[args[0]])
+            return functools.partial(_entry(_pick(_activation_backward, result.size), *flat), *flat)
+        if name == "sum" and self._fits_sum(*args, **kwargs):
+            return functools.partial(_entry(_column_sums, args[0], result), args[0], result)
+        if name == "softmax_cross_entropy" and not kwargs and self._fits_softmax_ce(*args):
+            (logits, targets), (cost, probabilities) = args, result
+            loop = _softmax_ce_indices if targets.dtype.kind in "iu" else _softmax_ce_probabilities
+            total = functools.partial(_entry(loop, logits, targets, probabilities), logits, targets, probabilities)
+
+            def softmax_cross_entropy():
+                cost[()] = total() / logits.shape[0]
+
+            return softmax_cross_entropy
+        if name == "softmax_cross_entropy_backward" and not kwargs and self._fits_softmax_ce(*args[1:]):
+            g, probabilities, targets = args
+            loop = _softmax_ce_backward_indices if targets.dtype.kind in "iu" else _softmax_ce_backward_probabilities
+            rows, loop = probabilities.shape[0], _entry(loop, probabilities, targets, self._scalar(1.0), result)
+            return lambda: loop(probabilities, targets, float(g) / rows, result)
+        if name == "dropout" and not kwargs and _c_contiguous(args[0]) and args[0].dtype == self.dtype:
+            return self._dropout_pass(*args, *result, entry=True)
+        return None
+
     # -- dropout with a counter-based generator --------------------------------------------------
     def dropout(self, x, p):
         """Mask and output in one pass; see :func:`_dropout` for the generator.
@@ -469,13 +554,24 @@ class NumbaKernels(ArrayKernels):
         """
         if not _c_contiguous(x) or x.dtype != self.dtype:
             return super().dropout(x, p)
-        stream = _splitmix64(self._dropout_key + self._dropout_calls * int(_GOLDEN))
-        self._dropout_calls += 1
-        keep = 1.0 - p
-        threshold = numpy.uint64(min(int(keep * 2.0**53), 2**53))
         y, mask = self.empty(x.shape), self.empty(x.shape)
-        _pick(_dropout, x.size)(x.ravel(), numpy.uint64(stream), threshold, self._scalar(1.0 / keep), y.ravel(), mask.ravel())
+        self._dropout_pass(x, p, y, mask)()
         return y, mask
+
+    def _dropout_pass(self, x, p, y, mask, entry=False):
+        """The dropout pass as a callable that draws the next stream each time it runs."""
+        keep = 1.0 - p
+        threshold, scale = numpy.uint64(min(int(keep * 2.0**53), 2**53)), self._scalar(1.0 / keep)
+        loop, flat = _pick(_dropout, x.size), (x.ravel(), y.ravel(), mask.ravel())
+        if entry:
+            loop = _entry(loop, flat[0], numpy.uint64(0), threshold, scale, *flat[1:])
+
+        def run():
+            stream = _splitmix64(self._dropout_key + self._dropout_calls * int(_GOLDEN))
+            self._dropout_calls += 1
+            loop(flat[0], numpy.uint64(stream), threshold, scale, *flat[1:])
+
+        return run
 
     def rng_state(self) -> dict:
         state = dict(super().rng_state())
