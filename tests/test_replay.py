@@ -313,12 +313,12 @@ def test_cpu_launches_repeat_their_kernel_on_new_contents_of_the_same_buffers():
         assert [r.tobytes() for r in (result if isinstance(result, tuple) else (result,))] == expected, (name, args[-1])
     # dropout: each launch draws the next mask, as the kernel would
     for kernels in (k, twin):
-        kernels._dropout_calls = 0
+        kernels.streams.calls = 0
     first = k.dropout(x, 0.4)
     launch = k.launch("dropout", (x, 0.4), {}, first)
     twin.dropout(x, 0.4)
     launch()
-    assert [r.tobytes() for r in first] == [r.tobytes() for r in twin.dropout(x, 0.4)] and k._dropout_calls == 2
+    assert [r.tobytes() for r in first] == [r.tobytes() for r in twin.dropout(x, 0.4)] and k.streams.calls == 2
     # where the recorded call took the reference path there is no launch
     assert k.launch("dense", (x, w, b, "sigmoid"), {}, k.dense(x, w, b, "sigmoid")) is None
     assert k.launch("sum", (x.T, 0), {}, k.sum(x.T, 0)) is None

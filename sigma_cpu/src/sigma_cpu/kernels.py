@@ -43,6 +43,7 @@ import numpy
 
 from sigma_core.errors import ShapeError
 from sigma_core.kernels import ArrayKernels, UpdateKernels
+from sigma_core.streams import GOLDEN, CounterStreams
 
 from . import blas_pool, numba_cache
 
@@ -81,13 +82,7 @@ def _pick(compiled, size):
 #: Activation names as the integer codes the compiled loops branch on.
 ACTIVATION_CODES = {"none": 0, "relu": 1, "sigmoid": 2, "tanh": 3}
 
-#: Key under which :meth:`NumbaKernels.rng_state` stores the dropout generator, next
-#: to NumPy's bit-generator fields (NumPy ignores unknown keys, so the state also
-#: loads into the NumPy handler, and a NumPy-handler state loads here).
-DROPOUT_STATE = "sigma_cpu_dropout"
-
-_GOLDEN = numpy.uint64(0x9E3779B97F4A7C15)
-_MASK64 = (1 << 64) - 1
+_GOLDEN = numpy.uint64(GOLDEN)
 
 
 # -- compiled loops -------------------------------------------------------------------------
@@ -296,14 +291,6 @@ def _adam(param, grad, m, v, step_size, beta1, rest1, beta2, rest2, root_correct
 
 
 # -- the kernels ----------------------------------------------------------------------------------
-def _splitmix64(value: int) -> int:
-    """:func:`_mix64` on a Python int (for the per-call stream key, computed once per call)."""
-    z = value & _MASK64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
-    return z ^ (z >> 31)
-
-
 def _entry(loop, *args):
     """The machine code ``loop`` (a numba dispatcher) compiled for ``args``' types, called without dispatch."""
     try:
@@ -419,11 +406,7 @@ class NumbaKernels(ArrayKernels):
         super().__init__(dtype, seed)
         blas_pool.install()
         self._scalar = self.dtype.type  # hyperparameters enter the loops in the array dtype
-        # The dropout generator's key: an independent child of the seed, so it
-        # never shares a stream with the NumPy generator seeded the same way.
-        child = numpy.random.SeedSequence(seed).spawn(1)[0]
-        self._dropout_key = int(child.generate_state(1, numpy.uint64)[0])
-        self._dropout_calls = 0
+        self.streams = CounterStreams(seed)  # dropout's, shared with sigma_cuda's hash
 
     # -- fused forward and backward ---------------------------------------------------------
     def dense(self, x, weights, bias, activation):
@@ -567,20 +550,14 @@ class NumbaKernels(ArrayKernels):
             loop = _entry(loop, flat[0], numpy.uint64(0), threshold, scale, *flat[1:])
 
         def run():
-            stream = _splitmix64(self._dropout_key + self._dropout_calls * int(_GOLDEN))
-            self._dropout_calls += 1
-            loop(flat[0], numpy.uint64(stream), threshold, scale, *flat[1:])
+            loop(flat[0], numpy.uint64(self.streams.next()), threshold, scale, *flat[1:])
 
         return run
 
     def rng_state(self) -> dict:
-        state = dict(super().rng_state())
-        state[DROPOUT_STATE] = {"key": self._dropout_key, "calls": self._dropout_calls}
-        return state
+        return self.streams.save(super().rng_state())
 
     def set_rng_state(self, state: dict):
         super().set_rng_state(state)
-        dropout = state.get(DROPOUT_STATE)
-        if dropout is not None:
-            self._dropout_key, self._dropout_calls = int(dropout["key"]), int(dropout["calls"])
+        self.streams.load(state)
 

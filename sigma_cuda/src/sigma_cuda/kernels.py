@@ -38,17 +38,13 @@ import numpy
 
 from sigma_core.errors import NonFiniteError, ShapeError, SigmaError
 from sigma_core.kernels import ArrayKernels, UpdateKernels
+from sigma_core.streams import CounterStreams
 
 from .devices import out_of_memory_message
 from .upload import Uploader
 
 ACTIVATION_CODES = {"none": 0, "relu": 1, "sigmoid": 2, "tanh": 3, "softplus": 4}
 
-#: Key of the dropout generator in :meth:`CudaKernels.rng_state`, beside NumPy's bit-generator fields.
-DROPOUT_STATE = "sigma_cuda_dropout"
-
-_GOLDEN = 0x9E3779B97F4A7C15
-_MASK64 = (1 << 64) - 1
 _NULL = numpy.uint64(0)  # a null pointer argument
 _THREADS = 256
 _MAX_BLOCKS = 65535  # grid-stride loops cover the rest
@@ -82,13 +78,6 @@ def _blocks(n: int) -> tuple:
 
 def _warp_blocks(rows: int) -> tuple:
     return (min((rows + _WARPS - 1) // _WARPS, 2**31 - 1),)
-
-
-def _splitmix64(value: int) -> int:
-    z = value & _MASK64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
-    return z ^ (z >> 31)
 
 
 class CudaUpdates(UpdateKernels):
@@ -159,9 +148,7 @@ class CudaKernels(ArrayKernels):
         super().__init__(dtype, seed)
         self._host = ArrayKernels(dtype)  # draws random numbers on the host, from the same generator
         self._host.rng = self.rng
-        child = numpy.random.SeedSequence(seed).spawn(1)[0]  # the dropout key, as sigma_cpu derives it
-        self._dropout_key = int(child.generate_state(1, numpy.uint64)[0])
-        self._dropout_calls = 0
+        self.streams = CounterStreams(seed)  # dropout's, the same streams as sigma_cpu's
         self._label_ranges = OrderedDict()  # id(device labels) -> (labels, (low, high)), filled on upload
         self.uploader = Uploader()
 
@@ -343,8 +330,7 @@ class CudaKernels(ArrayKernels):
         """Mask and output in one kernel; call number c draws from the stream keyed mix(key + c·golden)."""
         if not self._fits(x):
             x = cupy.ascontiguousarray(x, dtype=self.dtype)
-        stream = _splitmix64(self._dropout_key + self._dropout_calls * _GOLDEN)
-        self._dropout_calls += 1
+        stream = self.streams.next()
         keep = 1.0 - p
         y, mask = self.empty(x.shape), self.empty(x.shape)
         if x.size:
@@ -354,15 +340,11 @@ class CudaKernels(ArrayKernels):
         return y, mask
 
     def rng_state(self) -> dict:
-        state = dict(super().rng_state())
-        state[DROPOUT_STATE] = {"key": self._dropout_key, "calls": self._dropout_calls}
-        return state
+        return self.streams.save(super().rng_state())
 
     def set_rng_state(self, state: dict):
         super().set_rng_state(state)
-        dropout = state.get(DROPOUT_STATE)
-        if dropout is not None:
-            self._dropout_key, self._dropout_calls = int(dropout["key"]), int(dropout["calls"])
+        self.streams.load(state)
 
     # -- what CuPy spells differently -------------------------------------------------------------------
     def getitem(self, x, index):
