@@ -25,11 +25,13 @@ BLAS threads: single worker with 1 and with 2 (the machine's default);
 
 ``--reduce`` instead times only the ways two Ray actors can combine a
 gradient of this size (no training), per global step: the ``ray``
-operator's all-gather through the object store (each actor adds both
-actors' last results and hands out its next; the driver adds them too), its
-first version (the driver ``ray.put``s the parameters, worker 1's gradient
-goes to worker 0, which adds it to its own and returns the sum to the
-driver), and Ray's collective all-reduce with the gloo backend (needs torch).
+operator's all-gather in a compiled graph (``ray.dag``: each actor hands
+out its gradient through a shared-memory channel and adds both; the driver
+adds them too), its second version (the same all-gather as ordinary actor
+calls through the object store), its first version (the driver
+``ray.put``s the parameters, worker 1's gradient goes to worker 0, which
+adds it to its own and returns the sum to the driver), and Ray's collective
+all-reduce with the gloo backend (needs torch).
 
 ``--compute`` times what the scaling model in BENCHMARKS.md needs from one
 machine, on one BLAS thread: a worker's forward and backward pass on 200,
@@ -164,12 +166,20 @@ def reduce_patterns(parameters: int, repeats: int = 40) -> dict:
         def __init__(self):
             self.grad, self.total = np.ones(parameters, np.float32), np.empty(parameters, np.float32)
 
-        def gather(self, *previous):  # the operator: add every worker's last result, hand out a new one
+        def gather(self, *previous):  # the first lockstep version: add every worker's last result, hand out a new one
             if previous:
                 np.copyto(self.total, previous[0])
                 for other in previous[1:]:
                     self.total += other
             return self.grad
+
+        def compute(self, order):  # the operator: one compiled-graph execution per step, compute ...
+            return self.grad
+
+        def add(self, *results):  # ... then gather: add every worker's result
+            np.copyto(self.total, results[0])
+            for other in results[1:]:
+                self.total += other
 
         def load_and_add(self, parameters_, *children):  # the earlier operator: broadcast in, reduce tree out
             np.copyto(self.total, parameters_)
@@ -195,11 +205,23 @@ def reduce_patterns(parameters: int, repeats: int = 40) -> dict:
         np.add(*ray.get(refs), out=total)
         pending = refs
 
+    from ray.dag import InputNode, MultiOutputNode
+
+    with InputNode() as order:
+        results = [actor.compute.bind(order) for actor in actors]
+        graph = MultiOutputNode(results + [actor.add.bind(*results) for actor in actors])
+    graph = graph.experimental_compile(_buffer_size_bytes=parameters * 4 + (1 << 16))
+
+    def compiled_graph():
+        outputs = [ref.get(timeout=-1) for ref in graph.execute(0)]
+        np.add(*outputs[:2], out=total)
+
     def tree():
         put = ray.put(total)
         np.copyto(total, ray.get(actors[0].load_and_add.remote(put, actors[1].load_and_add.remote(put))))
 
-    patterns = {"all-gather through the object store (the ray operator)": all_gather,
+    patterns = {"all-gather in a compiled graph (the ray operator)": compiled_graph,
+                "all-gather through the object store (its second version)": all_gather,
                 "driver broadcast + reduce tree to the driver (its first version)": tree}
     try:
         ray.get([actor.join.remote(rank) for rank, actor in enumerate(actors)])
@@ -213,6 +235,7 @@ def reduce_patterns(parameters: int, repeats: int = 40) -> dict:
             began = time.perf_counter()
             pattern()
             best[name] = min(best[name], time.perf_counter() - began)
+    graph.teardown()
     for actor in actors:
         ray.kill(actor)
     return {name: seconds * 1e3 for name, seconds in best.items()}

@@ -89,6 +89,28 @@ def test_the_workers_follow_the_drivers_hyperparameters_and_a_second_run(ray_ins
         np.testing.assert_allclose(parameters(run.trainer)[pid], array, rtol=1e-12, atol=1e-12, err_msg=pid)
 
 
+class _ResetOnce(Hook):
+    def invoke(self, registry, resolver):
+        if not getattr(self, "done", False):
+            self.done = True
+            self.operator.signal_reset()
+
+
+def test_a_reset_mid_epoch_recompiles_and_repeats_the_run(ray_instance, caplog):
+    single = digits_run(epochs=2)
+    expected = [report.cost for report in SingleWorkerOperator(single.trainer, epochs=2).run()]
+    run = digits_run(epochs=2)
+    operator = plugins.build("operator", {"type": "ray", "workers": 2}, run.trainer, epochs=2,
+                             hooks=[_ResetOnce(after(20, "iteration"))])
+    with caplog.at_level(logging.DEBUG, logger="sigma"):
+        reports = operator.run()
+    # Once at the start and once after the reset (the step started ahead was dropped, the graph compiled anew).
+    assert len([r for r in caplog.records if "the workers take the global state" in r.getMessage()]) == 2
+    assert [report.cost for report in reports] == pytest.approx(expected, rel=1e-12)
+    for pid, array in parameters(single.trainer).items():
+        np.testing.assert_allclose(parameters(run.trainer)[pid], array, rtol=1e-12, atol=1e-12, err_msg=pid)
+
+
 class _KillWorker(Hook):
     """Kills worker 1's process (SIGKILL) from the driver, between two iterations of the first epoch."""
 

@@ -8,18 +8,22 @@ file itself (``build_run``: its own handler, of the trainer's kind and dtype,
 its own optimiser and its own copy of the data), so records never travel
 through the driver, and it keeps a replica of the global state.
 
-A global step is one call per worker carrying the step's position and
-references to every worker's result of the step before. Each worker adds up
-those weighted gradients (in worker order: every process gets the same bits),
-applies them with its own optimiser, then computes its rows of the new step's
-global minibatch and returns their weighted gradients as one flat array. Ray
-hands every result over through the object store (zero-copy on one node): an
-all-gather, with no parameters broadcast and no ``ray.put`` by the driver per
-step. The driver applies the same sum to the global state, so it and every
-replica stay identical; the hyperparameters it applied with (``set`` and
-hooks change them) travel with the next call. Why this and not a reduce tree
-or Ray's collective API: see the README (measurements). The result equals one
-worker on the whole batch up to rounding, and checkpoints resume exactly.
+The actors work in lockstep through a Ray Compiled Graph (``ray.dag``),
+compiled once per synchronisation: each global step is one execution of
+``compute`` on every worker (apply the last step's summed gradients with the
+hyperparameters the driver sends, then compute this worker's rows of the
+global minibatch and return their weighted gradients as one flat array)
+followed by ``gather`` on every worker (add every worker's array, in worker
+order so every process gets the same bits). The arrays travel through the
+graph's shared-memory channels (Ray's object transfer between nodes) into
+buffers allocated once: an all-gather with no object-store object created per
+step and none of Ray's task launch cost (measurements in the README). The
+driver reads the same arrays, adds them up and applies the sum to the global
+state, so it and every replica stay identical. The next execution is
+submitted before the driver applies this one, carrying the hyperparameters it
+applies with; if the next step turns out to be another, that execution is
+dropped. The result equals one worker on the whole batch up to rounding, and
+checkpoints resume exactly.
 
 The workers take the driver's whole state (parameters, optimiser state,
 freeze filters) when a run starts, after a reset, when the trainable
@@ -27,9 +31,10 @@ parameters change, and after a restart. A hook that writes parameters in
 place between steps is not seen by the workers (no Sigma hook does).
 
 Fault tolerance: the global state changes only after every worker returned, so
-when a worker dies mid-step the driver restarts it (a new actor, which reads
-its data again), logs a line naming it, gives every worker the global state and
-repeats that step from it; a worker's random stream restarts every step from
+when a worker dies mid-step the driver tears the graph down, restarts the
+worker (a new actor, which reads its data again), logs a line naming it, gives
+every worker the global state, compiles the graph anew and repeats that step
+from it; a worker's random stream restarts every step from
 (seed, worker, step), so the repeat is exact. ``restarts`` bounds the
 restarts per step. An exception in a worker reaches the driver as one
 :class:`~sigma_core.workers.WorkerError` naming the worker and its error.
@@ -44,14 +49,17 @@ path on every node.
 
 from __future__ import annotations
 
+import collections
 import logging
 import math
 import os
+import statistics
 import time
 
 import numpy
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+from ray.dag import InputNode, MultiOutputNode
+from ray.exceptions import GetTimeoutError, RayActorError, RayChannelError, RayTaskError
 
 from sigma_core.errors import SigmaError, describe
 from sigma_core.operators import SingleWorkerOperator
@@ -87,8 +95,9 @@ class RayWorker:
     def pid(self) -> int:
         return os.getpid()
 
-    def load(self, state: tuple) -> None:
-        """Take the driver's state: (layout of the flat gradient, parameters, optimiser state)."""
+    def load(self, state: tuple) -> str:
+        """Take the driver's state: (layout of the flat gradient, parameters, optimiser state). Returns the
+        id of this worker's node."""
         if self.failure is not None:
             raise self.failure
         self.layout, parameters, optimiser = state
@@ -98,20 +107,23 @@ class RayWorker:
         local.refresh_trainable()
         size = sum(stop - start for _, start, stop, _ in self.layout)
         self.flat, self.total = numpy.zeros(size, local.handler.dtype), numpy.empty(size, local.handler.dtype)
+        self.summed = False
+        return ray.get_runtime_context().get_node_id()
 
-    def step(self, counters: tuple, hyperparameters: dict, *previous) -> tuple:
-        """Apply the last step's gradients (``previous``: every worker's result of it, which Ray hands over
-        from the object store), then this worker's part of global step ``counters``: its rows' cost and
-        gradients, weighted by their share of the global batch. Returns ``(cost, records, flat gradients,
-        seconds computing)``."""
+    def compute(self, order: tuple) -> tuple:
+        """Apply the last step's summed gradients (if ``gather`` left some) with ``order``'s hyperparameters,
+        then this worker's part of global step ``order``'s counters: its rows' cost and gradients, weighted by
+        their share of the global batch. Returns ``(cost, records, flat gradients, seconds computing)``."""
         if self.failure is not None:
             raise self.failure
+        counters, hyperparameters = order
         try:
             local = self.worker.trainer
-            if previous:
+            if self.summed:
                 for name, value in hyperparameters.items():
                     setattr(local.optimiser, name, value)
-                local.apply_gradients(unflatten(add_up([p[2] for p in previous], self.total), self.layout), 0.0)
+                local.apply_gradients(unflatten(self.total, self.layout), 0.0)
+                self.summed = False
             step, epoch, position = counters
             if self.batches[0] != epoch:
                 self.batches = (epoch, self.iterator.batch_indices(epoch))
@@ -134,6 +146,13 @@ class RayWorker:
             return float(cost) * share, len(rows), self.flat, time.perf_counter() - began
         except Exception as error:
             raise worker_failed(self.worker.index, error) from None
+
+    def gather(self, *results) -> float:
+        """Every worker's result of this step: their gradients summed, to be applied by the next ``compute``.
+        Returns the time.perf_counter() at the end: when this step's last output was ready."""
+        add_up([result[2] for result in results], self.total)
+        self.summed = True
+        return time.perf_counter()
 
 
 def add_up(flats: list, out: numpy.ndarray) -> numpy.ndarray:
@@ -187,6 +206,8 @@ class RayOperator(SingleWorkerOperator):
         self._spawn = lambda index: RayWorker.options(**options).remote(
             trainer.run_config, trainer.handler.name, index, workers, seed, os.getcwd())
         self._count, self._synced, self._ahead = workers, None, None  # _ahead: (counters, refs) of the next step
+        self._graph = None  # the compiled graph of one global step, for the synchronised layout
+        self._local, self._ready, self._paces, self._busy = False, 0.0, collections.deque(maxlen=5), 0.0
 
     def _loop(self) -> None:
         """Workers live for one run (started at its first step), so no run leaves actors holding CPUs. This
@@ -195,9 +216,10 @@ class RayOperator(SingleWorkerOperator):
             with blas_threads(self.blas_threads):
                 super()._loop()
         finally:
+            self._teardown()
             for actor in self.workers:
                 ray.kill(actor)
-            self.workers, self._synced, self._ahead = [], None, None
+            self.workers = []
 
     def _reset(self) -> None:
         super()._reset()
@@ -213,13 +235,28 @@ class RayOperator(SingleWorkerOperator):
         return layout
 
     def _sync(self, layout: list) -> None:
-        """Every worker takes the global state (and drops any step started ahead)."""
+        """Every worker takes the global state (dropping any step started ahead), and the graph is compiled."""
         trainer = self.trainer
         log.debug("ray: the workers take the global state at step %d", trainer.total_iterations + 1)
+        self._teardown()
         state = ray.put((layout, trainer.network.state_dict(), trainer.optimiser.state_dict()))
-        ray.get([actor.load.remote(state) for actor in self.workers])
+        nodes = ray.get([actor.load.remote(state) for actor in self.workers])
+        self._local = set(nodes) == {ray.get_runtime_context().get_node_id()}
+        size = layout[-1][2] if layout else 0
+        self._total = numpy.empty(size, trainer.handler.dtype)
+        with InputNode() as order:
+            results = [actor.compute.bind(order) for actor in self.workers]
+            step = MultiOutputNode(results + [actor.gather.bind(*results) for actor in self.workers])
+        # A channel holds one result: the flat gradients and a little pickle framing.
+        self._graph = step.experimental_compile(_buffer_size_bytes=size * self._total.itemsize + (1 << 16))
         self._synced = layout
-        self._total = numpy.empty(layout[-1][2] if layout else 0, trainer.handler.dtype)
+
+    def _teardown(self) -> None:
+        """Drop the compiled graph and any execution in flight (the workers keep their state)."""
+        if self._graph is not None:
+            self._graph.teardown()
+        self._graph, self._synced, self._ahead, self._ready = None, None, None, 0.0
+        self._paces.clear()
 
     def _step(self, batch: dict):
         trainer = self.trainer
@@ -240,25 +277,42 @@ class RayOperator(SingleWorkerOperator):
             try:
                 if layout != self._synced:
                     self._sync(layout)
-                refs = ahead[1] if ahead else [actor.step.remote(counters, {}) for actor in self.workers]
-                self._ahead = (following, [actor.step.remote(following, hyperparameters, *refs)
-                                           for actor in self.workers])
-                results = ray.get(refs)
+                refs = ahead[1] if ahead else self._graph.execute((counters, {}))
+                self._ahead = (following, self._graph.execute((following, hyperparameters)))
+                results = self._results(refs)
                 break
-            except RayActorError as error:  # a worker died: all take the global state and repeat the step
+            except (RayActorError, RayChannelError) as error:  # a worker died: repeat the step from the global state
                 if attempt == self.restarts:
                     raise WorkerError(f"Ray workers died {attempt + 1} times in global step "
                                       f"{trainer.total_iterations + 1}; giving up: {describe(error)}") from None
+                self._teardown()
                 self._restart_dead(trainer.total_iterations + 1, error)
-                ahead, self._ahead, self._synced = None, None, None
+                ahead = None
             except RayTaskError as error:
                 raise _reported(error) from None
         cost, records = sum(result[0] for result in results), sum(result[1] for result in results)
-        self.busy_seconds += max(result[3] for result in results)
+        self.busy_seconds += self._busy
         if records != len(batch["inputs"]):
             raise SigmaError(f"operator 'ray': the workers read {records} records of a {len(batch['inputs'])}-record "
                              "batch; their data differs from the driver's")
-        return trainer.apply_gradients(unflatten(add_up([result[2] for result in results], self._total), layout), cost)
+        total = add_up([result[2] for result in results], self._total)
+        del results, refs  # the channels' buffers are read in place: release them before the next step's read
+        return trainer.apply_gradients(unflatten(total, layout), cost)
+
+    def _results(self, refs: list) -> list:
+        """The workers' results of one execution. Reading a compiled graph's output busy-waits, which takes a
+        core from the workers when they share this machine: so, when they do (and so share its clock), this
+        process first sleeps until their results should be ready (when the last step's were, plus the recent
+        pace: a median, so one pause is an outlier), and only then reads. No time limit: a dead worker ends
+        the read with an error."""
+        if self._local and self._paces:
+            time.sleep(max(0.0, self._ready + statistics.median(self._paces) - time.perf_counter()))
+        outputs = [ref.get(timeout=-1) for ref in refs]  # every output read, gather's too
+        results, ready = outputs[:self._count], max(outputs[self._count:])
+        if self._local and self._ready:
+            self._paces.append(ready - self._ready)
+        self._ready, self._busy = ready, max(result[3] for result in results)
+        return results
 
     def _restart_dead(self, step: int, error: BaseException) -> None:
         """Replace every worker that no longer answers."""
