@@ -1,43 +1,28 @@
 """Recorded training steps: run a step once, then replay its kernel calls.
 
 A training step of unchanged *signature* (batch shapes and dtypes, network,
-optimiser type and freeze filters) calls the same kernels on the same buffers
-every time. While one such step runs, a :class:`Recorder` stands in for the
-handler's kernels and keeps every top-level kernel call with its arguments (the
-raw buffers) and the pool buffers each one was handed. Later steps of that
-signature skip the tape, the NDArray wrapping, the VJP dispatch and the pool:
-the new batch is bound in place of the recorded one and the calls run again in
-order, each kernel given back, by a :class:`ReplayPool`, exactly the buffers it
-was given when recorded. A kernel that offers a *launch* for its call
-(:meth:`ArrayKernels.launch <sigma_core.kernels.ArrayKernels.launch>`: its
-compiled path with the checks made once) is replayed as that launch, unless it
-reads a batch section bound anew in each replay (one larger than
-:data:`COPY_MAX`; smaller ones are copied into buffers of the recording). So
-the bits are those of a normal step: the random generators advance inside the
-kernels as they always do (fresh dropout masks), the optimiser's
-hyperparameters are read from it before every replay (a schedule takes effect),
-the cost is checked for finiteness between the forward and the backward calls,
-and the optimiser's counters move as in :meth:`Optimiser.step`.
+optimiser type, freeze filters) calls the same kernels on the same buffers each
+time. While one runs, a :class:`Recorder` stands in for the handler's kernels
+and keeps every top-level call with its raw arguments and the pool buffers it
+was handed. Later steps of that signature skip the tape, NDArray wrapping, VJP
+dispatch and pool: the new batch is bound in place of the recorded one and the
+calls run again in order, each given back its recorded buffers by a
+:class:`ReplayPool`; a kernel offering a *launch* (:meth:`ArrayKernels.launch
+<sigma_core.kernels.ArrayKernels.launch>`) runs as that, unless it reads a batch
+section bound anew in each replay (one larger than :data:`COPY_MAX`). The bits
+are those of a normal step: generators advance inside the kernels (fresh
+dropout masks), hyperparameters are read before every replay (a schedule takes
+effect), the cost is checked between forward and backward, the optimiser's
+counters move as in :meth:`Optimiser.step`. A device handler replays in its own
+way: its kernels' ``capture(recording, calls)`` gives what each replay runs
+(the ``cuda`` handler's CUDA graph, :mod:`sigma_cuda.graphs`).
 
-A step that reads data back to the host inside (data-dependent control flow),
-keeps an array across steps, has a layer with ``replayable = False`` (Python
-that decides anew each step, e.g. from its own random numbers), or an
-optimiser that overrides its step cannot be replayed: the recording is
-dropped, the reason is logged once and such steps run normally. The first
-step of a signature runs normally (lazy state is created then), the second is
-recorded; the cache holds :data:`CACHE_SIZE` recordings. Only host handlers
-(NumPy arrays) replay.
-
-On a GPU (not written yet) the recorded calls would be captured once as a CUDA
-graph (CuPy stream capture, the :class:`ReplayPool` in place during capture
-only), replaying with ``graph.launch()``: the batch is copied into the
-recorded input buffers on the capture stream (device adopt copies, so the
-recording owns them and there is nothing to patch), the hyperparameters and
-the dropout counter must live in device scalars the kernels read (the
-prologue here fills them instead of passing floats), the cost check becomes
-the handler's deferred ``all_finite``, and the array checks here
-(``numpy.ndarray``) become the handler's array type. :meth:`Recording.replay`
-and the refusal of non-host handlers in :class:`Recording` are what change.
+A step that reads data to the host (data-dependent control flow), keeps an
+array across steps, has a layer with ``replayable = False`` or an optimiser
+that overrides its step, or runs on a handler with arrays off the host and no
+``capture``, is not replayed: the reason is logged once, such steps run
+normally. The first step of a signature runs normally (lazy state is made
+then), the second is recorded; the cache holds :data:`CACHE_SIZE` recordings.
 """
 
 from __future__ import annotations
@@ -71,16 +56,17 @@ class NotReplayable(Exception):
     """Raised inside a recording to abandon it; the step itself completes normally."""
 
 
-def _root(a):
-    """The array owning ``a``'s memory."""
-    while isinstance(getattr(a, "base", None), numpy.ndarray):
+def _root(a, arrays=numpy.ndarray):
+    """The array owning ``a``'s memory; ``arrays``: the handler's array types."""
+    while isinstance(getattr(a, "base", None), arrays):
         a = a.base
     return a
 
 
-def _arrays(result) -> bool:
+def _arrays(result, arrays) -> bool:
     """Whether a kernel's result is arrays only (a value read to the host is not)."""
-    return result is None or isinstance(result, numpy.ndarray) or isinstance(result, tuple) and all(map(_arrays, result))
+    return result is None or isinstance(result, arrays) or isinstance(result, tuple) and all(
+        _arrays(r, arrays) for r in result)
 
 
 def _address(a) -> int:
@@ -127,6 +113,7 @@ class Recorder:
 
     def __init__(self, handler, batch: dict):
         self.handler, self.kernels = handler, handler.kernels
+        self.arrays = (numpy.ndarray, self.kernels.xp.ndarray)  # the host's and the handler's array types
         self.batch = {id(v): key for key, v in batch.items()}
         self.calls = []  # [part, name, fn, args, kwargs, new buffers, result]
         self.inputs = {}  # batch key -> raw adopted
@@ -156,7 +143,7 @@ class Recorder:
             self.inputs[self.batch[id(args[0])]] = (result, result is args[0])
         elif name == "all_finite" and self.mark is None:
             self.mark = len(self.calls)
-        elif name in ("to_host", "asarray", "adopt", "all_finite", "label_range") or not _arrays(result):
+        elif name in ("to_host", "asarray", "adopt", "all_finite", "label_range") or not _arrays(result, self.arrays):
             self.refuse(f"the step moves data between the host and the handler ({name}): "
                         "what it does may depend on the data")
         else:
@@ -191,8 +178,9 @@ class Recording:
 
     def __init__(self, trainer, recorder: Recorder, cost):
         self.trainer, self.cost = trainer, cost
-        opt = trainer.optimiser
-        if recorder.kernels.xp is not numpy:  # see the module docstring: a device needs its own replay
+        opt, kernels = trainer.optimiser, recorder.kernels
+        capture = getattr(kernels, "capture", None)  # a device handler's own replay (module docstring)
+        if kernels.xp is not numpy and capture is None:
             raise NotReplayable(f"handler {trainer.handler.name!r} keeps its arrays off the host")
         if type(opt).step is not Optimiser.step or type(opt).update is not Optimiser.update:
             raise NotReplayable(f"optimiser {type(opt).__name__} overrides its step")
@@ -205,7 +193,7 @@ class Recording:
             raise NotReplayable(recorder.reason)
         if recorder.mark is None:
             raise NotReplayable("the step did not check its cost")
-        self.records = recorder.calls
+        self.records, self.arrays, self.mark = recorder.calls, recorder.arrays, recorder.mark
         # batch keys whose recorded buffer a replay copies into; the others were adopted without a copy
         self.copied = {key: raw for key, (raw, adopted) in recorder.inputs.items() if not adopted}
         self.adopted = {key: raw for key, (raw, adopted) in recorder.inputs.items() if adopted}
@@ -215,7 +203,6 @@ class Recording:
         self.snapshots = [dict(vars(layer)) for layer in self.layers]
         self.ids = trainer.optimiser.trainable(trainer._trainable)
         self.frozen = [i for i in trainer._trainable if i not in set(self.ids)]
-        kernels = recorder.kernels
         calls = [_call(kernels, record, owned) for record in self.records]
         # what the kernels still run as methods ask the pool for, in order
         self.forms = [_form(record, call) for record, call in zip(self.records, calls)]  # for ``sigma explain``
@@ -240,8 +227,8 @@ class Recording:
                     call[:], self.forms[i] = [launch, [], call[2] if record[0] == "updates" else {}], "launch"
         self.buffers = [b for record, form in zip(self.records, self.forms) if form in ("kernel", "copy back")
                         for b in record[5]]
-        mark = recorder.mark
-        self.calls = [c for c in calls[:mark] if c], [c for c in calls[mark:] if c]
+        self.calls = [c for c in calls[:self.mark] if c], [c for c in calls[self.mark:] if c]
+        self.captured = capture(self, calls) if capture else None  # calls: one per record, None where skipped
 
     # -- building --------------------------------------------------------------------------
     def _state(self) -> list:
@@ -302,6 +289,8 @@ class Recording:
 
     def replay(self, batch: dict):
         """Run the recorded step on ``batch``; returns the cost (the recorded handler number)."""
+        if self.captured is not None:
+            return self.captured.replay(batch)
         t = self.trainer
         kernels = t.handler.kernels
         calls = self.calls
@@ -366,10 +355,11 @@ def _call(kernels, record, owned):
     gets its result copied into the recorded one (:class:`_CopyBack`).
     """
     part, name, fn, args, kwargs, new, result = record
-    sources = {id(_root(a)) for a in (*args, *kwargs.values()) if isinstance(a, numpy.ndarray)}
+    arrays = (numpy.ndarray, kernels.xp.ndarray)
+    sources = {id(_root(a, arrays)) for a in (*args, *kwargs.values()) if isinstance(a, arrays)}
     results = result if isinstance(result, tuple) else (result,)
-    fresh = [r if isinstance(r, numpy.ndarray) and id(_root(r)) not in owned and id(_root(r)) not in sources else None
-             for r in results]
+    fresh = [r if isinstance(r, arrays) and id(_root(r, arrays)) not in owned and id(_root(r, arrays)) not in sources
+             else None for r in results]
     if not new and name in VIEWS and not any(r is not None for r in fresh):
         return None
     function = getattr(fn, "__func__", None)

@@ -42,7 +42,7 @@ fi
     -e ./plugins/sigmann-bench -e ./plugins/sigmann-maxout || { echo "INSTALL FAILED"; exit 1; }
 "$PY" -m sigma_core plugins | tee "$OUT/plugins.txt" | grep -E '^KIND|^handler'
 
-stage "sigma_cuda tests (conformance float32/float64, layers, end to end, checkpoints, async, allocations)"
+stage "sigma_cuda tests (conformance float32/float64, layers, end to end, checkpoints, async, allocations, CUDA graph replay)"
 timeout 270 "$PY" -m pytest sigma_cuda/tests -q -n 8 -p no:cacheprovider -rfEs --durations=15 \
     --junitxml="$OUT/junit.xml" > "$OUT/pytest.txt" 2>&1
 tests_rc=$?

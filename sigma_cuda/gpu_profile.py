@@ -7,7 +7,8 @@ For Sigma's MNIST MLP at batch 100 and 4096 it prints, per step:
   that nothing the host does waits for it);
 * ``device``: the device's own time for one step with every launch already queued (CUDA events
   around steps queued behind a busy kernel): the floor that launching faster (a CUDA graph) could reach;
-* the CUDA kernels launched per step, and the host's top functions by own time (cProfile).
+* the CUDA kernels launched from Python per step (none when the step is replayed as a CUDA graph,
+  as ``sigma train`` does; ``-unrecorded``: replay off), and the host's top functions by own time (cProfile).
 
 ``wall`` near ``host`` and well above ``device`` means the step is bound by Python and launches;
 ``wall`` near ``device`` means the GPU work itself is what to shrink.
@@ -59,9 +60,9 @@ def launches_per_step(trainer, batch) -> int:
     return counted[0]
 
 
-def profile(name, batch_size, steps):
+def profile(name, batch_size, steps, replay=True):
     spec = dict(WORKLOADS["sigma-mlp"], name=name)
-    trainer = build_trainer(spec, "cuda")
+    trainer = build_trainer(spec, "cuda", replay=replay)
     batches = [trainer.handler.pin_batch(b) for b in make_batches(batch_size, n=4)]
     step = trainer.run_iteration
     for i in range(20):
@@ -86,7 +87,7 @@ def profile(name, batch_size, steps):
     raw = launches_per_step(trainer, batches[0])
     device.synchronize()
     print(f"{name:<14} batch {batch_size:>5}: wall {wall * 1e3:7.3f} ms  host {host * 1e3:7.3f} ms  "
-          f"device {device_ms:7.3f} ms  ({batch_size / wall:,.0f} samples/s; {raw} kernels.cu launches a step)")
+          f"device {device_ms:7.3f} ms  ({batch_size / wall:,.0f} samples/s; {raw} kernels.cu launches from Python a step)")
     profiler = cProfile.Profile()
     profiler.enable()
     for i in range(steps):
@@ -101,6 +102,7 @@ def profile(name, batch_size, steps):
 def main():
     print(f"device: {cupy.cuda.runtime.getDeviceProperties(0)['name'].decode()}, CuPy {cupy.__version__}")
     profile("sigma-mlp", 100, 200)
+    profile("sigma-mlp-unrecorded", 100, 200, replay=False)
     profile("sigma-mlp-4k", 4096, 40)
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import tomllib
 from pathlib import Path
@@ -248,6 +249,27 @@ def test_sigma_explain_prints_every_kernel_with_buffers_bytes_and_flops(capsys):
     assert "batch.inputs, 2-dense.weights, 2-dense.biases" in first and " t1 " in first and "532,480" in first
     assert "updates.adam" in out and "first_moment" in out and "skipped" in out
     assert out.splitlines()[-1].startswith("total: 22 kernel calls")
+
+
+def test_sigma_train_explain_prints_the_recorded_step_once_and_trains_on(tmp_path, capsys, monkeypatch):
+    from sigma_core.layers.dropout import Dropout as DropoutLayer
+
+    assert main(["explain", str(DIGITS), "--handler", "numpy"]) == 0
+    table = capsys.readouterr().out.strip()
+    runs = {"on": [], "off": ["--set", "training.replay=false"], "refused": []}
+    for name, extra in runs.items():
+        if name == "refused":
+            monkeypatch.setattr(DropoutLayer, "replayable", False, raising=False)
+        out = tmp_path / f"{name}.json"
+        assert main(["train", str(DIGITS), "--handler", "numpy", "--quiet", "--explain", "--set", "training.epochs=2",
+                     "--out", str(out), *extra]) == 0
+        runs[name] = capsys.readouterr().err
+        assert json.loads(out.read_text())["epochs"] == 2  # trained on
+    assert runs["on"].count("recorded training step of run 'digits'") == 1 and table in runs["on"]
+    assert "run 'digits': training steps are not recorded (training.replay = false): nothing to explain" in runs["off"]
+    assert ("run 'digits': the training step cannot be recorded (layer '3-dropout' says it cannot be replayed); "
+            "it runs normally") in runs["refused"]
+    assert all("kernel calls" not in runs[name] for name in ("off", "refused"))
 
 
 def test_a_replayed_run_resumes_from_a_checkpoint_of_an_unrecorded_one_bit_for_bit(tmp_path):

@@ -5,13 +5,17 @@ Two steps run on the first batches (the second is recorded, see
 its shapes, the buffers it reads and writes (the batch, parameters, optimiser
 memory by name; the step's own buffers as t1, t2, ...), the bytes those
 buffers hold and the FLOPs it does (exact for matrix products, 2·m·k·n; one per
-element written otherwise), with totals. Nothing is saved.
+element written otherwise), with totals. Nothing is saved. ``sigma train
+--explain`` prints the same table while training (:class:`ExplainOnce`).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import sys
+
+from sigma_core.monitors import Monitor
 
 from . import options
 
@@ -40,37 +44,59 @@ def run_explain(args) -> int:
     trainer = run.trainer
     trainer.initialise(run.handler)
     trainer.replay = StepReplay(trainer)
-    batch = None
     for batch in itertools.islice(trainer.training_iterator, 2):
         trainer.run_iteration(batch)
-    recording = trainer.replay.last
-    if recording is None:
-        reasons = [entry for entry in trainer.replay.cache.values() if isinstance(entry, str)]
-        print(f"run {trainer.name!r}: the training step cannot be recorded"
-              + (f" ({reasons[0]}); it runs normally" if reasons else " (fewer than two batches)"))
-        return 0
-    print(explain(recording, batch))
+    print(recorded(trainer))
     return 0
 
 
-def explain(recording, batch) -> str:
-    """The table ``sigma explain`` prints."""
-    import numpy
+class ExplainOnce(Monitor):
+    """``sigma train --explain``: :func:`recorded` on stderr once, after the run's second step (the recorded one)."""
 
+    name, steps = "explain", 0
+
+    def on_start(self):
+        if self.trainer.replay is None:  # nothing will be recorded: say so now, and no more
+            self.steps = 2
+            print(recorded(self.trainer), file=sys.stderr)
+
+    def on_iteration(self):
+        self.steps += 1
+        if self.steps == 2:
+            print(recorded(self.trainer), file=sys.stderr)
+
+
+def recorded(trainer) -> str:
+    """The table of the trainer's latest recorded step, or one line saying why there is none."""
+    replay = trainer.replay
+    if replay is None:
+        return f"run {trainer.name!r}: training steps are not recorded (training.replay = false): nothing to explain"
+    if replay.last is not None:
+        return explain(replay.last)
+    reasons = [entry for entry in replay.cache.values() if isinstance(entry, str)]
+    return (f"run {trainer.name!r}: the training step cannot be recorded"
+            + (f" ({reasons[0]}); it runs normally" if reasons else " (fewer than two steps ran through the trainer)"))
+
+
+def explain(recording) -> str:
+    """The table ``sigma explain`` prints."""
     from sigma_core.replay import _root
 
-    trainer = recording.trainer
-    names = {id(_root(raw)): f"batch.{key}" for key, raw in {**recording.copied, **recording.adopted}.items()}
-    names.update((id(_root(a._data)), pid) for pid, a in trainer.network.parameters.items())
+    trainer, types = recording.trainer, recording.arrays
+    inputs = {**recording.copied, **recording.adopted}  # the batch as the kernels read it
+    names = {id(_root(raw, types)): f"batch.{key}" for key, raw in inputs.items()}
+    names.update((id(_root(a._data, types)), pid) for pid, a in trainer.network.parameters.items())
     optimiser = trainer.optimiser
-    names.update((id(_root(m._data)), f"{pid}.{name}") for pid, memory in optimiser._memory.items()
+    names.update((id(_root(m._data, types)), f"{pid}.{name}") for pid, memory in optimiser._memory.items()
                  for name, m in zip(optimiser.memory_names, memory))
     counter = itertools.count(1)
     rows, total_bytes, total_flops = [], 0, 0
     for record, form in zip(recording.records, recording.forms):
         part, name, fn, args, kwargs, new, result = record
+        if recording.captured is not None and form not in ("skipped", "check"):
+            form = "graph"  # captured by the handler (a CUDA graph)
         arrays = [a for a in (*args, *kwargs.values()) for a in (a if isinstance(a, tuple) else (a,))
-                  if isinstance(a, numpy.ndarray)]
+                  if isinstance(a, types)]
         for buffer in new:
             names.setdefault(id(buffer), f"t{next(counter)}")
         written = list(new)
@@ -78,7 +104,7 @@ def explain(recording, batch) -> str:
             written += [args[0], *args[2:]]
         elif name in ("fill_", "copy_", "add_"):
             written.append(args[0])
-        label = lambda a: names.get(id(_root(a)), "const")
+        label = lambda a: names.get(id(_root(a, types)), "const")
         reads = list(dict.fromkeys(label(a) for a in arrays))
         writes = list(dict.fromkeys(label(a) for a in written))
         if part == "updates":  # the parameter's memory by its short name
@@ -88,7 +114,7 @@ def explain(recording, batch) -> str:
         total_bytes, total_flops = total_bytes + moved, total_flops + flops
         shapes = " ".join("x".join(map(str, a.shape)) or "()" for a in arrays)
         out = result[0] if isinstance(result, tuple) else result
-        if isinstance(out, numpy.ndarray) and part != "updates":
+        if isinstance(out, types) and part != "updates":
             shapes += " -> " + ("x".join(map(str, out.shape)) or "()")
         kernel = f"{part}.{name}" if part else name
         extra = [a for a in args if isinstance(a, str)]
@@ -98,7 +124,7 @@ def explain(recording, batch) -> str:
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
     lines = [f"recorded training step of run {trainer.name!r} on {trainer.handler}: {len(rows)} kernel calls, "
              f"{sum(form != 'skipped' for form in recording.forms)} replayed; batch "
-             + ", ".join(f"{key} {numpy.shape(v)} {getattr(v, 'dtype', '')}" for key, v in batch.items())]
+             + ", ".join(f"{key} {v.shape} {v.dtype}" for key, v in inputs.items())]
     for row in [header, *rows]:
         lines.append("  " + "  ".join(str(cell).rjust(w) if i >= 5 else str(cell).ljust(w)
                                       for i, (cell, w) in enumerate(zip(row, widths))).rstrip())

@@ -33,6 +33,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--monitor", dest="monitors", action="append", default=[], metavar="NAME[:KEY=VALUE,...]",
                         help="attach a monitor (see `sigma plugins`), e.g. --monitor metrics:every=10 (repeatable)")
     parser.add_argument("--quiet", action="store_true", help="no network summary, no progress bars")
+    parser.add_argument("--explain", action="store_true",
+                        help="print the recorded training step once it is recorded, as `sigma explain` does (stderr)")
     parser.set_defaults(run=run_train)
 
 
@@ -92,10 +94,11 @@ def _checkpoint_to_resume(resume: str, cfg: dict):
 def _monitors(args, run) -> list:
     """The ``--monitor`` monitors, plus the progress bars unless ``--quiet`` or the run file has them."""
     from sigma_core.run import build_monitors
+    from .explain import ExplainOnce
     specs = [parse_monitor_option(text) for text in args.monitors]
     if not args.quiet and "progress" not in {monitor.name for monitor in run.monitors} | {s["type"] for s in specs}:
         specs.insert(0, {"type": "progress"})
-    return build_monitors(specs, where="--monitor")
+    return build_monitors(specs, where="--monitor") + ([ExplainOnce()] if args.explain else [])
 
 
 def _refuse_unwritable(path: Path) -> None:

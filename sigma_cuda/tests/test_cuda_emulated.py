@@ -1,7 +1,9 @@
 """The cuda handler's Python side on an emulated CuPy. NOT a GPU check: it runs everywhere, without CuPy.
 
-A stand-in ``cupy`` (NumPy arrays, streams and events that do nothing) runs the
-real :mod:`sigma_cuda.handler`, :mod:`sigma_cuda.kernels` and :mod:`sigma_cuda.upload`.
+A stand-in ``cupy`` (NumPy arrays, events that do nothing, streams that run work
+at once or, while capturing a CUDA graph, keep it for the graph's launches) runs
+the real :mod:`sigma_cuda.handler`, :mod:`sigma_cuda.kernels`, :mod:`sigma_cuda.upload`
+and :mod:`sigma_cuda.graphs`.
 Each ``kernels.cu`` kernel is replaced by a NumPy transcription of its CUDA
 code, called only after the launch has been checked against the kernel's C
 signature, parsed from ``kernels.cu``: the number of arguments, each pointer's
@@ -16,6 +18,7 @@ cannot catch is a bug in the CUDA code itself or in CuPy: that is what
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 import types
@@ -39,24 +42,126 @@ C_TYPES = {"float": numpy.float32, "double": numpy.float64, "long long": numpy.i
 
 
 # -- the stand-in CuPy -----------------------------------------------------------------------------------
+class _Stream:
+    """Work on it runs at once; between begin_capture() and end_capture() it is kept for the graph instead."""
+
+    entered = []  # the streams of the enclosing ``with stream:`` blocks, innermost last
+
+    def __init__(self, non_blocking=False):
+        self.captured = None  # the work of a capture in progress
+
+    def __enter__(self):
+        _Stream.entered.append(self)
+        return self
+
+    def __exit__(self, *exc_info):
+        _Stream.entered.pop()
+
+    def wait_event(self, event):
+        assert isinstance(event, _Event)
+
+    def record(self, event=None):
+        return event or _Event()
+
+    def synchronize(self):
+        assert self.captured is None, "synchronize() while capturing"
+
+    def begin_capture(self, mode=None):
+        assert self is not _NULL_STREAM and self.captured is None, "cannot capture on the default stream, or twice"
+        self.captured = []
+
+    def end_capture(self):
+        graph, self.captured = _Graph(self.captured), None
+        return graph
+
+    def is_capturing(self):
+        return self.captured is not None
+
+
+_NULL_STREAM = _Stream()
+
+
+def _current_stream():
+    return _Stream.entered[-1] if _Stream.entered else _NULL_STREAM
+
+
+def _capturing() -> bool:
+    return _current_stream().captured is not None
+
+
+def _enqueue(work, stream=None):
+    """Device work on ``stream`` (the current one by default): run now, or kept by the capture in progress."""
+    stream = stream or _current_stream()
+    if stream.captured is None:
+        work()
+    else:
+        stream.captured.append(work)
+
+
+class _Graph:
+    """A captured CUDA graph: its work, run in order by each launch."""
+
+    def __init__(self, work):
+        self.work, self.launches = work, 0
+
+    def launch(self, stream=None):
+        self.launches += 1
+        for work in self.work:
+            _enqueue(work, stream)
+
+
 class FakeArray(numpy.ndarray):
-    """A device array: a NumPy array that must be copied out with get() and in with set()."""
+    """A device array: a NumPy array that must be copied out with get() and in with set(); writes through fill(),
+    [...] = and set() are device work (captured into a graph while capturing)."""
 
     def get(self, stream=None):
+        assert not _capturing(), "get() while capturing a CUDA graph: a synchronous copy to the host"
         return numpy.array(self, copy=True)
 
     def set(self, array, stream=None):
         assert type(array) is numpy.ndarray and array.shape == self.shape and array.dtype == self.dtype, "set: mismatch"
         assert array.flags.c_contiguous, "set: the host array must be C-contiguous"
-        self[...] = array
+        _enqueue(lambda: numpy.ndarray.__setitem__(self, ..., array), stream)
+
+    def fill(self, value):
+        _enqueue(lambda: numpy.ndarray.fill(self, value))
+
+    def __setitem__(self, key, value):
+        _enqueue(lambda: numpy.ndarray.__setitem__(self, key, value))
 
 
 def _device(value):
-    return value.view(FakeArray) if type(value) is numpy.ndarray else value
+    """A NumPy result as a device array: one owning its memory, as CuPy's, unless it is a view."""
+    if type(value) is not numpy.ndarray:
+        return value
+    if value.base is not None:
+        return value.view(FakeArray)
+    out = FakeArray(value.shape, value.dtype)
+    numpy.copyto(out, value)
+    return out
 
 
-def _wrapped(function):
+_ALLOCATORS = []  # cupy.cuda.using_allocator's, innermost last
+
+
+@contextlib.contextmanager
+def _using_allocator(allocator=None):
+    _ALLOCATORS.append(allocator)
+    try:
+        yield
+    finally:
+        _ALLOCATORS.pop()
+
+
+def _wrapped(name, function):
     def call(*args, **kwargs):
+        if _capturing():  # a graph may hold work into given buffers, not make new ones (or read values now)
+            if "out" not in kwargs:  # taken as an allocation: the allocator in use may refuse it
+                if _ALLOCATORS and _ALLOCATORS[-1]:
+                    _ALLOCATORS[-1](0)
+                raise AssertionError(f"cupy.{name} without out= while capturing a CUDA graph: it would allocate")
+            _enqueue(lambda: function(*args, **kwargs))
+            return kwargs["out"]
         return _device(function(*args, **kwargs))
 
     return call
@@ -68,14 +173,6 @@ class _Event:
 
     def synchronize(self):
         pass
-
-
-class _Stream:
-    def __init__(self, non_blocking=False):
-        pass
-
-    def wait_event(self, event):
-        assert isinstance(event, _Event)
 
 
 class _Device:
@@ -103,14 +200,15 @@ def _empty_pinned(shape, dtype):
 
 
 def _parse_signatures() -> dict:
-    """{kernel: [(kind, C type)]}, kind "pointer" or "value", from kernels.cu's __global__ declarations."""
+    """{kernel: ([template parameter], [(kind, C type)])}, kind "pointer" or "value", from kernels.cu's templates."""
     signatures = {}
-    for name, params in re.findall(r"__global__ void (\w+)\(([^)]*)\)", SOURCE.read_text()):
+    for template, name, params in re.findall(r"template <([^>]*)>\s*__global__ void (\w+)\(([^)]*)\)",
+                                             SOURCE.read_text()):
         parsed = []
         for param in " ".join(params.split()).split(","):
             ctype = param.strip().rsplit(" ", 1)[0].removeprefix("const ").strip()
             parsed.append(("pointer", ctype[:-1].strip()) if ctype.endswith("*") else ("value", ctype))
-        signatures[name] = parsed
+        signatures[name] = ([t.split()[-1] for t in template.split(",")], parsed)
     return signatures
 
 
@@ -125,32 +223,45 @@ class _RawModule:
     def get_function(self, expression):
         assert expression in self.names, f"{expression} was not among the name expressions"
         name, arguments = re.fullmatch(r"(\w+)<(.*)>", expression).groups()
-        types_ = dict(zip("TL", (C_TYPES[a.strip()] for a in arguments.split(","))))
-        return _Kernel(name, types_)
+        names, signature = SIGNATURES[name]
+        template = dict(zip(names, (a.strip() for a in arguments.split(","))))
+        assert len(template) == len(names), f"{expression}: {len(names)} template arguments expected"
+        return _Kernel(name, template, signature)
 
 
 class _Kernel:
-    """A kernel launch, checked against its C signature, then run by its NumPy transcription."""
+    """A kernel launch, checked against its C signature, then run by its NumPy transcription (at once, or by the
+    launches of the graph being captured). A scalar parameter instantiated as a pointer (``S = const T*``) takes a
+    one-element device array, read when the kernel runs."""
 
-    def __init__(self, name, template):
-        self.name, self.template, self.signature = name, template, SIGNATURES[name]
+    def __init__(self, name, template, signature):
+        self.name, self.T, self.signature = name, C_TYPES[template["T"]], []
+        for kind, ctype in signature:
+            resolved = template.get(ctype, ctype)
+            if kind == "value" and resolved.endswith("*"):
+                kind, resolved = "scalar pointer", resolved[:-1]
+            self.signature.append((kind, ctype, C_TYPES[resolved.removeprefix("const ").strip()]))
 
     def __call__(self, grid, block, args):
         assert len(grid) == 1 and len(block) == 1 and 0 < grid[0] < 2**31 and 0 < block[0] <= 1024, (grid, block)
         assert len(args) == len(self.signature), f"{self.name}: {len(args)} arguments for {len(self.signature)} parameters"
-        for i, (arg, (kind, ctype)) in enumerate(zip(args, self.signature)):
-            expected = self.template.get(ctype) or C_TYPES[ctype]
+        for i, (arg, (kind, ctype, expected)) in enumerate(zip(args, self.signature)):
             where = f"{self.name} argument {i} ({ctype}{'*' if kind == 'pointer' else ''})"
             if kind == "pointer" and type(arg) is numpy.uint64:
                 assert arg == 0, f"{where}: a pointer from an integer"
-            elif kind == "pointer":
+            elif kind != "value":
                 assert isinstance(arg, FakeArray), f"{where}: {type(arg).__name__} is not a device array"
                 assert arg.dtype == expected and arg.flags.c_contiguous, f"{where}: {arg.dtype}, contiguous {arg.flags.c_contiguous}"
+                assert kind == "pointer" or arg.size == 1, f"{where}: a device scalar of {arg.size} elements"
             else:
                 assert type(arg) is expected, f"{where}: {type(arg).__name__}, expected {expected.__name__}"
-        args = [a.reshape(-1) if isinstance(a, FakeArray) else None if type(a) is numpy.uint64 and a == 0 else a
-                for a in args]
-        getattr(Emulated, self.name)(self.template["T"], grid[0], block[0], *args)
+
+        def run():
+            flat = [None if type(a) is numpy.uint64 and kind == "pointer" else a.reshape(-1)[0] if kind == "scalar pointer"
+                    else a.reshape(-1) if kind == "pointer" else a for a, (kind, _, _) in zip(args, self.signature)]
+            getattr(Emulated, self.name)(self.T, grid[0], block[0], *flat)
+
+        _enqueue(run)
 
 
 def _activate(v, code):
@@ -252,7 +363,7 @@ class Emulated:
         if not bad[0]:
             v = mu * velocity[:n] + grad[:n]
             velocity[:n] = v
-            param[:n] -= lr * (grad[:n] + mu * v) if nesterov else lr * v
+            param[:n] -= lr * (grad[:n] + mu * v) if nesterov != 0 else lr * v
 
     @staticmethod
     def adagrad(T, grid, block, param, grad, sq, n, lr, eps, bad):
@@ -284,14 +395,15 @@ class Emulated:
 
 def fake_modules() -> dict:
     cupy = types.ModuleType("cupy")
-    cupy.__getattr__ = lambda name: _wrapped(getattr(numpy, name))  # every other function: NumPy's, on device arrays
+    cupy.__getattr__ = lambda name: _wrapped(name, getattr(numpy, name))  # every other function: NumPy's, on device arrays
     cupy.ndarray = FakeArray
     cupy.RawModule = _RawModule
     cupy.get_default_memory_pool = lambda: types.SimpleNamespace(total_bytes=lambda: 0, malloc=None)
     runtime = types.SimpleNamespace(getDeviceCount=lambda: 1, memGetInfo=lambda: (2**30, 2**34),
                                     CUDARuntimeError=RuntimeError)
     cupy.cuda = types.SimpleNamespace(Device=_Device, Stream=_Stream, Event=lambda disable_timing=False: _Event(),
-                                      get_current_stream=_Stream, runtime=runtime, PinnedMemoryPointer=PinnedMemoryPointer,
+                                      get_current_stream=_current_stream, using_allocator=_using_allocator,
+                                      runtime=runtime, PinnedMemoryPointer=PinnedMemoryPointer,
                                       memory=types.SimpleNamespace(OutOfMemoryError=OutOfMemoryError))
     cupyx = types.ModuleType("cupyx")
     cupyx.empty_pinned = _empty_pinned
@@ -299,7 +411,7 @@ def fake_modules() -> dict:
     return {"cupy": cupy, "cupyx": cupyx}
 
 
-_OURS = ("sigma_cuda.upload", "sigma_cuda.kernels", "sigma_cuda.handler")
+_OURS = ("sigma_cuda.upload", "sigma_cuda.kernels", "sigma_cuda.graphs", "sigma_cuda.handler")
 
 
 @pytest.fixture(autouse=True)
@@ -336,16 +448,19 @@ class TestEmulatedCudaConformance(HandlerConformance):
     handler_factory = staticmethod(emulated_cuda)
 
 
-def _trainer(handler, dropout=0.2):
+def _trainer(handler, dropout=0.2, *, replay=False, optimiser=None, size=50, last_batch="drop", layers=None):
+    """A trainer on the digits (1,797 records in batches of ``size``) and an iterator over its first epoch."""
     from sigmann_sklearn.datasets import load_sklearn
 
     from sigma_core.data import MinibatchIterator
 
-    layers = Input(64) + Construct("dense", size=32, activation="relu")
-    if dropout:
-        layers = layers + Construct("dropout", p=dropout)
-    network = Network(layers + Construct("dense", size=10, activation="sigmoid") + SoftmaxCE())
-    trainer = Trainer(network, Adam(0.01), MinibatchIterator(load_sklearn("digits"), 50, last_batch="drop", seed=0))
+    if layers is None:
+        layers = Input(64) + Construct("dense", size=32, activation="relu")
+        if dropout:
+            layers = layers + Construct("dropout", p=dropout)
+        layers = layers + Construct("dense", size=10, activation="sigmoid") + SoftmaxCE()
+    trainer = Trainer(Network(layers), optimiser or Adam(0.01),
+                      MinibatchIterator(load_sklearn("digits"), size, last_batch=last_batch, seed=0), replay=replay)
     trainer.initialise(handler)
     return trainer, iter(trainer.training_iterator)
 
@@ -402,13 +517,15 @@ def test_dropout_draws_the_same_bits_as_the_cpu_handler():
         numpy.testing.assert_array_equal(a, b)
 
 
-def test_a_non_finite_cost_skips_updates_until_read():
+@pytest.mark.parametrize("replay", [False, True], ids=["unrecorded", "graph-replay"])
+def test_a_non_finite_cost_skips_updates_until_read(replay):
     handler = emulated_cuda()
-    trainer, batches = _trainer(handler, dropout=0.0)
-    trainer.run_iteration(next(batches))
+    trainer, batches = _trainer(handler, dropout=0.0, replay=replay)
+    for _ in range(3):  # with replay, the third step and the next ones are CUDA graph launches
+        trainer.run_iteration(next(batches))
     before = trainer.network.state_dict()
-    bad = dict(next(batches), inputs=numpy.full((50, 64), numpy.nan, numpy.float32))
-    trainer.run_iteration(bad)
+    batch = next(batches)
+    trainer.run_iteration(dict(batch, inputs=numpy.full_like(batch["inputs"], numpy.nan)))
     trainer.run_iteration(next(batches))
     with pytest.raises(NonFiniteError, match="cost became non-finite"):
         trainer.network.state_dict()
@@ -416,6 +533,7 @@ def test_a_non_finite_cost_skips_updates_until_read():
         numpy.testing.assert_array_equal(value, before[key], err_msg=key)
     trainer.run_iteration(next(batches))
     assert any(not numpy.array_equal(v, before[k]) for k, v in trainer.network.state_dict().items())
+    assert trainer.replay is None or trainer.replay.replayed == 4
 
 
 @pytest.mark.parametrize("layer, shapes, arguments", [

@@ -4,7 +4,8 @@ The conformance kit (float32 and float64, every op and gradient against the
 NumPy handler), the built-in layers' gradients, end-to-end training, checkpoints
 crossing handlers, and the contract's device-specific promises: a warm step
 allocates nothing, queues without waiting for the device, skips its update after
-a non-finite cost and says so at the next read, and dropout is reproducible.
+a non-finite cost and says so at the next read, and dropout is reproducible; all
+of it for recorded steps replayed as CUDA graphs (:mod:`sigma_cuda.graphs`) too.
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def test_a_checkpoint_written_on_cuda_resumes_on_numpy_and_back(tmp_path):
 
 
 # -- the device-specific contract --------------------------------------------------------------------
-def _digits_trainer(handler, dropout=0.2):
+def _digits_trainer(handler, dropout=0.2, replay=False, last_batch="drop"):
     from sigmann_sklearn.datasets import load_sklearn
 
     from sigma_core.data import MinibatchIterator
@@ -120,16 +121,21 @@ def _digits_trainer(handler, dropout=0.2):
     if dropout:
         layers = layers + Construct("dropout", p=dropout)
     network = Network(layers + Construct("dense", size=10) + SoftmaxCE())
-    trainer = Trainer(network, Adam(0.01), MinibatchIterator(load_sklearn("digits"), 50, last_batch="drop", seed=0))
+    trainer = Trainer(network, Adam(0.01, weight_decay=0.001), MinibatchIterator(load_sklearn("digits"), 50,
+                      last_batch=last_batch, seed=0), replay=replay)
     trainer.initialise(handler)
     return trainer, iter(trainer.training_iterator)
 
 
-def test_a_warm_training_step_allocates_no_device_memory():
+REPLAY = pytest.mark.parametrize("replay", [False, True], ids=["unrecorded", "graph-replay"])
+
+
+@REPLAY
+def test_a_warm_training_step_allocates_no_device_memory(replay):
     import cupy
 
     handler = cuda()
-    trainer, batches = _digits_trainer(handler)
+    trainer, batches = _digits_trainer(handler, replay=replay)
     for _ in range(3):
         trainer.run_iteration(next(batches))
     pool, asked = cupy.get_default_memory_pool(), []
@@ -159,12 +165,13 @@ extern "C" __global__ void busy(unsigned long long ns) {
 """
 
 
-def test_training_steps_queue_behind_a_busy_device_without_waiting():
+@REPLAY
+def test_training_steps_queue_behind_a_busy_device_without_waiting(replay):
     """Nothing on the hot path syncs: with the device held busy for a second, three steps return at once."""
     import cupy
 
     handler = cuda()
-    trainer, batches = _digits_trainer(handler)
+    trainer, batches = _digits_trainer(handler, replay=replay)
     for _ in range(3):
         trainer.run_iteration(next(batches))
     cupy.cuda.Device().synchronize()
@@ -181,13 +188,15 @@ def test_training_steps_queue_behind_a_busy_device_without_waiting():
     assert numpy.isfinite(trainer.last_cost)
 
 
-def test_a_non_finite_cost_skips_the_updates_and_is_raised_at_the_next_read():
+@REPLAY
+def test_a_non_finite_cost_skips_the_updates_and_is_raised_at_the_next_read(replay):
     handler = cuda()
-    trainer, batches = _digits_trainer(handler, dropout=0.0)
-    trainer.run_iteration(next(batches))
+    trainer, batches = _digits_trainer(handler, dropout=0.0, replay=replay)
+    for _ in range(3 if replay else 1):  # with replay: the next steps are graph launches
+        trainer.run_iteration(next(batches))
     before = trainer.network.state_dict()
     bad = dict(next(batches))
-    bad["inputs"] = numpy.array(bad["inputs"], dtype=numpy.float32)
+    bad["inputs"] = numpy.array(bad["inputs"])  # its dtype kept: the same signature, replayed
     bad["inputs"][0, 0] = numpy.nan
     trainer.run_iteration(bad)  # returns at once: the check is on the device
     trainer.run_iteration(next(batches))  # skipped as well: the flag holds until the host has seen it
@@ -198,6 +207,7 @@ def test_a_non_finite_cost_skips_the_updates_and_is_raised_at_the_next_read():
         numpy.testing.assert_array_equal(after[key], value, err_msg=key)
     trainer.run_iteration(next(batches))
     assert any(not numpy.array_equal(trainer.network.state_dict()[k], v) for k, v in before.items())
+    assert not replay or trainer.replay.replayed == 4
 
 
 def test_uploaded_labels_are_range_checked_from_the_host_copy(monkeypatch):
@@ -268,3 +278,50 @@ def test_out_of_memory_names_the_op_and_the_bytes():
     handler = cuda()
     with pytest.raises(SigmaError, match=r"out of memory in full: 4,398,046,511,104 bytes asked for a \(1099511627776,\)"):
         handler.zeros((2**40,))
+
+
+# -- recorded steps as CUDA graphs (sigma_cuda.graphs) ---------------------------------------------------
+def _state_bytes(trainer) -> dict:
+    state = trainer.optimiser.state_dict()
+    return {**{k: v.tobytes() for k, v in trainer.network.state_dict().items()},
+            **{(pid, name): v.tobytes() for pid, memory in state["memory"].items() for name, v in memory.items()},
+            "steps": (state["steps"], state["parameter_steps"], trainer.handler.rng_state())}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_graph_replayed_steps_are_bit_identical_with_a_schedule_dropout_and_a_short_last_batch(dtype):
+    """The first thing to check on a GPU: capture works, and replay gives every bit of unrecorded steps."""
+    from sigma_cuda.graphs import GraphStep
+
+    runs = {}
+    for replay in (False, True):
+        trainer, _ = _digits_trainer(cuda(dtype, seed=3), replay=replay, last_batch="keep")  # 1,797 = 35·50 + 47
+        costs = []
+        for _ in range(2):
+            trainer.run_epoch(lambda t: (costs.append(t.last_cost), setattr(t.optimiser, "learning_rate",
+                                                                            t.optimiser.learning_rate * 0.97)))
+        runs[replay] = (costs, _state_bytes(trainer), trainer)
+    assert runs[False][:2] == runs[True][:2]
+    replay = runs[True][2].replay
+    assert replay.replayed == 2 * 36 - 4  # all but the first two steps of each of the two signatures
+    assert all(isinstance(entry.captured, GraphStep) for entry in replay.cache.values())
+
+
+def test_a_step_replayed_as_a_graph_is_one_graph_launch():
+    """No kernel is launched from Python in a replayed step: RawKernel launches are counted, graph launches run."""
+    handler = cuda()
+    trainer, batches = _digits_trainer(handler, replay=True)
+    for _ in range(3):
+        trainer.run_iteration(next(batches))
+    counted = []
+    for table in (handler.kernels._k, handler.kernels._read, handler.kernels._labelled):  # shared with kernels.updates
+        for name, kernel in list(table.items()):
+            def launch(*args, kernel=kernel, name=name):
+                counted.append(name)
+                return kernel(*args)
+            table[name] = launch
+    replayed = trainer.replay.replayed
+    for _ in range(5):
+        trainer.run_iteration(next(batches))
+    assert trainer.replay.replayed == replayed + 5 and counted == []
+    assert numpy.isfinite(trainer.last_cost)

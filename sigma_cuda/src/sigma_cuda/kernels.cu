@@ -7,6 +7,10 @@
 // Python side checks, and hands anything else to the generic CuPy kernels).
 // The optimiser updates read the deferred non-finite flag ``bad`` first: once a
 // step's cost was not finite, no parameter changes until the host has seen it.
+// The kernels whose scalars change from step to step (hyperparameters, dropout's
+// stream) are instantiated twice: S = the scalar type, passed by value, and
+// S = a pointer to it, read on the device: a CUDA graph (graphs.py) launches the
+// latter, its host rewriting the scalars before each launch.
 
 #define GRID_STRIDE(i, n) \
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
@@ -35,6 +39,9 @@ __device__ __forceinline__ T derivative_times(T g, T y, int code) {
         default: return g;
     }
 }
+
+template <typename T> __device__ __forceinline__ T value(T v) { return v; }
+template <typename T> __device__ __forceinline__ T value(const T* p) { return *p; }
 
 template <typename T> __device__ __forceinline__ T quiet_nan();
 template <> __device__ __forceinline__ float quiet_nan<float>() { return __int_as_float(0x7fc00000); }
@@ -175,9 +182,9 @@ __device__ __forceinline__ unsigned long long mix64(unsigned long long z) {
 
 // Element i is kept when the top 53 bits of mix(stream + (i+1)·golden) fall below threshold: each
 // draw depends on (stream, i) alone, so the mask is reproducible from the seed and the call count.
-template <typename T>
-__global__ void dropout(const T* x, T* y, T* mask, long long n, unsigned long long stream,
-                        unsigned long long threshold, T scale) {
+template <typename T, typename S>
+__global__ void dropout(const T* x, T* y, T* mask, long long n, S stream_, unsigned long long threshold, T scale) {
+    const unsigned long long stream = value(stream_);
     GRID_STRIDE(i, n) {
         const unsigned long long z = mix64(stream + (unsigned long long)(i + 1) * 0x9E3779B97F4A7C15ULL);
         const T m = (z >> 11) < threshold ? scale : T(0) * scale;
@@ -194,20 +201,25 @@ __global__ void flag_non_finite(const T* x, int* bad) {
 
 // -- optimiser updates: one pass over each parameter ------------------------------------------------
 // Complements (rest = 1 − rho) arrive computed in double on the host: 1 − 0.9999 in float32 is off by 2e-4.
-template <typename T>
-__global__ void l2_gradient(const T* grad, const T* param, T* out, long long n, T weight_decay) {
+template <typename T, typename S>
+__global__ void l2_gradient(const T* grad, const T* param, T* out, long long n, S weight_decay_) {
+    const T weight_decay = value(weight_decay_);
     GRID_STRIDE(i, n) out[i] = grad[i] + weight_decay * param[i];
 }
 
-template <typename T>
-__global__ void sgd(T* param, const T* grad, long long n, T lr, const int* bad) {
+template <typename T, typename S>
+__global__ void sgd(T* param, const T* grad, long long n, S lr_, const int* bad) {
     if (*bad) return;
+    const T lr = value(lr_);
     GRID_STRIDE(i, n) param[i] -= lr * grad[i];
 }
 
-template <typename T>
-__global__ void momentum(T* param, const T* grad, T* velocity, long long n, T lr, T mu, int nesterov, const int* bad) {
+// nesterov: 1 or 0, as T (so that it can be read on the device like the rest)
+template <typename T, typename S>
+__global__ void momentum(T* param, const T* grad, T* velocity, long long n, S lr_, S mu_, S nesterov_, const int* bad) {
     if (*bad) return;
+    const T lr = value(lr_), mu = value(mu_);
+    const bool nesterov = value(nesterov_) != T(0);
     GRID_STRIDE(i, n) {
         const T v = mu * velocity[i] + grad[i];
         velocity[i] = v;
@@ -215,9 +227,10 @@ __global__ void momentum(T* param, const T* grad, T* velocity, long long n, T lr
     }
 }
 
-template <typename T>
-__global__ void adagrad(T* param, const T* grad, T* sq, long long n, T lr, T eps, const int* bad) {
+template <typename T, typename S>
+__global__ void adagrad(T* param, const T* grad, T* sq, long long n, S lr_, S eps_, const int* bad) {
     if (*bad) return;
+    const T lr = value(lr_), eps = value(eps_);
     GRID_STRIDE(i, n) {
         const T s = sq[i] + grad[i] * grad[i];
         sq[i] = s;
@@ -225,9 +238,10 @@ __global__ void adagrad(T* param, const T* grad, T* sq, long long n, T lr, T eps
     }
 }
 
-template <typename T>
-__global__ void rmsprop(T* param, const T* grad, T* sq, long long n, T lr, T rho, T rest, T eps, const int* bad) {
+template <typename T, typename S>
+__global__ void rmsprop(T* param, const T* grad, T* sq, long long n, S lr_, S rho_, S rest_, S eps_, const int* bad) {
     if (*bad) return;
+    const T lr = value(lr_), rho = value(rho_), rest = value(rest_), eps = value(eps_);
     GRID_STRIDE(i, n) {
         const T s = rho * sq[i] + rest * (grad[i] * grad[i]);
         sq[i] = s;
@@ -235,10 +249,11 @@ __global__ void rmsprop(T* param, const T* grad, T* sq, long long n, T lr, T rho
     }
 }
 
-template <typename T>
-__global__ void adadelta(T* param, const T* grad, T* acc_grad, T* acc_update, long long n, T lr, T rho, T rest,
-                         T eps, const int* bad) {
+template <typename T, typename S>
+__global__ void adadelta(T* param, const T* grad, T* acc_grad, T* acc_update, long long n, S lr_, S rho_, S rest_,
+                         S eps_, const int* bad) {
     if (*bad) return;
+    const T lr = value(lr_), rho = value(rho_), rest = value(rest_), eps = value(eps_);
     GRID_STRIDE(i, n) {
         const T a = rho * acc_grad[i] + rest * (grad[i] * grad[i]);
         acc_grad[i] = a;
@@ -249,10 +264,12 @@ __global__ void adadelta(T* param, const T* grad, T* acc_grad, T* acc_update, lo
 }
 
 // Adam with the bias corrections folded into step_size = lr/(1−β1^t) and root_correction = 1/√(1−β2^t).
-template <typename T>
-__global__ void adam(T* param, const T* grad, T* m, T* v, long long n, T step_size, T beta1, T rest1, T beta2,
-                     T rest2, T root_correction, T eps, const int* bad) {
+template <typename T, typename S>
+__global__ void adam(T* param, const T* grad, T* m, T* v, long long n, S step_size_, S beta1_, S rest1_, S beta2_,
+                     S rest2_, S root_correction_, S eps_, const int* bad) {
     if (*bad) return;
+    const T step_size = value(step_size_), beta1 = value(beta1_), rest1 = value(rest1_), beta2 = value(beta2_),
+            rest2 = value(rest2_), root_correction = value(root_correction_), eps = value(eps_);
     GRID_STRIDE(i, n) {
         const T mi = beta1 * m[i] + rest1 * grad[i];
         const T vi = beta2 * v[i] + rest2 * (grad[i] * grad[i]);

@@ -11,6 +11,11 @@ kernels of ``kernels.cu``, one launch each:
 * ``dropout`` with a counter-based generator (the same bits as sigma_cpu's);
 * every optimiser update and ``l2_gradient`` (:class:`CudaUpdates`): one pass per parameter.
 
+The kernels whose scalars change between steps (the updates' hyperparameters,
+dropout's stream key) have a second instantiation reading them from device
+memory, for recorded steps captured as CUDA graphs (:mod:`sigma_cuda.graphs`,
+through :meth:`CudaKernels.capture`).
+
 Nothing on a training step waits for the device. The two places where the
 generic code would read a value back are replaced: the class-label range is
 computed on the host when the labels are uploaded (:meth:`CudaKernels.label_range`),
@@ -53,23 +58,37 @@ _WARPS = _THREADS // 32
 #: C types of the label dtypes the cross-entropy kernels are instantiated for; others are cast to int64.
 _LABEL_TYPES = {"int64": "long long", "int32": "int", "uint8": "unsigned char", "int16": "short"}
 
-_ELEMENTWISE = ("bias_activation", "activation_backward", "column_sums", "mean_of_rows", "dropout", "flag_non_finite",
-                "l2_gradient", "sgd", "momentum", "adagrad", "rmsprop", "adadelta", "adam")
+_ELEMENTWISE = ("bias_activation", "activation_backward", "column_sums", "mean_of_rows", "flag_non_finite")
+#: Kernels with scalars S that a CUDA graph reads from device memory (kernels.cu): the scalars' C type, T if None.
+_SCALARS = {"dropout": "unsigned long long", "l2_gradient": None, "sgd": None, "momentum": None, "adagrad": None,
+            "rmsprop": None, "adadelta": None, "adam": None}
 _PER_LABEL_TYPE = ("softmax_ce_forward", "softmax_ce_backward")
+
+#: Each update rule's scalar arguments from its hyperparameters, in double on the host (1 − 0.9999 in float32 is off).
+RULES = {
+    "sgd": lambda lr: (lr,),
+    "momentum": lambda lr, momentum, nesterov: (lr, momentum, float(bool(nesterov))),
+    "adagrad": lambda lr, eps: (lr, eps),
+    "rmsprop": lambda lr, rho, eps: (lr, rho, 1.0 - rho, eps),
+    "adadelta": lambda lr, rho, eps: (lr, rho, 1.0 - rho, eps),
+    "adam": lambda lr, beta1, beta2, eps, step: (lr / (1.0 - beta1**step), beta1, 1.0 - beta1, beta2, 1.0 - beta2,
+                                                 1.0 / math.sqrt(1.0 - beta2**step), eps),
+}
 
 
 @functools.cache
-def compile_module(ctype: str, device: int) -> tuple[dict, dict]:
+def compile_module(ctype: str, device: int) -> tuple[dict, dict, dict]:
     """``kernels.cu`` compiled for ``ctype`` (float or double) and loaded on ``device``, once per process:
-    ``({name: kernel}, {(name, label dtype): kernel})``."""
+    ``({name: kernel}, {name: kernel reading its scalars S from the device}, {(name, label dtype): kernel})``."""
     source = (Path(__file__).parent / "kernels.cu").read_text()
     plain = {name: f"{name}<{ctype}>" for name in _ELEMENTWISE}
+    plain.update((name, f"{name}<{ctype}, {s or ctype}>") for name, s in _SCALARS.items())
+    read = {name: f"{name}<{ctype}, const {s or ctype}*>" for name, s in _SCALARS.items()}
     labelled = {(name, dtype): f"{name}<{ctype}, {c} >"
                 for name in _PER_LABEL_TYPE for dtype, c in _LABEL_TYPES.items()}
     module = cupy.RawModule(code=source, options=("--std=c++14",),
-                            name_expressions=[*plain.values(), *labelled.values()])
-    return ({k: module.get_function(v) for k, v in plain.items()},
-            {k: module.get_function(v) for k, v in labelled.items()})
+                            name_expressions=[*plain.values(), *read.values(), *labelled.values()])
+    return tuple({k: module.get_function(v) for k, v in d.items()} for d in (plain, read, labelled))
 
 
 def _blocks(n: int) -> tuple:
@@ -86,20 +105,25 @@ class CudaUpdates(UpdateKernels):
     def __init__(self, kernels):
         super().__init__(kernels)
         self.dtype, self._scalar, self._k, self._bad = kernels.dtype, kernels._scalar, kernels._k, kernels._bad
+        self._read = kernels._read
 
     def _run(self, name, arrays, *scalars, flag=True) -> bool:
-        """Launch ``name`` on ``arrays`` (all C-contiguous in the handler dtype, one size) and ``scalars`` (cast
-        to the dtype; ints pass as C ints); False, launching nothing, when the arrays don't fit."""
+        """Launch ``name`` on ``arrays`` (all C-contiguous in the handler dtype, one size) and ``scalars`` (cast to
+        the dtype, or all device scalars: :mod:`sigma_cuda.graphs`); False, launching nothing, when the arrays don't fit."""
         dtype, size = self.dtype, arrays[0].size
         for a in arrays:
             if a.dtype != dtype or a.size != size or not a.flags.c_contiguous:
                 return False
         if size:
-            s = self._scalar
-            self._k[name](_blocks(size), (_THREADS,), (*arrays, numpy.int64(size),
-                          *[numpy.int32(x) if type(x) is bool else s(x) for x in scalars],
-                          *((self._bad,) if flag else ())))
+            on_device = isinstance(scalars[0], cupy.ndarray)
+            (self._read if on_device else self._k)[name](_blocks(size), (_THREADS,), (
+                *arrays, numpy.int64(size), *(scalars if on_device else map(self._scalar, scalars)),
+                *((self._bad,) if flag else ())))
         return True
+
+    def _rule(self, name, arrays, hyperparameters):
+        if not self._run(name, arrays, *RULES[name](**hyperparameters)):
+            getattr(super(), name)(*arrays, **hyperparameters)
 
     def l2_gradient(self, grad, param, weight_decay):
         out = self.empty(param.shape)
@@ -108,29 +132,22 @@ class CudaUpdates(UpdateKernels):
         return out
 
     def sgd(self, param, grad, *, lr):
-        if not self._run("sgd", (param, grad), lr):
-            super().sgd(param, grad, lr=lr)
+        self._rule("sgd", (param, grad), {"lr": lr})
 
     def momentum(self, param, grad, velocity, *, lr, momentum, nesterov):
-        if not self._run("momentum", (param, grad, velocity), lr, momentum, bool(nesterov)):
-            super().momentum(param, grad, velocity, lr=lr, momentum=momentum, nesterov=nesterov)
+        self._rule("momentum", (param, grad, velocity), {"lr": lr, "momentum": momentum, "nesterov": nesterov})
 
     def adagrad(self, param, grad, sq, *, lr, eps):
-        if not self._run("adagrad", (param, grad, sq), lr, eps):
-            super().adagrad(param, grad, sq, lr=lr, eps=eps)
+        self._rule("adagrad", (param, grad, sq), {"lr": lr, "eps": eps})
 
     def rmsprop(self, param, grad, sq, *, lr, rho, eps):
-        if not self._run("rmsprop", (param, grad, sq), lr, rho, 1.0 - rho, eps):
-            super().rmsprop(param, grad, sq, lr=lr, rho=rho, eps=eps)
+        self._rule("rmsprop", (param, grad, sq), {"lr": lr, "rho": rho, "eps": eps})
 
     def adadelta(self, param, grad, acc_grad, acc_update, *, lr, rho, eps):
-        if not self._run("adadelta", (param, grad, acc_grad, acc_update), lr, rho, 1.0 - rho, eps):
-            super().adadelta(param, grad, acc_grad, acc_update, lr=lr, rho=rho, eps=eps)
+        self._rule("adadelta", (param, grad, acc_grad, acc_update), {"lr": lr, "rho": rho, "eps": eps})
 
     def adam(self, param, grad, m, v, *, lr, beta1, beta2, eps, step):
-        if not self._run("adam", (param, grad, m, v), lr / (1.0 - beta1**step), beta1, 1.0 - beta1, beta2,
-                         1.0 - beta2, 1.0 / math.sqrt(1.0 - beta2**step), eps):
-            super().adam(param, grad, m, v, lr=lr, beta1=beta1, beta2=beta2, eps=eps, step=step)
+        self._rule("adam", (param, grad, m, v), {"lr": lr, "beta1": beta1, "beta2": beta2, "eps": eps, "step": step})
 
 
 class CudaKernels(ArrayKernels):
@@ -142,7 +159,7 @@ class CudaKernels(ArrayKernels):
     def __init__(self, dtype, seed=None):
         self._scalar = numpy.dtype(dtype).type
         ctype = "float" if numpy.dtype(dtype) == numpy.float32 else "double"
-        self._k, self._labelled = (dict(d) for d in compile_module(ctype, cupy.cuda.Device().id))  # own copies
+        self._k, self._read, self._labelled = (dict(d) for d in compile_module(ctype, cupy.cuda.Device().id))  # own copies
         self._bad = cupy.zeros(1, numpy.int32)  # the deferred non-finite flag (see all_finite)
         self._checks_pending = False
         super().__init__(dtype, seed)
@@ -330,14 +347,23 @@ class CudaKernels(ArrayKernels):
         """Mask and output in one kernel; call number c draws from the stream keyed mix(key + c·golden)."""
         if not self._fits(x):
             x = cupy.ascontiguousarray(x, dtype=self.dtype)
-        stream = self.streams.next()
-        keep = 1.0 - p
         y, mask = self.empty(x.shape), self.empty(x.shape)
-        if x.size:
-            self._k["dropout"](_blocks(x.size), (_THREADS,), (
-                x, y, mask, numpy.int64(x.size), numpy.uint64(stream), numpy.uint64(min(int(keep * 2.0**53), 2**53)),
-                self._scalar(1.0 / keep)))
+        self._dropout(x, p, y, mask, numpy.uint64(self.streams.next()))
         return y, mask
+
+    def _dropout(self, x, p, y, mask, stream):
+        """The dropout kernel; ``stream``: the call's key, or a device scalar holding it (:mod:`sigma_cuda.graphs`)."""
+        keep = 1.0 - p
+        if x.size:
+            (self._read if isinstance(stream, cupy.ndarray) else self._k)["dropout"](_blocks(x.size), (_THREADS,), (
+                x, y, mask, numpy.int64(x.size), stream, numpy.uint64(min(int(keep * 2.0**53), 2**53)),
+                self._scalar(1.0 / keep)))
+
+    def capture(self, recording, calls):
+        """A recorded step as a CUDA graph (:mod:`sigma_core.replay` asks; :mod:`sigma_cuda.graphs` answers)."""
+        from .graphs import GraphStep
+
+        return GraphStep(self, recording, calls)
 
     def rng_state(self) -> dict:
         return self.streams.save(super().rng_state())

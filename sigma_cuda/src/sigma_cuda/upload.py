@@ -62,6 +62,11 @@ class Uploader:
         self._session += 1
         self._session_started[self._session % 2].record(cupy.cuda.get_current_stream())
 
+    def release(self, device: cupy.ndarray):
+        """Hand the slot holding ``device`` over to its caller (a CUDA graph's input buffer): never used again here."""
+        for slots in self._slots.values():
+            slots[:] = [slot for slot in slots if slot.device is not device]
+
     def upload(self, host: numpy.ndarray) -> cupy.ndarray:
         """A device copy of ``host``, valid on the compute stream, readable until the session after next."""
         slots = self._slots.setdefault((host.shape, host.dtype.str), [])

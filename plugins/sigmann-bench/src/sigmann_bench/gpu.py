@@ -5,7 +5,9 @@ and ``small-mlp`` at batch 100 (latency: launch and Python overhead weigh most),
 and ``sigma-mlp-4k``, Sigma's MNIST network at batch 4096 (throughput: the
 GEMMs should dominate). Systems, each in its own process:
 
-* ``sigma-cuda``: the real framework path (Network, Trainer.run_iteration) on pinned host batches;
+* ``sigma-cuda``: the real framework path (Network, Trainer.run_iteration) on pinned host batches, recorded
+  steps replayed as CUDA graphs as ``sigma train`` does (:mod:`sigma_cuda.graphs`);
+* ``sigma-cuda-unrecorded``: the same with replay off, every step dispatched op by op;
 * ``gemms-only``: the step's matrix products alone, cuBLAS (through CuPy) into preallocated outputs;
 * ``pytorch-eager``: the same network and optimiser, batches from pinned memory (``non_blocking``);
 * ``pytorch-graph``: the whole step (forward, backward, update) captured once as a CUDA graph, replayed;
@@ -22,6 +24,7 @@ timed with CuPy's kernel cache empty (NVRTC compiles) and then warm.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import statistics
@@ -49,12 +52,12 @@ def make_batches(batch, seed=1234, n=N_BATCHES):
 
 
 # -- systems: each returns (step(batch), sync()) ------------------------------------------------------
-def sigma_system(spec, params, batch):
+def sigma_system(spec, params, batch, replay=True):
     """Batches pinned once, as the prefetching iterator's pin_batch does (and PyTorch's below); ``params`` is not
     needed: the handler draws the reference's initial parameters from the same seed."""
     import cupy
 
-    trainer, pinned = build_trainer(spec, "cuda"), {}
+    trainer, pinned = build_trainer(spec, "cuda", replay=replay), {}
 
     def step(host):
         return trainer.run_iteration(pinned.setdefault(id(host), trainer.handler.pin_batch(host)))
@@ -202,7 +205,8 @@ def jax_system(spec, params, batch):
     return step, lambda: jax.block_until_ready(state["weights"])
 
 
-SYSTEMS = {"sigma-cuda": (None, sigma_system), "gemms-only": ("cupy", gemms_system),
+SYSTEMS = {"sigma-cuda": (None, sigma_system), "sigma-cuda-unrecorded": ("cupy", functools.partial(sigma_system, replay=False)),
+           "gemms-only": ("cupy", gemms_system),
            "pytorch-eager": ("torch", torch_eager_system), "pytorch-graph": ("torch", torch_graph_system),
            "jax-jit": ("jax", jax_system)}
 
