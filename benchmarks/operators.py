@@ -33,6 +33,10 @@ calls through the object store), its first version (the driver
 adds it to its own and returns the sum to the driver), and Ray's collective
 all-reduce with the gloo backend (needs torch).
 
+``--products`` times the matrix products alone: one worker's on 200 records
+with 2 BLAS threads against two threads' on 100 records each with one (the
+floor under ``threads`` x2 against a single worker using both cores).
+
 ``--compute`` times what the scaling model in BENCHMARKS.md needs from one
 machine, on one BLAS thread: a worker's forward and backward pass on 200,
 100, 25 and 3 records (a share of the global batch of 200 on 1, 2, 8 and 64
@@ -40,7 +44,7 @@ workers), adding one more worker's gradient, and the optimiser step; then it
 prints the model's step times (``--overhead``: Ray's own cost per step).
 
 Usage: ``python benchmarks/operators.py [--rounds 5] [--iterations 30] [--handler cpu] [--json out.json]``,
-``python benchmarks/operators.py --reduce``, ``python benchmarks/operators.py --compute``.
+``python benchmarks/operators.py --reduce``, ``--products``, ``--compute``.
 """
 
 from __future__ import annotations
@@ -241,6 +245,45 @@ def reduce_patterns(parameters: int, repeats: int = 40) -> dict:
     return {name: seconds * 1e3 for name, seconds in best.items()}
 
 
+def product_floor(repeats: int = 20) -> dict:
+    """ms per step of the MNIST MLP's matrix products alone (forward, weight gradients, input gradients) with
+    NumPy: one product set on 200 records with 2 BLAS threads (one worker using both cores), against two Python
+    threads each running the set on 100 records with 1 BLAS thread (``threads`` x2), each with its own weights."""
+    rng = np.random.default_rng(0)
+
+    def products(records: int):
+        x = rng.standard_normal((records, 784), dtype=np.float32)
+        w1, w2, w3 = (rng.standard_normal(shape, dtype=np.float32) for shape in ((784, 1000), (1000, 800), (800, 10)))
+
+        def step():
+            for _ in range(repeats):
+                h1 = x @ w1
+                h2 = h1 @ w2
+                out = h2 @ w3
+                h2.T @ out, h1.T @ h2, x.T @ h1, out @ w3.T, h2 @ w2.T
+        return step
+
+    times = {}
+    with blas_threads(2):
+        one = products(200)
+        one()
+        began = time.perf_counter()
+        one()
+        times["one worker, 200 records, 2 BLAS threads"] = (time.perf_counter() - began) / repeats * 1e3
+    with blas_threads(1):
+        pair = [products(100), products(100)]
+        for step in pair:
+            step()
+        threads = [threading.Thread(target=step) for step in pair]
+        began = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        times["two threads, 100 records each, 1 BLAS thread each"] = (time.perf_counter() - began) / repeats * 1e3
+    return times
+
+
 def compute_times(data: Path, handler: str, repeats: int = 30) -> dict:
     """Best time (ms), one BLAS thread, of what a worker does per step: its forward and backward pass per shard
     size, adding one more worker's flat gradient to the sum, and the optimiser step."""
@@ -276,7 +319,7 @@ def compute_times(data: Path, handler: str, repeats: int = 30) -> dict:
 
 def scaling_model(compute: dict, overhead_ms: float, parameters: int = 1_593_810) -> list[dict]:
     """Step time on N machines at 10 Gbit/s, one worker each (see BENCHMARKS.md): the ``ray`` operator as built
-    (all-gather through the object store) and with a ring all-reduce among the workers, for comparison."""
+    (an all-gather in a compiled graph) and with a ring all-reduce among the workers, for comparison."""
     link = parameters * 4 / LINK_BYTES_PER_SECOND * 1e3  # ms to move the parameters (or gradients) once
     rows = []
     for machines, records in ((1, 200), (2, 100), (8, 25), (64, 3)):
@@ -299,6 +342,7 @@ def main() -> int:
     parser.add_argument("--json", metavar="OUT.json")
     parser.add_argument("--reduce", action="store_true", help="time only the ways to combine two Ray workers' gradients")
     parser.add_argument("--compute", action="store_true", help="time one worker's pass per shard size, for the model")
+    parser.add_argument("--products", action="store_true", help="time only the matrix products, one worker vs two")
     parser.add_argument("--overhead", type=float, default=5.0, help="Ray's fixed cost per step in the model, ms")
     args = parser.parse_args()
     if args.compute:
@@ -311,6 +355,12 @@ def main() -> int:
         for row in scaling_model(times, args.overhead):
             print(f"  {row['machines']:>2} machines, {row['records']:>3} records each: the ray operator "
                   f"{row['operator_ms']:6.1f} ms, with a ring all-reduce {row['ring_ms']:5.1f} ms")
+        return 0
+    if args.products:
+        print(f"the MNIST MLP's matrix products per step, NumPy, 3 runs; {os.cpu_count()} CPUs, "
+              f"load average {os.getloadavg()[0]:.1f}")
+        for _ in range(3):
+            print("  " + "; ".join(f"{name}: {ms:.2f} ms" for name, ms in product_floor().items()))
         return 0
     if args.reduce:
         import ray
