@@ -1,8 +1,12 @@
 """Replayed against unrecorded training steps, in one process: ``python benchmarks/replay.py HANDLER WORKLOAD [ROUNDS]``.
 
 WORKLOAD is one of ``sigma bench``'s (sigma-mlp, small-mlp, probe). Rounds alternate between
-replay on, replay off, the hand-written NumPy loop and the GEMMs alone; printed: the median and
-minimum of the round medians (µs per step) and each one's ratio to the loop.
+replay on, replay off, the hand-written NumPy loop, the GEMMs alone and (on a host handler) the
+recorded calls alone, run back to back on the recording's buffers; printed: the median and
+minimum of the round medians (µs per step) and each one's ratio to the loop, then the framework
+time (replay on less the GEMMs alone: what Sigma adds to the arithmetic a hand-written step must
+do, the compiled loops' own arithmetic included) and the replay's bookkeeping (replay on less the
+recorded calls alone).
 """
 
 import statistics
@@ -19,10 +23,12 @@ def main(handler="cpu", workload="small-mlp", rounds=20):
     reference = bench.build_trainer(spec, "numpy")
     hand = bench.build_hand(spec, reference)
     gemms = bench.GemmsOnly(bench.dense_parameters(reference), batch)
-    systems = {"replay on": bench.build_trainer(spec, handler, replay=True).run_iteration,
+    on = bench.build_trainer(spec, handler, replay=True)
+    systems = {"replay on": on.run_iteration,
                "replay off": bench.build_trainer(spec, handler, replay=False).run_iteration,
                "numpy loop": lambda b: hand.step(b["inputs"], b["targets"]),
-               "gemms only": lambda b: gemms.step(b["inputs"], b["targets"])}
+               "gemms only": lambda b: gemms.step(b["inputs"], b["targets"]),
+               "calls only": lambda b: [call() for part in on.replay.last.run_calls for call in part]}
     steps = 200 if batch < 10 else 40
     results = {name: [] for name in systems}
     for _ in range(int(rounds)):
@@ -34,9 +40,12 @@ def main(handler="cpu", workload="small-mlp", rounds=20):
                 step(batches[i % 5])
             results[name].append((time.perf_counter() - start) / steps * 1e6)
     loop = statistics.median(results["numpy loop"])
+    medians = {name: statistics.median(times) for name, times in results.items()}
     for name, times in results.items():
-        median = statistics.median(times)
-        print(f"{name:11s} median {median:9.1f} us  min {min(times):9.1f} us  {median / loop:.2f}x the loop")
+        print(f"{name:11s} median {medians[name]:9.1f} us  min {min(times):9.1f} us  {medians[name] / loop:.2f}x the loop")
+    if on.replay.last.captured is None:
+        print(f"framework time {medians['replay on'] - medians['gemms only']:.1f} us, replay bookkeeping "
+              f"{medians['replay on'] - medians['calls only']:.1f} us (medians)")
 
 
 if __name__ == "__main__":

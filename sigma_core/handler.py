@@ -15,7 +15,7 @@ import numbers
 
 import numpy
 
-from . import autodiff
+from . import autodiff, edits
 from .autodiff import vjps
 from .autodiff.tape import Tape
 from .errors import ShapeError, SigmaError
@@ -124,6 +124,7 @@ class Handler(RecurrentOps):
         if self.host_view(array) is None or buffer.shape != array.shape or buffer.dtype != array.data.dtype:
             raise SigmaError(f"handler {self!r}: cannot share a {buffer.dtype} buffer of shape {buffer.shape}")
         array._data = buffer
+        edits.bump()  # a recorded step may hold the old buffer
 
     def zeros(self, shape) -> NDArray:
         return self.full(shape, 0.0)

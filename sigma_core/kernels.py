@@ -193,7 +193,8 @@ class ArrayKernels:
         (:mod:`sigma_core.replay`) calls it instead of the kernel. It binds the
         buffers, so it is asked for only where none is rebound between calls;
         state that changes between calls (a generator's counter) it reads as it runs.
-        :attr:`updates` may offer launches too, taking the rule's hyperparameters as keywords.
+        :attr:`updates` may offer launches too, as functions of the rule's hyperparameters (keywords) that
+        return the launch for them.
         """
         return None
 

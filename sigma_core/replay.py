@@ -1,8 +1,9 @@
 """Recorded training steps: run a step once, then replay its kernel calls.
 
-A training step of unchanged *signature* (batch shapes and dtypes, network,
-optimiser type, freeze filters) calls the same kernels on the same buffers each
-time. While one runs, a :class:`Recorder` stands in for the handler's kernels
+A training step of unchanged *signature* (batch shapes and dtypes, optimiser,
+and no edit since, :mod:`sigma_core.edits`: layers, freeze filters, parameter
+and optimiser buffers) calls the same kernels on the same buffers each time.
+While one runs, a :class:`Recorder` stands in for the handler's kernels
 and keeps every top-level call with its raw arguments and the pool buffers it
 was handed. Later steps of that signature skip the tape, NDArray wrapping, VJP
 dispatch and pool: the new batch is bound in place of the recorded one and the
@@ -11,11 +12,12 @@ calls run again in order, each given back its recorded buffers by a
 <sigma_core.kernels.ArrayKernels.launch>`) runs as that, unless it reads a batch
 section bound anew in each replay (one larger than :data:`COPY_MAX`). The bits
 are those of a normal step: generators advance inside the kernels (fresh
-dropout masks), hyperparameters are read before every replay (a schedule takes
-effect), the cost is checked between forward and backward, the optimiser's
-counters move as in :meth:`Optimiser.step`. A device handler replays in its own
-way: its kernels' ``capture(recording, calls)`` gives what each replay runs
-(the ``cuda`` handler's CUDA graph, :mod:`sigma_cuda.graphs`).
+dropout masks), the optimiser's arguments are asked for again whenever its
+hyperparameters changed (a schedule takes effect) or they follow the step
+(:attr:`Optimiser.stepwise`), the cost is checked between forward and backward,
+the optimiser's counters move as in :meth:`Optimiser.step`. A device handler
+replays in its own way: its kernels' ``capture(recording, calls)`` gives what
+each replay runs (the ``cuda`` handler's CUDA graph, :mod:`sigma_cuda.graphs`).
 
 A step that reads data to the host (data-dependent control flow), keeps an
 array across steps, has a layer with ``replayable = False`` or an optimiser
@@ -28,13 +30,17 @@ then), the second is recorded; the cache holds :data:`CACHE_SIZE` recordings.
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import operator
 
 import numpy
 
+from . import edits
 from .errors import SigmaError
+from .handler import Handler
 from .kernels import ArrayKernels
+from .layers.base import Layer
 from .optimisers.base import Optimiser
 
 log = logging.getLogger("sigma")
@@ -186,9 +192,11 @@ class Recording:
             raise NotReplayable(f"optimiser {type(opt).__name__} overrides its step")
         if opt.publish_updates:
             raise NotReplayable("a hook reads the optimiser's updates")
-        fixed = next((name for name, layer in trainer.network.layers.items() if not getattr(layer, "replayable", True)), None)
-        if fixed:  # a layer whose Python code decides something anew each step (not through kernels)
-            raise NotReplayable(f"layer {fixed!r} says it cannot be replayed")
+        for name, layer in trainer.network.layers.items():
+            if not isinstance(layer, Layer):  # its edits would go unnoticed (sigma_core.edits)
+                raise NotReplayable(f"layer {name!r} is not a sigma_core.layers.base.Layer")
+            if not getattr(layer, "replayable", True):  # its Python code decides something anew each step
+                raise NotReplayable(f"layer {name!r} says it cannot be replayed")
         if recorder.reason:
             raise NotReplayable(recorder.reason)
         if recorder.mark is None:
@@ -198,9 +206,6 @@ class Recording:
         self.copied = {key: raw for key, (raw, adopted) in recorder.inputs.items() if not adopted}
         self.adopted = {key: raw for key, (raw, adopted) in recorder.inputs.items() if adopted}
         owned = {id(b) for record in self.records for b in record[5]}
-        self.state = self._state()
-        self.layers = list(trainer.network.layers.values())
-        self.snapshots = [dict(vars(layer)) for layer in self.layers]
         self.ids = trainer.optimiser.trainable(trainer._trainable)
         self.frozen = [i for i in trainer._trainable if i not in set(self.ids)]
         calls = [_call(kernels, record, owned) for record in self.records]
@@ -223,20 +228,30 @@ class Recording:
             if self.forms[i] == "kernel" and id(call[1]) not in patched and id(call[2]) not in patched:
                 launch = getattr(record[2].__self__, "launch", None)  # kernels.updates and .recurrent may have none
                 launch = launch and launch(record[1], record[3], record[4], record[6])
-                if launch is not None:  # an update's launch takes this step's hyperparameters (the prologue's)
+                if launch is not None:  # an update's launch is bound to the prologue's hyperparameters
                     call[:], self.forms[i] = [launch, [], call[2] if record[0] == "updates" else {}], "launch"
         self.buffers = [b for record, form in zip(self.records, self.forms) if form in ("kernel", "copy back")
                         for b in record[5]]
-        self.calls = [c for c in calls[:self.mark] if c], [c for c in calls[self.mark:] if c]
         self.captured = capture(self, calls) if capture else None  # calls: one per record, None where skipped
+        h = trainer.handler  # the cost check as the handler makes it, its kernel bound to the cost
+        self.finite = functools.partial(kernels.all_finite, h._raw(cost)) if type(h).all_finite is Handler.all_finite \
+            else functools.partial(h.all_finite, cost)
+        # The hyperparameters the updates' arguments were made from; what a replay on the host calls before and
+        # after the cost check, as functions of no arguments: a call reading a batch bound anew reads its lists
+        # when run, the updates (at ``rebind``) are bound by the prologue.
+        self.hyperparameters = operator.attrgetter("learning_rate", "weight_decay", *opt.hyperparameters())
+        self.values, self.run_calls, self.rebind = None, ([], []), []
+        updates = {id(c) for u in self.updates for c in u[1:] if c}
+        for i, call in enumerate(calls if self.captured is None else ()):
+            if call is None:
+                continue
+            run, reads = self.run_calls[i >= self.mark], id(call[1]) in patched or id(call[2]) in patched
+            rebound = id(call) in updates and not reads  # an update launch binds itself
+            if rebound:
+                self.rebind.append((run, len(run), call, self.forms[i] == "launch"))
+            run.append(None if rebound else _bound(call, reads))
 
     # -- building --------------------------------------------------------------------------
-    def _state(self) -> list:
-        """The raw buffers of every parameter and optimiser memory: a replay needs the same ones."""
-        t = self.trainer
-        arrays = [*t.network.parameters.values(), *[m for memory in t.optimiser._memory.values() for m in memory]]
-        return [a._data for a in arrays]
-
     def _patches(self, calls) -> list:
         """(arguments, position or key, index in a tuple there or None, batch key, view) for every replayed
         argument made from the batch: a replay puts the new batch (or the same view of it) there."""
@@ -277,51 +292,49 @@ class Recording:
         return updates
 
     # -- replaying ---------------------------------------------------------------------------
-    def valid(self) -> bool:
-        """Whether the parameters, optimiser memory and layers are still the recorded ones."""
-        state = self._state()
-        if len(state) != len(self.state) or not all(map(operator.is_, state, self.state)):
-            return False
-        try:  # dicts compare their values by identity first: only a replaced value is compared by value
-            return [vars(layer) for layer in self.layers] == self.snapshots
-        except ValueError:  # an array attribute was replaced: "ambiguous"
-            return False
-
     def replay(self, batch: dict):
         """Run the recorded step on ``batch``; returns the cost (the recorded handler number)."""
         if self.captured is not None:
             return self.captured.replay(batch)
         t = self.trainer
         kernels = t.handler.kernels
-        calls = self.calls
+        forward, backward = self.run_calls
         for key, raw in self.copied.items():
-            raw[...] = numpy.asarray(batch[key])
+            raw[...] = batch[key]
         if self.patches:
             _bind(self.patches, {key: kernels.adopt(batch[key]) for key in self.adopted})
         pool = kernels.pool
         if self.buffers:  # some calls still run as kernels, asking the pool for their recorded buffers
             kernels.pool = ReplayPool(self.buffers)
         try:
-            for fn, args, kwargs in calls[0]:
-                fn(*args, **kwargs)
-            t._check_cost(self.cost)
+            for call in forward:
+                call()
+            if not self.finite():
+                t._check_cost(self.cost)  # raises
             self._optimiser_prologue()
-            for fn, args, kwargs in calls[1]:
-                fn(*args, **kwargs)
+            for call in backward:
+                call()
         finally:
             kernels.pool = pool
         return self.cost
 
     def _optimiser_prologue(self):
-        """What :meth:`Optimiser.step` does besides the arithmetic, and this step's hyperparameters."""
+        """What :meth:`Optimiser.step` does besides the arithmetic; the updates bound to this step's arguments
+        where those may have changed."""
         opt = self.trainer.optimiser
         opt.steps += 1
         counts = opt._steps
-        for pid, call, l2 in self.updates:
-            count = counts[pid] = counts.get(pid, 0) + 1
-            call[2] = opt.arguments(count)
-            if l2 is not None:
-                l2[1][2] = opt.weight_decay
+        for pid in self.ids:
+            counts[pid] = counts.get(pid, 0) + 1
+        values = self.hyperparameters(opt)
+        if opt.stepwise or values != self.values:
+            self.values = values
+            for pid, call, l2 in self.updates:
+                call[2] = opt.arguments(counts[pid])
+                if l2 is not None:
+                    l2[1][2] = opt.weight_decay
+            for run, i, call, launch in self.rebind:
+                run[i] = call[0](**call[2]) if launch else _bound(call, False)
         opt.published = {"learning_rate": opt.learning_rate, "step": opt.steps, "frozen": list(self.frozen)}
 
 
@@ -335,6 +348,14 @@ def _bind(patches, raws: dict):
             container[where] = raw
         else:  # inside a tuple argument
             container[where] = (*container[where][:index], raw, *container[where][index + 1:])
+
+
+def _bound(call, changing: bool):
+    """``call`` as a function of no arguments; one whose lists may change reads them when run."""
+    fn, args, kwargs = call
+    if changing:
+        return lambda: fn(*args, **call[2])
+    return functools.partial(fn, *args, **kwargs) if args or kwargs else fn
 
 
 def _form(record, call) -> str:
@@ -382,25 +403,31 @@ class StepReplay:
         self.refused = set()  # reasons already logged
         self.last = None  # the latest Recording (for ``sigma explain``)
         self.replayed = 0  # steps replayed so far
+        self.key = self.entry = None  # the latest signature and its entry (the one stored last)
 
     def signature(self, batch: dict) -> tuple:
-        t = self.trainer
-        opt = t.optimiser
-        shapes = tuple([(key, getattr(v, "shape", None) or numpy.shape(v), getattr(v, "dtype", None))
-                        for key, v in batch.items()])
-        return (shapes, id(t.network.parameters), id(t._trainable), type(opt), opt.filters, bool(opt.weight_decay),
-                opt.publish_updates, len(t.network.layers))
+        """The batch's shapes and dtypes, what the optimiser's structure depends on, and the count of edits
+        (:mod:`sigma_core.edits`): a changed network or optimiser is a new signature."""
+        opt = self.trainer.optimiser
+        try:
+            shapes = tuple([(key, v.shape, v.dtype) for key, v in batch.items()])
+        except AttributeError:  # not all arrays
+            shapes = tuple([(key, numpy.shape(v), getattr(v, "dtype", None)) for key, v in batch.items()])
+        return edits.count, opt, bool(opt.weight_decay), opt.publish_updates, shapes
 
     def run(self, batch: dict):
         """One training step on ``batch``, replayed when it can be; returns the cost."""
         t = self.trainer
         key = self.signature(batch)
-        entry = self.cache.get(key, False)
-        if isinstance(entry, Recording) and entry.valid():
-            self.cache.move_to_end(key)
+        if key != self.key:
+            self.key, self.entry = key, self.cache.get(key, False)
+            if self.entry is not False:
+                self.cache.move_to_end(key)
+        entry = self.entry
+        if entry.__class__ is Recording:
             self.replayed += 1
             return entry.replay(batch)
-        if entry is False or isinstance(entry, str):  # first sighting, or known not replayable: a normal step
+        if entry is not None:  # first sighting (the step makes lazy state), or known not replayable: a normal step
             if entry is False:
                 self._store(key, None)
             return t._step(batch)
@@ -422,7 +449,7 @@ class StepReplay:
         return cost
 
     def _store(self, key, entry):
-        self.cache[key] = entry
+        self.cache[key] = self.entry = entry
         self.cache.move_to_end(key)
         while len(self.cache) > self.size:
             self.cache.popitem(last=False)

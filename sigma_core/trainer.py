@@ -17,6 +17,7 @@ import logging
 
 import numpy
 
+from . import edits
 from .errors import NonFiniteError, SigmaError, first_non_finite
 from .replay import StepReplay
 
@@ -113,6 +114,7 @@ class Trainer:
         self._trainable = {pid: params[pid] for pid in self.optimiser.trainable(list(params))}
         self._trainable_ids = list(self._trainable)
         self._trainable_arrays = list(self._trainable.values())
+        edits.bump()  # a recorded step updates the set it was recorded with
 
     # -- the training step -----------------------------------------------------------------
     def _externals(self, batch: dict) -> dict:

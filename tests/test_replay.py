@@ -18,7 +18,7 @@ from sigma_core.data.dataset import from_arrays
 from sigma_core.data.iterators import MinibatchIterator
 from sigma_core.errors import ConfigError, NonFiniteError, ShapeError
 from sigma_core.network import Network
-from sigma_core.optimisers import Adagrad, Adam, GradientDescent
+from sigma_core.optimisers import Adagrad, Adam, GradientDescent, Momentum
 from sigma_core.replay import Recording
 from sigma_core.run import build_run
 from sigma_core.trainer import Trainer
@@ -138,6 +138,54 @@ def test_reset_and_a_changed_layer_are_noticed(handler):
     on.reset(), off.reset()
     assert train(off, 1) == train(on, 1)
     assert_same(off, on)
+
+
+def _shared(t):  # the parameter's buffer replaced, as data-parallel workers do
+    weights = t.network.parameters["2-dense.weights"]
+    t.handler.share(weights, weights.to_numpy() * 0.5)
+
+
+#: Every way an edit reaches a recorded step (sigma_core.edits), and the hyperparameters it reads.
+EDITS = {
+    "a layer's attribute": lambda t: setattr(t.network.layers["3-dropout"], "p", 0.5),
+    "parameters loaded": lambda t: t.network.load_state_dict({k: v * 0.5 for k, v in t.network.state_dict().items()}),
+    "optimiser state loaded": lambda t: t.optimiser.load_state_dict(
+        {**t.optimiser.state_dict(), "hyperparameters": {"learning_rate": 0.02, "momentum": 0.5, "weight_decay": 0.0}},
+        t.handler),
+    "a filter frozen, then unfrozen": lambda t: (t.optimiser.unfreeze if "4-dense.*" in t.optimiser.filters
+                                                 else t.optimiser.freeze)("4-dense.*"),
+    "a filter frozen, then filters cleared": lambda t: (t.optimiser.clear_filters() if t.optimiser.filters
+                                                        else t.optimiser.freeze("4-dense.*")),
+    "filters cleared, then the trainable set refreshed": lambda t: (t.optimiser.clear_filters() if t.optimiser.filters
+                                                                    else t.refresh_trainable()),
+    "a parameter's buffer": _shared,
+    "another optimiser": lambda t: setattr(t, "optimiser", Momentum(0.03)),
+    "the learning rate": lambda t: setattr(t.optimiser, "learning_rate", 0.02),
+    "the momentum": lambda t: setattr(t.optimiser, "momentum", 0.5),
+    "the weight decay": lambda t: setattr(t.optimiser, "weight_decay", 0.03),
+    "the weight decay off, then on": lambda t: setattr(t.optimiser, "weight_decay", 0.0 if t.optimiser.weight_decay else 0.03),
+    "updates published": lambda t: setattr(t.optimiser, "publish_updates", True),
+}
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+@pytest.mark.parametrize("edit", EDITS)
+def test_an_edit_between_replayed_steps_is_noticed(handler, edit):
+    """Mid-run (twice): the replayed run keeps every bit of the unrecorded one, and replays again after it."""
+    seen, published = [], []
+
+    def meddle(t):
+        if t.total_iterations in (8, 14):
+            seen.extend([replayed(t)] if t.replay else [])
+            EDITS[edit](t)
+        published.append("updates" in t.optimiser.published)
+
+    freeze = ("2-dense.biases",) if edit.startswith("filters cleared") else ()
+    off, on = (trainer(handler, r, optimiser=Momentum(0.05, weight_decay=0.01, freeze=freeze)) for r in (False, True))
+    assert train(off, between=meddle) == train(on, between=meddle)
+    assert_same(off, on)
+    assert seen[0] > 3 and replayed(on) - seen[0] >= (0 if edit == "updates published" else 5)
+    assert published == [edit == "updates published" and i >= 8 for _ in (off, on) for i in range(21)]
 
 
 def test_a_step_that_reads_data_to_the_host_runs_normally_and_says_so_once(caplog):
@@ -364,7 +412,7 @@ def test_an_update_launch_takes_each_steps_hyperparameters(rule):
     launch = k.updates.launch(rule, tuple(arrays), hyper, None)
     later = {**hyper, "lr": hyper["lr"] * 0.37, **({"step": 2} if rule == "adam" else {})}
     arrays[1][...] = copies[1][...] = rng.normal(size=(3, 5))  # a new gradient in the same buffer
-    launch(**later)
+    launch(**later)()
     getattr(twin.updates, rule)(*copies, **later)
     assert [a.tobytes() for a in arrays] == [c.tobytes() for c in copies]
     assert k.updates.launch("l2_gradient", (arrays[1], arrays[0], 0.1), {}, arrays[1]) is None

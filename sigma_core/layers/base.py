@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .. import edits
 from ..errors import ArchitectureError
 
 
@@ -28,6 +29,10 @@ class Layer:
     arity: int | None = 1
     #: True for cost layers: forward returns a scalar cost, weighted by ``importance``
     is_cost = False
+
+    def __setattr__(self, name, value):  # a recorded step must not replay a layer edited since (sigma_core.edits)
+        object.__setattr__(self, name, value)
+        edits.bump()
 
     def __init__(self, name: str, input_shapes: list[tuple]):
         self.name = name

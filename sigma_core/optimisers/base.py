@@ -19,6 +19,7 @@ from __future__ import annotations
 import fnmatch
 import inspect
 
+from .. import edits
 from ..errors import ShapeError, SigmaError
 from ..layers.base import old_id
 
@@ -30,6 +31,9 @@ class Optimiser:
     memory_names: tuple[str, ...] = ()
     #: The name of the update rule :meth:`Handler.optimiser_update` applies ("sgd", "adam", ...).
     rule = ""
+    #: Whether :meth:`arguments` change with the step (Adam's bias correction). When False they may depend on the
+    #: hyperparameters alone: a recorded step (:mod:`sigma_core.replay`) asks for them only when those changed.
+    stepwise = True
 
     def __init__(self, learning_rate, *, weight_decay=0.0, freeze=()):
         self.learning_rate = learning_rate
@@ -57,6 +61,7 @@ class Optimiser:
         """Stop updating every parameter whose id matches the glob ``pattern``."""
         if pattern not in self._filters:
             self._filters.append(pattern)
+            edits.bump()
 
     def unfreeze(self, pattern: str) -> None:
         """Remove a freeze pattern added before."""
@@ -64,9 +69,11 @@ class Optimiser:
             current = ", ".join(repr(p) for p in self._filters) or "none"
             raise SigmaError(f"{type(self).__name__}: no freeze pattern {pattern!r} (patterns: {current})")
         self._filters.remove(pattern)
+        edits.bump()
 
     def clear_filters(self) -> None:
         self._filters.clear()
+        edits.bump()
 
     def is_frozen(self, param_id: str) -> bool:
         return any(fnmatch.fnmatchcase(param_id, pattern) for pattern in self._filters)
@@ -165,6 +172,7 @@ class Optimiser:
         steps = state.get("parameter_steps", dict.fromkeys(memory, self.steps))
         self._steps = {param_id: int(count) for param_id, count in steps.items()}
         self._memory = memory
+        edits.bump()  # new memory arrays, maybe new filters
 
 
 def _check_pair(handler, param_id, param, grad):

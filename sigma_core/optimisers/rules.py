@@ -10,6 +10,7 @@ class GradientDescent(Optimiser):
     """param −= learning_rate·grad, Sigma's ``GradientDescentOptimiser``. No memory."""
 
     rule = "sgd"
+    stepwise = False
 
     def __init__(self, learning_rate=0.01, *, weight_decay=0.0, freeze=()):
         super().__init__(learning_rate, weight_decay=weight_decay, freeze=freeze)
@@ -28,6 +29,7 @@ class Momentum(Optimiser):
 
     memory_names = ("velocity",)
     rule = "momentum"
+    stepwise = False
     nesterov = False
 
     def __init__(self, learning_rate=0.01, momentum=0.9, *, weight_decay=0.0, freeze=()):
@@ -54,6 +56,7 @@ class Adagrad(Optimiser):
 
     memory_names = ("squared_gradient_sum",)
     rule = "adagrad"
+    stepwise = False
 
     def __init__(self, learning_rate=0.01, eps=1e-6, *, weight_decay=0.0, freeze=()):
         super().__init__(learning_rate, weight_decay=weight_decay, freeze=freeze)
@@ -69,6 +72,7 @@ class RMSProp(Optimiser):
 
     memory_names = ("squared_gradient",)
     rule = "rmsprop"
+    stepwise = False
 
     def __init__(self, learning_rate=0.001, rho=0.9, eps=1e-8, *, weight_decay=0.0, freeze=()):
         super().__init__(learning_rate, weight_decay=weight_decay, freeze=freeze)
@@ -85,6 +89,7 @@ class Adadelta(Optimiser):
 
     memory_names = ("squared_gradient", "squared_update")
     rule = "adadelta"
+    stepwise = False
 
     def __init__(self, learning_rate=1.0, rho=0.95, eps=1e-6, *, weight_decay=0.0, freeze=()):
         super().__init__(learning_rate, weight_decay=weight_decay, freeze=freeze)

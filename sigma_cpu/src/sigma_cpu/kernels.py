@@ -356,14 +356,14 @@ class NumbaUpdates(UpdateKernels):
             getattr(super(), name)(*arrays, **hyperparameters)
 
     def launch(self, name, args, kwargs, result):
-        """A rule's compiled loop on its flattened arrays; the scalars come from the hyperparameters of each launch
-        (as Python floats: the compiled entry point rounds them to the array dtype as NumPy does)."""
+        """A rule's compiled loop on its flattened arrays, bound to hyperparameters given later (as Python floats:
+        the compiled entry point rounds them to the array dtype as NumPy does)."""
         if name not in RULES or not self._fits(args):
             return None
         loop, scalars = RULES[name]
         flat = [a.ravel() for a in args]
         entry = functools.partial(_entry(_pick(loop, args[0].size), *flat, *self._scalars(scalars(**kwargs))), *flat)
-        return lambda **hyperparameters: entry(*scalars(**hyperparameters))
+        return lambda **hyperparameters: functools.partial(entry, *scalars(**hyperparameters))
 
     def l2_gradient(self, grad, param, weight_decay):
         out = self.empty(param.shape)
