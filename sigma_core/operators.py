@@ -356,7 +356,7 @@ class SingleWorkerOperator:
             self._listeners = {event: [c for c in channels if overrides(c.monitor, event)] for event in EVENTS}
             self._notify("on_start")
             while True:
-                going_on = self._obey_signals()
+                going_on = self._obey_signals(iterated=False)
                 if self._take_reset():
                     self._reset()
                     continue
@@ -438,7 +438,7 @@ class SingleWorkerOperator:
         log.warning("monitor %r failed in %s; detached, training goes on", monitor.name, why)
         self.monitor_failures.append(f"monitor {monitor.name!r} failed in {why}")
 
-    def _obey_signals(self) -> bool:
+    def _obey_signals(self, iterated: bool = True) -> bool:
         """Act on signals at a boundary, blocking while paused; False on a pending stop or reset.
 
         Settings sent by ``set`` are applied and functions sent by ``call`` run here, on the training thread. A
@@ -455,7 +455,7 @@ class SingleWorkerOperator:
                     return False
                 if self._state is State.RUNNING and not self._paused:
                     if self._step_requested:
-                        if not self._stepped:  # let one iteration through; settled once paused again
+                        if not (self._stepped and iterated):  # one iteration through; settled once it ran
                             self._stepped = True
                             return True
                         self._step_requested = self._stepped = False

@@ -183,6 +183,33 @@ def test_reset_while_paused_stays_paused():
     assert [scale for scale, *_ in log] == ["start", "pause", "reset", "stop"]
 
 
+class _PauseAt(Monitor):
+    def __init__(self, at):
+        super().__init__()
+        self.name, self.every, self.at = "pause", 1, at
+
+    def on_iteration(self):
+        if self.values["total_iterations"] == self.at:
+            self.operator.signal_pause()
+
+
+@pytest.mark.parametrize("where", ["mid-epoch", "last iteration of an epoch"])
+def test_a_step_while_paused_trains_exactly_one_iteration(where):
+    run = iris_run(epochs=100)
+    per_epoch = len(run.trainer.training_iterator)
+    at = per_epoch - 1 if where == "mid-epoch" else per_epoch  # the epoch boundary comes between pause and step
+    operator = SingleWorkerOperator(run.trainer, epochs=100, monitors=[_PauseAt(at)])
+    operator.start()
+    while operator.state is not State.PAUSED:
+        assert operator.wait_for_state_changed(30)
+    assert run.trainer.total_iterations == at
+    operator.command("step")
+    assert operator.wait_for_state_changed(30) and operator.state is State.PAUSED
+    assert run.trainer.total_iterations == at + 1
+    operator.signal_stop()
+    operator.join(30)
+
+
 def test_an_error_on_the_training_thread_is_raised_by_join():
     class Boom(Hook):
         def invoke(self, registry, resolver):

@@ -23,6 +23,7 @@ from sigma_core.environment import Environment
 from sigma_core.operators import EpochReport
 from sigmann_web.board import PER_FLUSH, Board
 from sigmann_web.monitor import WebMonitor, bounds, guess_image
+from sigmann_web.server import Server
 
 POSTS = {"/api/control": {"action": "pause"}, "/api/set": {"key": "optimiser.learning_rate", "value": 0.5},
          "/api/predict": {"pixels": [0.0] * 64}, "/api/watch": {"key": "optimiser.learning_rate"}}
@@ -161,7 +162,7 @@ def test_stop_and_save_writes_a_checkpoint_and_the_server_stops(live, tmp_path):
     path = answer["message"].split("saved ")[1].split(" ")[0]
     assert answer["state"]["state"] == "stopped" and path.startswith(str(tmp_path))
     assert load_checkpoint(path).trainer["total_iterations"] == run.trainer.total_iterations
-    run.server.thread.join(5)
+    run.server.thread.join(30)  # it stops half a second after the run; 30 s: a starved CI machine
     assert not run.server.thread.is_alive()  # the last run ended: the server stopped by itself
     with pytest.raises(httpx.ConnectError):
         httpx.get(run.base + "/api/state")
@@ -194,11 +195,26 @@ def test_several_trainers_in_one_process_share_one_server_with_a_tab_each(built)
         monitors.append(WebMonitor())
         environment.add_trainer(run.trainer, run.handler, epochs=2, monitors=[monitors[-1]])
     environment.run(concurrent=True)
-    assert monitors[0].server is monitors[1].server
-    assert sorted(monitors[0].server.boards) == ["left", "right"]
-    assert [b.ended for b in monitors[0].server.boards.values()] == ["finished", "finished"]
-    monitors[0].server.thread.join(5)
-    assert not monitors[0].server.thread.is_alive()
+    server = monitors[0].server
+    assert monitors[1].server is server
+    # Boards join on the server's thread (call_soon_threadsafe), maybe after training ended: read them once
+    # that thread is done. It stops by itself, half a second after the last run; 30 s: a starved CI machine.
+    server.thread.join(30)
+    assert not server.thread.is_alive()
+    assert sorted(server.boards) == ["left", "right"]
+    assert [b.ended for b in server.boards.values()] == ["finished", "finished"]
+
+
+def test_a_request_sent_as_soon_as_the_address_is_known_is_answered():
+    server = Server()  # `sigma dashboard` prints the address here, before uvicorn serves
+    early = socket.create_connection((server.host, server.port), timeout=20)  # was refused until uvicorn listened
+    early.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    server.start()
+    try:
+        assert early.makefile("rb").readline().startswith(b"HTTP/1.1 200")
+    finally:
+        early.close()
+        server.stop()
 
 
 def test_another_address_needs_the_host_option_and_warns(live, caplog):

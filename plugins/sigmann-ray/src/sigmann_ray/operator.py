@@ -50,6 +50,7 @@ path on every node.
 from __future__ import annotations
 
 import collections
+import gc
 import logging
 import math
 import os
@@ -220,6 +221,10 @@ class RayOperator(SingleWorkerOperator):
             for actor in self.workers:
                 ray.kill(actor)
             self.workers = []
+            # A read that failed (a worker died) leaves its exception in a reference cycle whose frames hold
+            # results read in place from the graph's shared memory; freed after ray.shutdown(), they crash the
+            # process (SIGSEGV in Ray's MutableObjectManager::ReadRelease). Free them while it is mapped.
+            gc.collect()
 
     def _reset(self) -> None:
         super()._reset()

@@ -41,9 +41,12 @@ def run_dashboard(args) -> int:
     for board in boards:
         server.add(board)
     url = server.url(with_token=False)
-    print(f"sigma web: dashboard of {', '.join(b.name for b in boards)} at {url} (read-only; Ctrl-C to stop)",
-          file=sys.stderr, flush=True)
-    if args.open:
-        webbrowser.open(url)
-    server.serve()
+
+    def announce():
+        print(f"sigma web: dashboard of {', '.join(b.name for b in boards)} at {url} (read-only; Ctrl-C to stop)",
+              file=sys.stderr, flush=True)
+        if args.open:
+            webbrowser.open(url)
+
+    server.serve(ready=announce)
     return 0

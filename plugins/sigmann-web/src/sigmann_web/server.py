@@ -76,7 +76,7 @@ class Server:
         self.pages: set[Page] = set()
         self._sent: dict = {}  # run name -> its state as last sent, to send only changes
         self.claims, self.stopping, self.keep_serving = 0, False, False
-        self.loop = self.thread = None
+        self.loop = self.thread = self.ready = None
         self.socket = bind(host, port)
         self.port = self.socket.getsockname()[1]
         if not is_loopback(host):
@@ -104,14 +104,19 @@ class Server:
             if not self.thread.is_alive():
                 raise SigmaError(f"web: the server on {self.host}:{self.port} failed to start")
 
-    def serve(self) -> None:
-        """Serve on this thread until stopped (on the main thread, Ctrl-C stops it)."""
+    def serve(self, ready=None) -> None:
+        """Serve on this thread until stopped (on the main thread, Ctrl-C stops it). ``ready()`` is called once the
+        app has started, when uvicorn already handles Ctrl-C: announcing the address before could let a Ctrl-C
+        arrive while uvicorn starts up."""
+        self.ready = ready
         self.uvicorn.run(sockets=[self.socket])
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app):
         self.loop = asyncio.get_running_loop()
         ticker = asyncio.create_task(self._tick())
+        if self.ready is not None:
+            self.ready()
         yield
         ticker.cancel()
 
@@ -250,12 +255,17 @@ class Page:
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A socket bound to ``host``:``port`` (0: a free port), or a one-line error naming the address."""
+    """A socket listening on ``host``:``port`` (0: a free port), or a one-line error naming the address.
+
+    Listening from here on, not only once uvicorn serves, makes the printed URL
+    answer at once: early connections wait in the backlog instead of being refused.
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        sock.listen(2048)  # uvicorn's default backlog
     except OSError as error:
         sock.close()
         raise SigmaError(f"web: cannot listen on {host}:{port} ({error.strerror or error})") from None
