@@ -169,6 +169,50 @@ class UpdateKernels:
         xp.subtract(param, tmp, out=param)
 
 
+
+#: Each update rule's scalar arguments for a compiled update kernel (``sigma_cpu``, ``sigma_cuda``), computed from
+#: its hyperparameters in double on the host; Adam's bias corrections fold into two scalars.
+UPDATE_SCALARS = {
+    "sgd": lambda lr: (lr,),
+    "momentum": lambda lr, momentum, nesterov: (lr, momentum, bool(nesterov)),
+    "adagrad": lambda lr, eps: (lr, eps),
+    "adadelta": lambda lr, rho, eps: (lr, rho, 1.0 - rho, eps),
+    "rmsprop": lambda lr, rho, eps: (lr, rho, 1.0 - rho, eps),
+    "adam": lambda lr, beta1, beta2, eps, step: (lr / (1.0 - beta1**step), beta1, 1.0 - beta1, beta2, 1.0 - beta2,
+                                                 1.0 / math.sqrt(1.0 - beta2**step), eps),
+}
+
+
+class CompiledUpdates(UpdateKernels):
+    """Update kernels that run every rule as one compiled pass: a backend implements :meth:`compiled`, and the
+    reference rule runs wherever it declines (arrays it was not written for)."""
+
+    def compiled(self, name: str, arrays: tuple, scalars: tuple) -> bool:
+        """Run rule ``name`` on ``arrays`` with its :data:`UPDATE_SCALARS`; False, running nothing, to decline."""
+        raise NotImplementedError
+
+    def _rule(self, name, arrays, hyperparameters):
+        if not self.compiled(name, arrays, UPDATE_SCALARS[name](**hyperparameters)):
+            getattr(super(), name)(*arrays, **hyperparameters)
+
+    def sgd(self, param, grad, *, lr):
+        self._rule("sgd", (param, grad), {"lr": lr})
+
+    def momentum(self, param, grad, velocity, *, lr, momentum, nesterov):
+        self._rule("momentum", (param, grad, velocity), {"lr": lr, "momentum": momentum, "nesterov": nesterov})
+
+    def adagrad(self, param, grad, sq, *, lr, eps):
+        self._rule("adagrad", (param, grad, sq), {"lr": lr, "eps": eps})
+
+    def rmsprop(self, param, grad, sq, *, lr, rho, eps):
+        self._rule("rmsprop", (param, grad, sq), {"lr": lr, "rho": rho, "eps": eps})
+
+    def adadelta(self, param, grad, acc_grad, acc_update, *, lr, rho, eps):
+        self._rule("adadelta", (param, grad, acc_grad, acc_update), {"lr": lr, "rho": rho, "eps": eps})
+
+    def adam(self, param, grad, m, v, *, lr, beta1, beta2, eps, step):
+        self._rule("adam", (param, grad, m, v), {"lr": lr, "beta1": beta1, "beta2": beta2, "eps": eps, "step": step})
+
 class ArrayKernels:
     """Every kernel a handler needs, written once over ``self.xp``; optimiser updates in :attr:`updates`."""
 

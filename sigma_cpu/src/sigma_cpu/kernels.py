@@ -42,7 +42,7 @@ import types
 import numpy
 
 from sigma_core.errors import ShapeError
-from sigma_core.kernels import ArrayKernels, UpdateKernels
+from sigma_core.kernels import UPDATE_SCALARS, ArrayKernels, CompiledUpdates
 from sigma_core.streams import GOLDEN, CounterStreams
 
 from . import blas_pool, numba_cache
@@ -306,20 +306,12 @@ def _c_contiguous(*arrays) -> bool:
     return True
 
 
-#: Update rule -> (its compiled loop, the loop's scalars from the rule's hyperparameters, computed in double).
-RULES = {
-    "sgd": (_sgd, lambda lr: (lr,)),
-    "momentum": (_momentum, lambda lr, momentum, nesterov: (lr, momentum, bool(nesterov))),
-    "adagrad": (_adagrad, lambda lr, eps: (lr, eps)),
-    "adadelta": (_adadelta, lambda lr, rho, eps: (lr, rho, 1.0 - rho, eps)),
-    "rmsprop": (_rmsprop, lambda lr, rho, eps: (lr, rho, 1.0 - rho, eps)),
-    # the bias corrections fold into two scalars
-    "adam": (_adam, lambda lr, beta1, beta2, eps, step: (lr / (1.0 - beta1**step), beta1, 1.0 - beta1, beta2,
-                                                          1.0 - beta2, 1.0 / math.sqrt(1.0 - beta2**step), eps)),
-}
+#: Update rule -> its compiled loop, which takes the rule's ``UPDATE_SCALARS`` (sigma_core.kernels).
+LOOPS = {"sgd": _sgd, "momentum": _momentum, "adagrad": _adagrad, "adadelta": _adadelta, "rmsprop": _rmsprop,
+         "adam": _adam}
 
 
-class NumbaUpdates(UpdateKernels):
+class NumbaUpdates(CompiledUpdates):
     """:class:`UpdateKernels` as one compiled pass over each parameter (parallel on the shared pool)."""
 
     def __init__(self, kernels):
@@ -350,17 +342,15 @@ class NumbaUpdates(UpdateKernels):
         _pick(loop, arrays[0].size)(*[a.ravel() for a in arrays], *self._scalars(scalars))
         return True
 
-    def _rule(self, name, arrays, hyperparameters):
-        loop, scalars = RULES[name]
-        if not self._run(loop, arrays, *scalars(**hyperparameters)):
-            getattr(super(), name)(*arrays, **hyperparameters)
+    def compiled(self, name, arrays, scalars) -> bool:
+        return self._run(LOOPS[name], arrays, *scalars)
 
     def launch(self, name, args, kwargs, result):
         """A rule's compiled loop on its flattened arrays, bound to hyperparameters given later (as Python floats:
         the compiled entry point rounds them to the array dtype as NumPy does)."""
-        if name not in RULES or not self._fits(args):
+        if name not in LOOPS or not self._fits(args):
             return None
-        loop, scalars = RULES[name]
+        loop, scalars = LOOPS[name], UPDATE_SCALARS[name]
         flat = [a.ravel() for a in args]
         entry = functools.partial(_entry(_pick(loop, args[0].size), *flat, *self._scalars(scalars(**kwargs))), *flat)
         return lambda **hyperparameters: functools.partial(entry, *scalars(**hyperparameters))
@@ -370,24 +360,6 @@ class NumbaUpdates(UpdateKernels):
         if not self._run(_l2_gradient, (grad, param, out), weight_decay):
             return super().l2_gradient(grad, param, weight_decay)
         return out
-
-    def sgd(self, param, grad, *, lr):
-        self._rule("sgd", (param, grad), {"lr": lr})
-
-    def momentum(self, param, grad, velocity, *, lr, momentum, nesterov):
-        self._rule("momentum", (param, grad, velocity), {"lr": lr, "momentum": momentum, "nesterov": nesterov})
-
-    def adagrad(self, param, grad, sq, *, lr, eps):
-        self._rule("adagrad", (param, grad, sq), {"lr": lr, "eps": eps})
-
-    def adadelta(self, param, grad, acc_grad, acc_update, *, lr, rho, eps):
-        self._rule("adadelta", (param, grad, acc_grad, acc_update), {"lr": lr, "rho": rho, "eps": eps})
-
-    def rmsprop(self, param, grad, sq, *, lr, rho, eps):
-        self._rule("rmsprop", (param, grad, sq), {"lr": lr, "rho": rho, "eps": eps})
-
-    def adam(self, param, grad, m, v, *, lr, beta1, beta2, eps, step):
-        self._rule("adam", (param, grad, m, v), {"lr": lr, "beta1": beta1, "beta2": beta2, "eps": eps, "step": step})
 
 
 class NumbaKernels(ArrayKernels):

@@ -40,9 +40,9 @@ import cupy
 import cupyx
 import numpy
 
+from sigma_core.kernels import UPDATE_SCALARS
 from sigma_core.replay import NotReplayable, ReplayPool
 
-from .kernels import RULES
 from .upload import is_pinned
 
 SLOT = 8  #: bytes per device scalar: a double or dropout's 64-bit key
@@ -109,9 +109,9 @@ class GraphStep:
         """How many device scalars a record's kernel reads: those that change between steps."""
         part, name = record[0], record[1]
         if part == "updates" and name != "l2_gradient":
-            if name not in RULES:
+            if name not in UPDATE_SCALARS:
                 raise NotReplayable(f"update rule {name!r} has no CUDA kernel reading its hyperparameters")
-            return len(RULES[name](**call[2]))
+            return len(UPDATE_SCALARS[name](**call[2]))
         return int(call is not None and name in ("l2_gradient", "dropout") and part in ("updates", ""))
 
     def _slots(self, count, dtype):
@@ -145,7 +145,7 @@ class GraphStep:
                 self.rules.append((host, lambda call=call: (call[1][2],)))  # the weight decay, set by the prologue
             else:
                 fits = k.updates._run(name, tuple(call[1]), *device)
-                self.rules.append((host, lambda call=call, rule=RULES[name]: rule(**call[2])))  # as the prologue sets
+                self.rules.append((host, lambda call=call, rule=UPDATE_SCALARS[name]: rule(**call[2])))  # as the prologue sets
             if not fits:
                 raise NotReplayable(f"{part + '.' if part else ''}{name} took CuPy's generic path, "
                                     "whose scalars a CUDA graph would fix")

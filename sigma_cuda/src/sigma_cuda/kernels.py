@@ -32,7 +32,6 @@ unusual shape) goes to the inherited CuPy version.
 from __future__ import annotations
 
 import functools
-import math
 import sys
 from collections import OrderedDict
 from pathlib import Path
@@ -42,7 +41,7 @@ import cupyx
 import numpy
 
 from sigma_core.errors import NonFiniteError, ShapeError, SigmaError
-from sigma_core.kernels import ArrayKernels, UpdateKernels
+from sigma_core.kernels import ArrayKernels, CompiledUpdates
 from sigma_core.streams import CounterStreams
 
 from .devices import out_of_memory_message
@@ -63,18 +62,6 @@ _ELEMENTWISE = ("bias_activation", "activation_backward", "column_sums", "mean_o
 _SCALARS = {"dropout": "unsigned long long", "l2_gradient": None, "sgd": None, "momentum": None, "adagrad": None,
             "rmsprop": None, "adadelta": None, "adam": None}
 _PER_LABEL_TYPE = ("softmax_ce_forward", "softmax_ce_backward")
-
-#: Each update rule's scalar arguments from its hyperparameters, in double on the host (1 − 0.9999 in float32 is off).
-RULES = {
-    "sgd": lambda lr: (lr,),
-    "momentum": lambda lr, momentum, nesterov: (lr, momentum, float(bool(nesterov))),
-    "adagrad": lambda lr, eps: (lr, eps),
-    "rmsprop": lambda lr, rho, eps: (lr, rho, 1.0 - rho, eps),
-    "adadelta": lambda lr, rho, eps: (lr, rho, 1.0 - rho, eps),
-    "adam": lambda lr, beta1, beta2, eps, step: (lr / (1.0 - beta1**step), beta1, 1.0 - beta1, beta2, 1.0 - beta2,
-                                                 1.0 / math.sqrt(1.0 - beta2**step), eps),
-}
-
 
 @functools.cache
 def compile_module(ctype: str, device: int) -> tuple[dict, dict, dict]:
@@ -99,7 +86,7 @@ def _warp_blocks(rows: int) -> tuple:
     return (min((rows + _WARPS - 1) // _WARPS, 2**31 - 1),)
 
 
-class CudaUpdates(UpdateKernels):
+class CudaUpdates(CompiledUpdates):
     """Every optimiser rule as one kernel launch per parameter; skipped on the device after a non-finite cost."""
 
     def __init__(self, kernels):
@@ -121,33 +108,14 @@ class CudaUpdates(UpdateKernels):
                 *((self._bad,) if flag else ())))
         return True
 
-    def _rule(self, name, arrays, hyperparameters):
-        if not self._run(name, arrays, *RULES[name](**hyperparameters)):
-            getattr(super(), name)(*arrays, **hyperparameters)
+    def compiled(self, name, arrays, scalars) -> bool:
+        return self._run(name, arrays, *scalars)
 
     def l2_gradient(self, grad, param, weight_decay):
         out = self.empty(param.shape)
         if not self._run("l2_gradient", (grad, param, out), weight_decay, flag=False):
             return super().l2_gradient(grad, param, weight_decay)
         return out
-
-    def sgd(self, param, grad, *, lr):
-        self._rule("sgd", (param, grad), {"lr": lr})
-
-    def momentum(self, param, grad, velocity, *, lr, momentum, nesterov):
-        self._rule("momentum", (param, grad, velocity), {"lr": lr, "momentum": momentum, "nesterov": nesterov})
-
-    def adagrad(self, param, grad, sq, *, lr, eps):
-        self._rule("adagrad", (param, grad, sq), {"lr": lr, "eps": eps})
-
-    def rmsprop(self, param, grad, sq, *, lr, rho, eps):
-        self._rule("rmsprop", (param, grad, sq), {"lr": lr, "rho": rho, "eps": eps})
-
-    def adadelta(self, param, grad, acc_grad, acc_update, *, lr, rho, eps):
-        self._rule("adadelta", (param, grad, acc_grad, acc_update), {"lr": lr, "rho": rho, "eps": eps})
-
-    def adam(self, param, grad, m, v, *, lr, beta1, beta2, eps, step):
-        self._rule("adam", (param, grad, m, v), {"lr": lr, "beta1": beta1, "beta2": beta2, "eps": eps, "step": step})
 
 
 class CudaKernels(ArrayKernels):
