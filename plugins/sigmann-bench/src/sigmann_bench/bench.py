@@ -34,6 +34,7 @@ process is measured with a cold and then a warm numba cache.
 from __future__ import annotations
 
 import gc
+import importlib.util
 import json
 import os
 import statistics
@@ -309,13 +310,12 @@ def torch_step(spec, params):
     return step
 
 
-def jax_step(spec, params):
-    """JAX with the whole step (forward, grad, update) under one jit; None if jax is not importable."""
-    try:
-        import jax
-        import jax.numpy as jnp
-    except ImportError:
-        return None
+def jax_training(spec, params):
+    """The whole JAX step (forward, grad, update) under one jit, and its state (weights, squares, key): the CPU
+    and GPU benchmarks both time it. The step returns the loss without waiting for it."""
+    import jax
+    import jax.numpy as jnp
+
     dropouts, lr, n = spec["dropouts"], spec["lr"], len(params)
     adagrad = spec["optimiser"] == "adagrad"
 
@@ -356,9 +356,17 @@ def jax_step(spec, params):
         state["weights"], state["squares"], state["key"], loss = train_step(
             state["weights"], state["squares"], batch["inputs"], batch["targets"], state["key"]
         )
-        return float(loss)  # waits for the result
+        return loss
 
-    return step
+    return step, state
+
+
+def jax_step(spec, params):
+    """JAX with the whole step under one jit (:func:`jax_training`); None if jax is not importable."""
+    if importlib.util.find_spec("jax") is None:
+        return None
+    step, _ = jax_training(spec, params)
+    return lambda batch: float(step(batch))  # waits for the result
 
 
 # -- timing ----------------------------------------------------------------------------------------

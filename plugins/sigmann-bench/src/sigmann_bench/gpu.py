@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from sigmann_bench.bench import ADAGRAD_EPS, DTYPE, SETTLE_S, WORKLOADS, build_trainer, dense_parameters
+from sigmann_bench.bench import ADAGRAD_EPS, DTYPE, SETTLE_S, WORKLOADS, build_trainer, dense_parameters, jax_training
 
 #: name -> (network spec of bench.WORKLOADS, batch size)
 GPU_WORKLOADS = {"sigma-mlp": ("sigma-mlp", 100), "small-mlp": ("small-mlp", 100), "sigma-mlp-4k": ("sigma-mlp", 4096)}
@@ -169,39 +169,8 @@ def torch_graph_system(spec, params, batch):
 
 def jax_system(spec, params, batch):
     import jax
-    import jax.numpy as jnp
 
-    dropouts, lr, n = spec["dropouts"], spec["lr"], len(params)
-    adagrad = spec["optimiser"] == "adagrad"
-
-    def loss_fn(weights, x, labels, key):
-        keys = jax.random.split(key, n)
-        for i, (w, b) in enumerate(weights):
-            if dropouts[i]:
-                keep = 1.0 - dropouts[i]
-                x = jnp.where(jax.random.bernoulli(keys[i], keep, x.shape), x / keep, 0.0)
-            x = x @ w + b
-            x = jax.nn.relu(x) if i < n - 1 else jax.nn.sigmoid(x) if spec.get("output") == "sigmoid" else x
-        return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(x), labels[:, None], axis=1))
-
-    @jax.jit
-    def train_step(weights, squares, x, labels, key):
-        key, sub = jax.random.split(key)
-        grads = jax.grad(loss_fn)(weights, x.reshape(x.shape[0], -1), labels, sub)
-        if adagrad:
-            squares = jax.tree_util.tree_map(lambda s, g: s + g * g, squares, grads)
-            weights = jax.tree_util.tree_map(lambda w, g, s: w - lr * g / (jnp.sqrt(s) + ADAGRAD_EPS), weights, grads, squares)
-        else:
-            weights = jax.tree_util.tree_map(lambda w, g: w - lr * g, weights, grads)
-        return weights, squares, key
-
-    weights = [(jnp.asarray(w), jnp.asarray(b)) for w, b in params]
-    state = {"weights": weights, "squares": jax.tree_util.tree_map(jnp.zeros_like, weights), "key": jax.random.PRNGKey(0)}
-
-    def step(host):
-        state["weights"], state["squares"], state["key"] = train_step(
-            state["weights"], state["squares"], host["inputs"], host["targets"], state["key"])
-
+    step, state = jax_training(spec, params)
     return step, lambda: jax.block_until_ready(state["weights"])
 
 
