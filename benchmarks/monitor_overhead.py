@@ -1,4 +1,4 @@
-"""What watching a run costs: training time with monitors attached, against none.
+"""What watching a run costs: training time with threaded hooks attached, against none.
 
 The workload is a small MLP on synthetic digits-shaped data (6,000 records of
 64 features, 10 classes; 64 -> Dense 256 relu -> Dense 10, Adam, batch 32,
@@ -6,17 +6,17 @@ The workload is a small MLP on synthetic digits-shaped data (6,000 records of
 costs weigh the most) on the fastest handler installed, or ``--handler``.
 Configurations:
 
-* ``none``: no monitor;
-* ``slow``: a threaded monitor that sleeps 1 s in every event, sent every
+* ``none``: no hook;
+* ``slow``: a threaded hook that sleeps 1 s in every event, sent every
   iteration (the issue's "blocks 1 s per event"): it falls behind at once,
   so this measures queueing and dropping;
-* ``metrics``: the core's metrics monitor (every 10 iterations, files in a
+* ``metrics``: the core's metrics hook (every 10 iterations, files in a
   temporary directory);
 * ``metrics+tensorboard``: plus sigmann-tensorboard, histograms included
   (which turns on the optimiser's update publishing), when installed.
 
-Times are the operator's training seconds (``SingleWorkerOperator.seconds``),
-which stop when training does: a threaded monitor may still be working
+Times are the loop's training seconds (``Loop.seconds``),
+which stop when training does: a threaded hook may still be working
 through its queue afterwards (for ``slow`` the wait is cut to 0.1 s). Each
 round runs every configuration once, in a rotating order, so that drift in
 machine load hits all alike. Each configuration's best and median time over
@@ -36,10 +36,9 @@ import statistics
 import tempfile
 import time
 
+from sigma_core import Hook, MetricsHook
 from sigma_core import config as run_config
-from sigma_core.metrics import MetricsMonitor
-from sigma_core.monitors import Monitor
-from sigma_core.operators import SingleWorkerOperator
+from sigma_core.loop import Loop
 from sigma_core.run import build_run
 
 RUN = {
@@ -53,7 +52,7 @@ RUN = {
 }
 
 
-class Slow(Monitor):
+class Slow(Hook):
     """Blocks its thread for a second per event."""
 
     name, threaded, drain_seconds = "slow", True, 0.1
@@ -67,23 +66,23 @@ class Slow(Monitor):
 
 def configurations(directory: str) -> dict:
     found = {"none": lambda: [], "slow": lambda: [Slow()],
-             "metrics": lambda: [MetricsMonitor(directory=f"{directory}/m")]}
+             "metrics": lambda: [MetricsHook(directory=f"{directory}/m")]}
     try:
-        from sigmann_tensorboard.monitor import TensorBoardMonitor
+        from sigmann_tensorboard.hook import TensorBoardHook
     except ImportError:
         return found
-    found["metrics+tensorboard"] = lambda: [MetricsMonitor(directory=f"{directory}/t"),
-                                            TensorBoardMonitor(directory=f"{directory}/t")]
+    found["metrics+tensorboard"] = lambda: [MetricsHook(directory=f"{directory}/t"),
+                                            TensorBoardHook(directory=f"{directory}/t")]
     return found
 
 
-def seconds(monitors: list, handler: str = "auto") -> tuple[float, str]:
-    """Training seconds with ``monitors``, and the handler they were taken on."""
+def seconds(hooks: list, handler: str = "auto") -> tuple[float, str]:
+    """Training seconds with ``hooks``, and the handler they were taken on."""
     run = build_run(run_config.validate({**RUN, "handler": {"name": handler}}))
     run.trainer.initialise(run.handler)
-    operator = SingleWorkerOperator(run.trainer, epochs=RUN["training"]["epochs"], monitors=monitors)
-    operator.run()
-    return operator.seconds, run.handler.name
+    loop = Loop(run.trainer, epochs=RUN["training"]["epochs"], hooks=hooks)
+    loop.run()
+    return loop.seconds, run.handler.name
 
 
 def main() -> None:
@@ -92,7 +91,7 @@ def main() -> None:
     parser.add_argument("--handler", default="auto", help="handler to train on (default: the fastest installed)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    logging.getLogger("sigma").setLevel(logging.ERROR)  # the slow monitor's drop and drain warnings
+    logging.getLogger("sigma").setLevel(logging.ERROR)  # the slow hook's drop and drain warnings
     with tempfile.TemporaryDirectory() as directory:
         configs = configurations(directory)
         _, handler = seconds([], args.handler)  # warm-up: kernel compilation, imports

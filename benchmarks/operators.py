@@ -61,11 +61,12 @@ from pathlib import Path
 
 import numpy as np
 
+from sigma_core import Loop, strategy_from_config
 from sigma_core import config as run_config
-from sigma_core.hooks import Hook, every
+from sigma_core.hooks import Hook
 from sigma_core.run import build_run
 from sigma_core.trainer import Trainer
-from sigma_core.workers import blas_threads
+from sigmann_threads import blas_threads
 
 ROOT = Path(__file__).resolve().parent.parent
 LINK_BYTES_PER_SECOND = 10e9 / 8  # 10 Gbit/s
@@ -103,20 +104,19 @@ class Steps(Hook):
     """Timestamps of every global iteration of a run, and the ``ray`` workers' computing time so far."""
 
     def __init__(self):
-        super().__init__(every(1, "iteration"))
         self.times, self.busy = [], []
 
-    def invoke(self, registry, resolver):
+    def on_iteration(self):
         self.times.append(time.perf_counter())
-        self.busy.append(getattr(self.operator, "busy_seconds", 0.0))
+        self.busy.append(getattr(self.run.loop.strategy, "busy_seconds", 0.0))
 
 
 class StopAfter(Hook):
     def __init__(self, count):
-        super().__init__(every(count, "iteration"), parameters={"count": count})
+        self.every = count
 
-    def invoke(self, registry, resolver):
-        self.operator.signal_stop()
+    def on_iteration(self):
+        self.run.command("stop")
 
 
 def mnist_config(data: Path, handler: str, operator: dict) -> dict:
@@ -138,14 +138,12 @@ CONFIGURATIONS = {
 
 def one_round(run, operator, blas: int, iterations: int, warmup: int, timer: Timer) -> dict:
     """Train ``warmup + iterations`` global iterations; the step time and shares of the counted ones."""
-    from sigma_core import plugins
-
     steps = Steps()
-    op = plugins.build("operator", operator, run.trainer, epochs=10_000,
-                       hooks=[steps, StopAfter(warmup + iterations)])
+    loop = Loop(run.trainer, strategy_from_config(run.trainer, operator), epochs=10_000,
+                hooks=[steps, StopAfter(warmup + iterations)])
     timer.reset()
     with blas_threads(blas):
-        op.run()
+        loop.run()
     counted = np.diff(steps.times[warmup - 1:])
     step = float(np.median(counted))
     update = float(np.median(timer.updates[-iterations:])) if timer.updates else 0.0

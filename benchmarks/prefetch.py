@@ -31,7 +31,8 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from sigma_core.data import BlockDataset, MinibatchIterator, PrefetchIterator, build_blocks
+from sigma_core.data import MinibatchIterator, PrefetchIterator
+from sigmann_data.blocks import BlockDataset, build_blocks
 
 
 class Delayed:

@@ -17,23 +17,69 @@ _LAZY = {  # a plugin author needs only these: hookimpl, Layer, ForwardContext, 
     **dict.fromkeys(["Layer", "ForwardContext"], "sigma_core.layers.base"),
     "default_weight_initialisers": "sigma_core.layers.dense",
     "Initialiser": "sigma_core.initialisers",
-    **dict.fromkeys(["create_handler", "use_handler", "set_default_handler"], "sigma_core.backend"),
+    "create_handler": "sigma_core.backend",
     **dict.fromkeys(["Construct", "Architecture"], "sigma_core.architecture"),
     "Network": "sigma_core.network",
     "load": "sigma_core.inference",
     "Trainer": "sigma_core.trainer",
-    "Environment": "sigma_core.environment",
-    **dict.fromkeys(["Input", "Output", "Dense", "Dropout", "Elementwise", "Recurrent", "LSTM", "Concatenate", "Add",
+    # what the test kit (sigmann-testing) checks handlers and layers with
+    "NumpyHandler": "sigma_core.handlers.numpy_handler",
+    "ACTIVATIONS": "sigma_core.kernels",
+    "ExpiredArrayError": "sigma_core.ndarray",
+    "ShapeError": "sigma_core.errors",
+    **dict.fromkeys(["components", "build"], "sigma_core.plugins"),  # what is registered; one built from a config
+    **dict.fromkeys(["Input", "Output", "Dense", "Dropout", "Elementwise", "Concatenate", "Add",
                      "SoftmaxCE", "SquaredDifference"], "sigma_core.constructs"),
+    # what an op or layer plugin (sigmann-recurrent) builds on
+    "Op": "sigma_core.ops",
+    "ArchitectureError": "sigma_core.errors",
+    "resolve_activation": "sigma_core.layers.activations",
+    **dict.fromkeys(["Xavier", "Custom"], "sigma_core.initialisers"),
+    # the training loop, and what an operator (a strategy: sigmann-threads, sigmann-ray) builds on
+    **dict.fromkeys(["Loop", "Strategy", "SingleWorker", "State", "EpochReport", "strategy_from_config"],
+                    "sigma_core.loop"),
+    **dict.fromkeys(["build_run", "step_compiler"], "sigma_core.run"),
+    **dict.fromkeys(["SigmaError", "ConfigError", "NonFiniteError", "describe"], "sigma_core.errors"),
+    # what a step compiler (sigmann-replay) and its commands build on
+    "Handler": "sigma_core.handler",
+    # what a backend's kernels build on (sigma_cpu, sigma_cuda): the reference kernels, the update rules' scalars
+    # for one-pass update kernels, counter-based random streams
+    **dict.fromkeys(["ArrayKernels", "CompiledUpdates", "UPDATE_SCALARS"], "sigma_core.kernels"),
+    **dict.fromkeys(["CounterStreams", "GOLDEN"], "sigma_core.streams"),
+    "Optimiser": "sigma_core.optimisers.base",
+    "load_run_file": "sigma_core.config:load",  # a run file read, overridden (--set) and validated
+    "cli_options": "sigma_core.cli:options",  # argparse parents shared by commands (--debug, --handler, ...)
+    # what data plugins (sigmann-data, sigmann-mnist, sigmann-images) build on
+    **dict.fromkeys(["Dataset", "Records", "split_bounds", "check_finite"], "sigma_core.data.dataset"),
+    "DataError": "sigma_core.data.errors",
+    "Preprocessing": "sigma_core.data.config",
+    **dict.fromkeys(["resolve_path", "COMPRESSED_SUFFIXES"], "sigma_core.data.sources"),
+    "DEFLATE_RATIO": "sigma_core.data.numpy_files",
+    "require": "sigma_core.arguments",  # a run-file value checked against a rule ("int >= 1"), one line if not
+    "require_memory": "sigma_core.memory:require",  # an allocation checked against the memory available
+    **dict.fromkeys(["atomic_path", "atomic_write", "remove_stale", "partial_prefix"], "sigma_core.atomic"),
+    "one_line": "sigma_core.errors",
+    # what hook plugins (sigmann-tensorboard, -plots, -web, -criteria) build on: the protocol, the run's values,
+    # the metrics records, checkpoints
+    **dict.fromkeys(["Hook", "HookError"], "sigma_core.hooks.base"),
+    **dict.fromkeys(["RunView", "Values", "Best"], "sigma_core.hooks.values"),
+    **dict.fromkeys(["MetricsHook", "record", "read_metrics"], "sigma_core.hooks.metrics"),
+    "CheckpointHook": "sigma_core.hooks.checkpoints",
+    **dict.fromkeys(["save_checkpoint", "checkpoint_path"], "sigma_core.checkpoint"),
+    "NDArray": "sigma_core.ndarray",
+    # what the web dashboard edits: the rules of arguments with one meaning everywhere, dropout layers' p
+    "ARGUMENT_CONVENTIONS": "sigma_core.arguments:CONVENTIONS",
+    "DropoutLayer": "sigma_core.layers.dropout:Dropout",
 }
 
 __all__ = ["__version__", *_LAZY]
 
 
 def __getattr__(name):
-    module = _LAZY.get(name)
-    if module is None:
+    target = _LAZY.get(name)  # "module", or "module:attr" where the public name differs from the module's own
+    if target is None:
         raise AttributeError(f"module 'sigma_core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    module, _, attribute = target.partition(":")
+    value = getattr(importlib.import_module(module), attribute or name)
     globals()[name] = value
     return value

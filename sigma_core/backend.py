@@ -2,19 +2,14 @@
 
 Whether a handler can run is asked cheaply first (its registry ``check``, no
 heavy imports), then by the loaded class's ``availability()``, which may look
-at the hardware. The handler in effect is the innermost :func:`use_handler`
-block of the current context (threads and asyncio tasks do not see each
-other's), else the process default.
+at the hardware.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import logging
 import os
-import threading
-from typing import Any, Iterator
+from typing import Any
 
 from sigma_core import plugins
 from sigma_core.errors import ComponentLoadError, HandlerUnavailableError, SigmaError, describe, one_line
@@ -22,9 +17,6 @@ from sigma_core.errors import ComponentLoadError, HandlerUnavailableError, Sigma
 AUTO = "auto"
 
 _log = logging.getLogger("sigma")
-_default: Any = None
-_default_lock = threading.Lock()
-_scoped: contextvars.ContextVar[Any] = contextvars.ContextVar("sigma_handler", default=None)
 
 
 def resolve_handler_name(*, cli: str | None = None, config: str | None = None) -> tuple[str, str]:
@@ -55,47 +47,6 @@ def create_handler(name: str = AUTO, *, dtype: str = "float32", seed: int | None
     if colon and not getattr(cls, "takes_device", False):
         raise SigmaError(f"handler {component.name!r} has no devices to choose from (drop ':{device}')")
     return cls(dtype=dtype, seed=seed, **({"device": int(device)} if colon else {}))
-
-
-def set_default_handler(handler_or_name: Any, **kwargs: Any) -> Any:
-    """Make a handler (or the one named, built with ``kwargs``) the process default; ``None`` forgets it."""
-    global _default
-    handler = None if handler_or_name is None else _as_handler(handler_or_name, kwargs)
-    with _default_lock:
-        _default = handler
-    return handler
-
-
-def current_handler() -> Any:
-    """The handler in effect: the innermost :func:`use_handler`, else the default (created on first use)."""
-    global _default
-    scoped = _scoped.get()
-    if scoped is not None:
-        return scoped
-    with _default_lock:
-        if _default is None:
-            name, source = resolve_handler_name()
-            _default = create_handler(name, source=source)
-        return _default
-
-
-@contextlib.contextmanager
-def use_handler(handler_or_name: Any, **kwargs: Any) -> Iterator[Any]:
-    """Make a handler (or the one named, built with ``kwargs``) current inside the block."""
-    handler = _as_handler(handler_or_name, kwargs)
-    token = _scoped.set(handler)
-    try:
-        yield handler
-    finally:
-        _scoped.reset(token)
-
-
-def _as_handler(handler_or_name: Any, kwargs: dict[str, Any]) -> Any:
-    if isinstance(handler_or_name, str):
-        return create_handler(handler_or_name, **kwargs)
-    if kwargs:
-        raise TypeError("keyword arguments only apply when a handler is given by name")
-    return handler_or_name
 
 
 def _best_available() -> plugins.Component:

@@ -51,7 +51,18 @@ class BufferPool:
     def end(self):
         self.active = False
 
+    @property
+    def handed_out(self) -> int:
+        """How many buffers this session has handed out so far."""
+        return len(self._in_use)
+
+    def handed_out_since(self, start: int) -> list:
+        """The buffers this session handed out after the first ``start``, in order: what a recorder notes
+        about each kernel call it watches (which buffers the call took), so that a replay can hand them back."""
+        return [buffer for _, buffer in self._in_use[start:]]
+
     def detach(self) -> list:
-        """Take the buffers of the session just ended out of reuse for good (a recorded step owns them)."""
+        """Take the buffers of the session just ended out of reuse for good (a compiled training step owns them:
+        :meth:`Handler.detach_session <sigma_core.handler.Handler.detach_session>`)."""
         buffers, self._in_use = [buffer for _, buffer in self._in_use], []
         return buffers

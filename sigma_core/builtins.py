@@ -21,8 +21,6 @@ def register_layers(register):
     register("dense", f"{layers}.dense:Dense", aliases=("fullyconnected", "fc"), description="activation(x·W + b)")
     register("elementwise", f"{layers}.dense:Elementwise", description="activation(x*w + b) per feature")
     register("dropout", f"{layers}.dropout:Dropout", description="inverted dropout")
-    register("recurrent", f"{layers}.recurrent:Recurrent", aliases=("rnn",), description="Elman RNN over (batch, time, features)")
-    register("lstm", f"{layers}.recurrent:LSTM", description="long short-term memory")
     register("concatenate", f"{layers}.merge:Concatenate", aliases=("concat",), description="joins inputs on the feature axis")
     register("add", f"{layers}.merge:Add", description="elementwise sum of inputs (residual)")
     register("softmax_ce", f"{layers}.cost:SoftmaxCrossEntropy", aliases=("softmaxce", "softmax_cross_entropy"), description="softmax cross-entropy cost")
@@ -65,7 +63,6 @@ def register_initialisers(register):
 def register_extractors(register):
     data = "sigma_core.data"
     register("csv", f"{data}.csv_extractor:read_csv", description="columns of a delimited text file")
-    register("idx", f"{data}.idx:load_idx", description="IDX files (MNIST format), header checked")
     register("numpy", f"{data}.numpy_files:load_numpy", aliases=("npy",), description=".npy or .npz, no pickle")
     register("npz", f"{data}.numpy_files:load_npz", description="inputs and targets arrays of an .npz archive")
     register("xor", f"{data}.synthetic:xor", description="the four XOR cases")
@@ -74,24 +71,21 @@ def register_extractors(register):
 
 
 @hookimpl
+def register_exporters(register):
+    register("safetensors", "sigma_core.inference:export_safetensors",
+             description="the parameters, with the name, dtype, layer list and preprocessing as metadata")
+
+
+@hookimpl
 def register_hooks(register):
     hooks = "sigma_core.hooks"
-    register("value_reporter", f"{hooks}.reporters:ValueReporter", description="logs registry values")
-    register("accumulated_value_reporter", f"{hooks}.reporters:AccumulatedValueReporter",
-             description="logs a value's mean (or sum) since the last report")
-    register("epoch_iteration_reporter", f"{hooks}.reporters:EpochIterationReporter", description="logs epoch and iteration")
-    register("running_time", f"{hooks}.reporters:RunningTimeReporter", aliases=("running_time_reporter",),
-             description="logs iterations/s and time per iteration or epoch (average, min, max)")
-    register("accuracy_reporter", f"{hooks}.reporters:AccuracyReporter",
-             description="logs top-k (or thresholded binary) accuracy on a validation iterator")
-    register("accuracy_scorer", f"{hooks}.scorers:AccuracyScorer", description="writes shared.<iterator>.accuracy_top<k>")
-    register("binary_accuracy_scorer", f"{hooks}.scorers:BinaryAccuracyScorer",
-             description="writes shared.<iterator>.accuracy for one thresholded output")
-    register("number_accumulator", f"{hooks}.processors:NumberAccumulator", description="sums or averages a value")
-    register("metric_processor", f"{hooks}.processors:MetricProcessor",
-             description="mean and std of weights and of updates into shared.metrics")
-    register("stop", f"{hooks}.stoppers:StopTraining", aliases=("stop_training",),
-             description="stops at an epoch, or when its criteria pass")
+    register("progress", f"{hooks}.progress:ProgressHook",
+             description="a progress bar per epoch on the terminal (sigma train adds it unless --quiet)")
+    register("metrics", f"{hooks}.metrics:MetricsHook",
+             description="appends costs, scores, learning rate and chosen run values to metrics.csv and .jsonl")
+    register("checkpoint", f"{hooks}.checkpoints:CheckpointHook", aliases=("checkpoint_saver",),
+             description="saves a resumable checkpoint every n epochs or iterations (or on a new best), keeping k")
+    register("stop", f"{hooks}.stoppers:StopTraining", aliases=("stop_training",), description="stops at an epoch")
     register("early_stopping", f"{hooks}.stoppers:EarlyStopping", description="stops when a value stops improving")
     register("stop_on_non_finite", f"{hooks}.stoppers:StopOnNonFinite", aliases=("nan_stopper",),
              description="stops with an error naming the first NaN/Inf parameter")
@@ -99,23 +93,9 @@ def register_hooks(register):
     register("exponential_schedule", f"{hooks}.schedules:ExponentialSchedule", description="learning rate × gamma^t")
     register("cosine_schedule", f"{hooks}.schedules:CosineSchedule", description="cosine-annealed learning rate")
     register("warm_up", f"{hooks}.schedules:WarmUp", aliases=("warmup",), description="linear learning-rate warm-up")
-    register("checkpoint", f"{hooks}.savers:CheckpointHook", aliases=("checkpoint_saver",),
-             description="saves a resumable checkpoint when it fires, keeping the last k")
-    register("clip", f"{hooks}.modifiers:Clip", description="clips parameters matching a glob after each step")
-    register("scale", f"{hooks}.modifiers:Scale", description="scales parameters matching a glob after each step")
-
-
-@hookimpl
-def register_monitors(register):
-    register("progress", "sigma_core.progress:ProgressMonitor",
-             description="a progress bar per epoch on the terminal (sigma train adds it unless --quiet)")
-    register("metrics", "sigma_core.metrics:MetricsMonitor",
-             description="appends costs, scores, learning rate and chosen registry keys to metrics.csv and .jsonl")
 
 
 @hookimpl
 def register_operators(register):
-    register("single_worker", "sigma_core.operators:SingleWorkerOperator", aliases=("single",),
-             description="trains on one thread; pause, resume, step, stop and reset from monitors")
-    register("threads", "sigma_core.workers:ThreadsOperator", aliases=("multithreaded",),
-             description="data-parallel workers on threads, each with its own handler; gradient or model averaging")
+    register("single_worker", "sigma_core.loop:SingleWorker", aliases=("single",),
+             description="trains on one thread; pause, resume, step, stop and reset from hooks")

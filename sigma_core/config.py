@@ -26,11 +26,11 @@ SCHEMA = {
     "initialisers": dict,
     "optimiser": dict,
     "training": {"batch_size": int, "epochs": int, "last_batch": ("keep", "drop"), "shuffle": bool,
-                 "validation_batch_size": int, "prefetch": int, "replay": bool},
+                 "validation_batch_size": int, "prefetch": int, "compile": str, "replay": bool},
     "checkpoint": {"directory": str, "every_iterations": int, "every_epochs": int, "keep": int},
-    "hooks": list,  # [[hooks]] tables, see sigma_core.hooks.config
-    "monitors": list,  # [[monitors]] tables, see sigma_core.monitors
-    "operator": dict,  # who runs the trainer, see sigma_core.operators
+    "hooks": list,  # [[hooks]] tables, see sigma_core.hooks.tables
+    "monitors": list,  # [[monitors]] tables: the older name for [[hooks]]
+    "operator": dict,  # how the loop trains an iteration, see sigma_core.loop
 }
 
 #: lower bounds of numeric settings
@@ -46,7 +46,7 @@ DEFAULTS = {
     "initialisers": {},
     "optimiser": {"type": "sgd", "learning_rate": 0.1},
     "training": {"batch_size": 32, "epochs": 10, "last_batch": "keep", "shuffle": True, "validation_batch_size": 1000,
-                 "prefetch": 2, "replay": True},
+                 "prefetch": 2, "compile": "auto"},
     # off unless every_iterations or every_epochs is set; see sigma_core.checkpoint
     "checkpoint": {"directory": "checkpoints", "every_iterations": 0, "every_epochs": 0, "keep": 3},
     "hooks": [],
@@ -117,7 +117,19 @@ def validate(raw: dict, source: str = "config") -> dict:
     config = copy.deepcopy(DEFAULTS)
     for key, value in raw.items():  # a section with a schema keeps the defaults of the keys it leaves out
         config[key] = {**config.get(key, {}), **value} if isinstance(SCHEMA[key], dict) else value
+    _older_replay_key(raw.get("training", {}), config["training"], source)
     return config
+
+
+def _older_replay_key(given: dict, training: dict, source: str) -> None:
+    """Read ``training.replay``, the older spelling of ``training.compile`` (from when recorded steps were part of
+    the core and on by default, so every old checkpoint's run file has it): true is ``"auto"`` (the installed step
+    compiler, if any: the speed-up it always was), false ``"none"``. ``given``: the run file's own table."""
+    if "replay" not in given:
+        return
+    if "compile" in given:
+        raise ConfigError(f"{source}: training.replay is the older spelling of training.compile; give only compile")
+    training["compile"] = "auto" if training.pop("replay") else "none"
 
 
 def _check(key: str, value, rule, source: str):

@@ -28,14 +28,6 @@ def Dropout(p, name=None):
     return Construct("dropout", name, p=p)
 
 
-def Recurrent(size, activation="tanh", name=None, sequences=True):
-    return Construct("recurrent", name, size=size, activation=activation, sequences=sequences)
-
-
-def LSTM(size, name=None, sequences=True):
-    return Construct("lstm", name, size=size, sequences=sequences)
-
-
 def Concatenate(name=None):
     return Construct("concatenate", name)
 

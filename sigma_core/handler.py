@@ -15,13 +15,12 @@ import numbers
 
 import numpy
 
-from . import autodiff, edits
+from . import autodiff, ops
 from .autodiff import vjps
 from .autodiff.tape import Tape
 from .errors import ShapeError, SigmaError
 from .kernels import ACTIVATIONS, ArrayKernels
 from .ndarray import NDArray, Number
-from .handlers.sequences import RecurrentOps
 
 DTYPES = ("float32", "float64")
 
@@ -50,7 +49,7 @@ def _comparison(name: str):
     return compare
 
 
-class Handler(RecurrentOps):
+class Handler:
     """Base computation handler; see the module docstring."""
 
     name = "base"
@@ -64,8 +63,13 @@ class Handler(RecurrentOps):
         self.seed = seed
         self.kernels = self.kernels_class(dtype, seed)
         self._tape = None
-        self._recorder = None  # a replay.Recorder while a training step is recorded
+        #: What watches this handler while a training step is recorded (:meth:`record`), or None.
+        self.recorder = None
+        #: Bumped whenever an array gets another buffer (:meth:`share`): whatever holds on to raw buffers (a
+        #: compiled training step) compares it.
+        self.version = 0
         self._session_arrays = None  # arrays made in the current session, or None
+        self._ops = {}  # plugin op name -> (Op, its VJP), resolved on first use
 
     @classmethod
     def availability(cls) -> tuple[bool, str]:
@@ -124,7 +128,7 @@ class Handler(RecurrentOps):
         if self.host_view(array) is None or buffer.shape != array.shape or buffer.dtype != array.data.dtype:
             raise SigmaError(f"handler {self!r}: cannot share a {buffer.dtype} buffer of shape {buffer.shape}")
         array._data = buffer
-        edits.bump()  # a recorded step may hold the old buffer
+        self.version += 1  # a compiled step may hold the old buffer
 
     def zeros(self, shape) -> NDArray:
         return self.full(shape, 0.0)
@@ -235,10 +239,10 @@ class Handler(RecurrentOps):
         probabilities of the logits' shape (e.g. one-hot) or integer class labels, one per row."""
         raws = (self._raw(logits), self._raw(targets))
         if raws[1].dtype.kind in "iu":  # checked here, once for every handler: NumPy indexing would wrap -1 silently
-            if self._recorder is None:
+            if self.recorder is None:
                 self._check_labels(raws[1], raws[0].shape[-1])
             else:
-                self._recorder.guard(self._check_labels, raws[1], raws[0].shape[-1])
+                self.recorder.check(self._check_labels, raws[1], raws[0].shape[-1])
         elif raws[1].shape != raws[0].shape:
             raise ShapeError(f"softmax_cross_entropy: logits shape {raws[0].shape} and targets shape "
                              f"{raws[1].shape} differ")
@@ -262,6 +266,35 @@ class Handler(RecurrentOps):
         out = self._wrap(y)
         self._record((x,), (raw,), out, vjps.dropout, mask)
         return out
+
+    # -- plugin ops (sigma_core.Op, registered through register_ops) --------------------------------
+    def op(self, name, *inputs, **params):
+        """Run the op a distribution registered as ``name`` on ``inputs`` (arrays or numbers), with ``params``
+        (plain values) as keywords; recorded on the tape with the op's backward rule as its VJP.
+
+        The op's kernel for this handler runs if its distribution registered one,
+        its portable rule otherwise; which is decided on first use and kept.
+        """
+        resolved = self._ops.get(name)
+        if resolved is None:
+            resolved = self._ops[name] = self._resolve_op(name)
+        op, vjp = resolved
+        raws = tuple([self._raw(x) for x in inputs])
+        op.check(raws, params)
+        raw_out, saved = self.kernels.run_op(op.forward, *raws, **params)
+        out = self._wrap(raw_out)
+        self._record(inputs, raws, out, vjp, (saved, params))
+        return out
+
+    def _resolve_op(self, name):
+        op = ops.resolve(name, self.name)
+        backward = op.backward
+
+        def vjp(k, g, raw_inputs, raw_out, saved, needs):
+            return k.run_op(backward, g, raw_inputs, raw_out, saved[0], needs, **saved[1])
+
+        vjp.__name__ = name
+        return op, vjp
 
     def _record(self, inputs, raws, out, vjp, saved):
         """Put the op on the active tape if one of its inputs is traced (a loop: called for every op)."""
@@ -380,10 +413,36 @@ class Handler(RecurrentOps):
         finally:
             self.end_session()
 
+    def detach_session(self, *arrays) -> None:
+        """Take the buffers of the session just ended out of reuse for good, and ``arrays`` made in it out of
+        expiry, without a copy (:meth:`keep` copies): for a compiled training step that will run the session's
+        kernel calls again on the same buffers, which it owns from now on. Later sessions allocate afresh."""
+        self.kernels.pool.detach()
+        for array in arrays:
+            array._kept = True
+
+    @contextlib.contextmanager
+    def record(self, recorder, kernels):
+        """Inside: the handler's ops call ``kernels`` (a stand-in for :attr:`kernels` that notes each call, then
+        makes it) and tell ``recorder`` what the kernel calls alone do not show. How a compiled training step
+        (sigmann-replay) records one step, to run its kernel calls again later without the handler:
+
+        * ``recorder.check(fn, *args)``: a host-side check of the data (integer class labels in range) that
+          raises on bad data; the recorder runs it now and again with every later batch;
+        * ``recorder.refuse(reason)``: the step does something a replay of its kernel calls would not repeat
+          (it keeps an array across steps).
+        """
+        original = self.kernels
+        self.kernels, self.recorder = kernels, recorder
+        try:
+            yield recorder
+        finally:
+            self.kernels, self.recorder = original, None
+
     def keep(self, array) -> NDArray:
         """Move an array made in a session out of buffer reuse (Sigma's limbo)."""
-        if self._recorder is not None:
-            self._recorder.refuse("it keeps an array across steps")
+        if self.recorder is not None:
+            self.recorder.refuse("it keeps an array across steps")
         if not array._kept:
             array._data = self.kernels.xp.array(array.data, copy=True)
             array._kept = True

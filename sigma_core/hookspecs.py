@@ -77,10 +77,12 @@ def register_initialisers(register: Register) -> None:
 
 @hookspec
 def register_hooks(register: Register) -> None:
-    """Hooks (``sigma_core.hooks.Hook``) for ``[[hooks]] type``, built from the table's other keys.
+    """Hooks (``sigma_core.Hook`` subclasses) for ``[[hooks]] type`` and ``sigma train --monitor``, built from the
+    table's other keys.
 
-    A hook is training logic: it fires on the operator's time steps, on the training thread, reads and
-    writes the run's registry and may change the run (schedules, stoppers, checkpoints).
+    A hook takes part in a run: the loop calls the events it overrides (``on_iteration``, ``on_epoch``, ...),
+    on the training thread or, ``threaded``, on its own; it reads the run's values and may steer the run
+    (schedules, stoppers, checkpoints, progress bars, metrics files, dashboards).
     """
 
 
@@ -92,20 +94,74 @@ def register_extractors(register: Register) -> None:
 
 
 @hookspec
-def register_monitors(register: Register) -> None:
-    """Monitors (``sigma_core.monitors.Monitor``) for ``[[monitors]]`` and ``--monitor``, built from the other keys.
+def register_sources(register: Register) -> None:
+    """Sources for a run file's data ``path`` that the core does not read itself, by URL scheme (``"https"``).
 
-    A monitor watches a run from outside the training logic: called at the operator's events,
-    it reads the registry and sends commands back (pause, resume, stop, reset, step, set).
+    The core reads a plain local file or folder. A URL, a list of fallbacks (by its first entry's scheme),
+    a compressed file (``.gz``, ``.zip``, ``.tar``, ...: scheme ``"file"``) or a path given with ``md5`` or
+    ``sha256`` goes to the source registered for its scheme, called as ``source(value, md5=None, sha256=None)``
+    and returning a local :class:`pathlib.Path` (``sigmann-data`` registers ``http``, ``https`` and ``file``).
+    """
+
+
+@hookspec
+def register_caches(register: Register) -> None:
+    """Dataset caches for the ``[data]`` key of their name (``blocks = {...}``, from ``sigmann-data``).
+
+    Called as ``cache(settings, source=, config=, arguments=, read=, preprocessing=)``: ``settings`` is the
+    key's value, ``config`` the rest of the data table, ``arguments`` the extractor's (paths resolved),
+    ``read()`` runs the extractor and yields ``Dataset`` chunks, and ``preprocessing`` is the table's
+    ``sigma_core.Preprocessing``, to fit and apply chunk by chunk. It returns the dataset to train on.
+    """
+
+
+@hookspec
+def register_readers(register: Register) -> None:
+    """Input-file readers for ``sigma predict``, by suffix (``"png"``; a name without a dot by its last
+    ``-`` part, as in MNIST's ``t10k-images-idx3-ubyte``). The core reads ``.npy``, ``.npz``, ``.csv`` and
+    JSON on stdin itself. Called as ``reader(path, network=, preprocessing=)``, a reader returns the file's
+    records as a NumPy array shaped for the network's input; ``preprocessing`` (a ``sigma_core.Preprocessing``)
+    holds the run's saved steps, for raw inputs such as images.
+    """
+
+
+@hookspec
+def register_exporters(register: Register) -> None:
+    """Formats for ``sigma export --format NAME``, called as ``export(checkpoint, out)`` with two paths.
+
+    A format written layer by layer can take its layers from this table too: ``"onnx/dense"`` is how
+    ``sigmann-onnx`` writes a dense layer, and a layer plugin registers ``"onnx/maxout"`` to join it.
     """
 
 
 @hookspec
 def register_operators(register: Register) -> None:
-    """Training operators for ``[operator] type``: classes that run a trainer.
+    """Training operators for ``[operator] type``: strategies that say how the loop trains one iteration.
 
-    Built as ``cls(trainer, epochs=..., hooks=..., monitors=..., **settings)`` and driven with ``run()``,
-    an operator owns the epoch loop and the pause/resume/stop/reset signals (``sigma_core.operators``).
+    Built as ``cls(trainer, **settings)``, an operator is a ``sigma_core.Strategy`` (its ``step(batch)``, and
+    ``setup``, ``merge``, ``reset``, ``teardown``); the loop (``sigma_core.Loop``) owns the epochs, the
+    commands and the events around it.
+    """
+
+
+@hookspec
+def register_ops(register: Register) -> None:
+    """Differentiable operations (``sigma_core.Op`` subclasses) that layers run with ``handler.op(name, ...)``.
+
+    ``register(name, target, *, kernels={}, description="")``: ``target`` is the
+    portable rule, written over the handler's kernels (``k.xp``), which runs on
+    every handler; ``kernels`` maps a handler name (``"cpu"``) to a faster
+    ``Op`` subclass (a lazy target too) that runs on that handler instead. A
+    kernel that cannot be loaded is an error naming the op, the handler and
+    the distribution, never a quiet fall back to the rule.
+    """
+
+
+@hookspec
+def register_compilers(register: Register) -> None:
+    """Step compilers for ``[training] compile``: callables ``compiler(trainer)`` that return the function a
+    trainer runs each training step with (``sigma_core.Trainer.compile_step``), e.g. recorded kernel calls
+    replayed. ``compile = "auto"`` (the default) takes the available one of the highest ``rank``, if any.
     """
 
 

@@ -1,8 +1,10 @@
-"""Using a trained network: load one from a checkpoint or an exported file, predict, export.
+"""Using a trained network: load one from a checkpoint or an exported file, predict, export to safetensors.
 
 A checkpoint holds the run config, so the architecture is rebuilt from its
 ``network.layers``; an exported ``.safetensors`` file carries the same layer
-list as JSON metadata beside the weights, so it needs no run file either.
+list as JSON metadata beside the weights, so it needs no run file either. The
+safetensors export stays here because :func:`load` reads it back; other
+formats are plugins' exporters (``sigmann-onnx``).
 """
 
 from __future__ import annotations
@@ -54,12 +56,16 @@ def class_probabilities(network, predictions: numpy.ndarray) -> numpy.ndarray:
     return shifted / shifted.sum(axis=-1, keepdims=True)
 
 
-def export_safetensors(checkpoint, path) -> Path:
-    """Write a loaded checkpoint's parameters to ``path``, with its name, dtype and layer list as metadata."""
+def export_safetensors(source, path) -> Path:
+    """Write the parameters of the checkpoint ``source`` to ``path``, with its name, dtype and layer list as metadata
+    (the built-in ``safetensors`` exporter of ``sigma export``)."""
+    from .checkpoint import load_checkpoint
+
     try:
         from safetensors.numpy import save_file
     except ImportError:
         raise SigmaError("exporting to safetensors needs the safetensors package: pip install 'sigmann[export]'") from None
+    checkpoint = load_checkpoint(source)
     if checkpoint.config is None:
         raise SigmaError(f"checkpoint {checkpoint.path}: saved from code without a run config, so it holds no architecture")
     metadata = {"format": "sigma-network", "name": checkpoint.config["name"], "dtype": checkpoint.metadata["handler"]["dtype"],
@@ -96,73 +102,3 @@ def _read_safetensors(path: Path):
                 json.loads(metadata.get("preprocess", "[]")))
     except (OSError, SafetensorError, KeyError, ValueError) as error:
         raise SigmaError(f"{path}: cannot read it as a safetensors export ({error})") from None
-
-
-ONNX_LAYERS = "input, output, dense and elementwise (activation none, relu, sigmoid, tanh or softplus), dropout, " \
-              "concatenate, add, softmax_ce, squared_difference"
-_ONNX_ACTIVATIONS = {"none": None, "relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "softplus": "Softplus"}
-
-
-def export_onnx(source, path) -> Path:
-    """Write the inference graph of ``source`` (a network, or what :func:`load` reads) to ``path`` as ONNX:
-    input ``inputs`` (batch first), output ``predictions`` (what :meth:`~sigma_core.network.Network.predict`
-    returns) and, for a softmax cross-entropy network, ``probabilities``. Only :data:`ONNX_LAYERS` map to ONNX."""
-    try:
-        import onnx
-        from onnx import helper, numpy_helper
-    except ImportError:
-        raise SigmaError("exporting to ONNX needs the onnx package: pip install 'sigmann[onnx]'") from None
-    from .layers import cost, dense, dropout, io, merge
-
-    network = load(source, "numpy") if isinstance(source, (str, Path)) else source
-    dtype = numpy.dtype(network.handler.dtype)
-    element = helper.np_dtype_to_tensor_dtype(dtype)
-    nodes, weights, graph_inputs, values = [], [], [], {}
-
-    def op(kind, inputs, output, **attributes):
-        nodes.append(helper.make_node(kind, inputs, [output], **attributes))
-        return output
-
-    def activate(name, layer, x):
-        kind = getattr(layer.activation, "kernel_name", None)
-        if kind not in _ONNX_ACTIVATIONS:
-            activation = getattr(layer.activation, "__name__", layer.activation)
-            raise SigmaError(f"layer {name!r}: activation {activation!r} does not export to ONNX; "
-                             f"these do: {', '.join(_ONNX_ACTIVATIONS)}")
-        return op(_ONNX_ACTIVATIONS[kind], [x], f"{name}/{kind}") if _ONNX_ACTIVATIONS[kind] else x
-
-    for name, layer, sources, params in network._plan():
-        xs = [values[source] for source in sources]
-        for param, array in params.items():
-            weights.append(numpy_helper.from_array(array.to_numpy().astype(dtype), f"{name}.{param}"))
-        kind = type(layer)
-        if kind is io.Input:
-            graph_inputs.append(helper.make_tensor_value_info(layer.alias, element, ["batch", *layer.output_shape]))
-            values[name] = layer.alias
-        elif kind is dense.Dense and not layer.keep_time:
-            x = op("Flatten", xs, f"{name}/flat", axis=1) if len(layer.input_shape) != 1 else xs[0]
-            y = op("MatMul", [x, f"{name}.weights"], f"{name}/matmul")
-            y = op("Add", [y, f"{name}.biases"], f"{name}/add") if "biases" in params else y
-            values[name] = activate(name, layer, y)
-        elif kind is dense.Elementwise:
-            y = op("Add", [op("Mul", [xs[0], f"{name}.weights"], f"{name}/mul"), f"{name}.biases"], f"{name}/add")
-            values[name] = activate(name, layer, y)
-        elif kind in (dropout.Dropout, io.Output):
-            values[name] = xs[0]
-        elif kind is merge.Concatenate:
-            values[name] = op("Concat", xs, f"{name}/concat", axis=-1)
-        elif kind is merge.Add:
-            values[name] = op("Sum", xs, f"{name}/sum")
-        elif kind not in (cost.SoftmaxCrossEntropy, cost.SquaredDifference):
-            raise SigmaError(f"layer {name!r} ({kind.__name__}) does not export to ONNX; these layers do: {ONNX_LAYERS}")
-    last = next(name for name in reversed(network.layers) if not network.layers[name].is_cost)
-    outputs = [op("Identity", [values[last]], "predictions")]
-    if any(type(layer) is cost.SoftmaxCrossEntropy for layer in network.layers.values()):
-        outputs.append(op("Softmax", ["predictions"], "probabilities", axis=-1))
-    shape = ["batch", *network.layers[last].output_shape]
-    graph = helper.make_graph(nodes, network.name, graph_inputs,
-                              [helper.make_tensor_value_info(out, element, shape) for out in outputs], weights)
-    model = helper.make_model(graph, producer_name="sigma", opset_imports=[helper.make_opsetid("", 17)])
-    onnx.checker.check_model(model)
-    onnx.save(model, str(path))
-    return Path(path)

@@ -19,7 +19,6 @@ import numpy
 
 from .buffers import BufferPool
 from .errors import ShapeError
-from .handlers.sequences import RecurrentKernels
 
 ACTIVATIONS = ("none", "relu", "sigmoid", "tanh", "softplus")
 
@@ -218,15 +217,15 @@ class ArrayKernels:
 
     xp = numpy
     updates_class = UpdateKernels
-    recurrent_class = RecurrentKernels  # the sequence ops' loops (kernels.recurrent)
     normalise_axes = staticmethod(normalise_axes)  # for the VJPs
 
     def __init__(self, dtype, seed=None):
         self.dtype = numpy.dtype(dtype)
+        #: Where every kernel takes its output buffers (``pool.empty(shape, dtype)``). A compiled training step
+        #: replaying recorded calls puts a stand-in here that hands back the recorded buffers, in order.
         self.pool = BufferPool(self.xp)
         self.rng = numpy.random.Generator(numpy.random.PCG64(seed))
         self.updates = self.updates_class(self)
-        self.recurrent = self.recurrent_class(self)
 
     def launch(self, name, args, kwargs, result):
         """The call ``name(*args, **kwargs)`` just made (it returned ``result``) as a *launch*, or None (here: always).
@@ -234,13 +233,19 @@ class ArrayKernels:
         A launch is a callable of no arguments that repeats the call on the same
         buffers, whatever they hold then, with the checks made and the arguments
         resolved (views flattened, compiled loop chosen) once: a recorded step
-        (:mod:`sigma_core.replay`) calls it instead of the kernel. It binds the
+        (a compiled training step, sigmann-replay) calls it instead of the kernel. It binds the
         buffers, so it is asked for only where none is rebound between calls;
         state that changes between calls (a generator's counter) it reads as it runs.
         :attr:`updates` may offer launches too, as functions of the rule's hyperparameters (keywords) that
         return the launch for them.
         """
         return None
+
+    def run_op(self, rule, /, *args, **kwargs):
+        """``rule(self, *args, **kwargs)``: a plugin op's forward or backward rule (:class:`sigma_core.Op`) on
+        these kernels. The handler calls the rule through here, so that what watches the kernels' calls (a
+        recorded step) sees the op as one call."""
+        return rule(self, *args, **kwargs)
 
     # -- creation -------------------------------------------------------------------
     def empty(self, shape, dtype=None):

@@ -41,6 +41,11 @@ class Network:
         self.parameters: dict = {}  # "<layer>.<param>" -> NDArray
         self._sources: dict = {}  # layer name -> names of the layers feeding it
         self._plan_cache = None
+        #: Bumped whenever the network changes other than by training: its parameters made anew
+        #: (:meth:`initialise`) or an attribute of one of its layers set (:meth:`Layer.__setattr__
+        #: <sigma_core.layers.base.Layer.__setattr__>`). Whatever holds on to its parameters' buffers or to
+        #: what its layers did (a compiled training step) compares it instead of the layers themselves.
+        self.version = 0
         architecture.validate_types()  # then every layer is built: shape inference only, no arrays yet
         names = architecture.resolved_names()
         for construct in architecture.ordered():
@@ -48,7 +53,8 @@ class Network:
             sources = [names[id(s)] for s in construct.inputs]
             input_shapes = [self.layers[s].output_shape for s in sources]
             spec = {"type": construct.layer_type, **construct.params}
-            self.layers[name] = plugins.build("layer", spec, name, input_shapes, where=construct.where or name)
+            self.layers[name] = layer = plugins.build("layer", spec, name, input_shapes, where=construct.where or name)
+            layer._network = self  # so that an edit of the layer changes self.version
             self._sources[name] = sources
         if not any(getattr(layer, "alias", None) is not None and not layer.input_shapes
                    for layer in self.layers.values()):
@@ -71,6 +77,7 @@ class Network:
         self.check_memory(handler.dtype)
         self.handler = handler
         self.parameters, defaults = {}, {}
+        self.version += 1
         for name, layer in self.layers.items():
             for param, shape in layer.parameter_shapes.items():
                 self.parameters[f"{name}.{param}"] = handler.zeros(shape)

@@ -38,16 +38,8 @@ from sigma_core.errors import (ComponentClashError, ComponentLoadError, ConfigEr
 
 #: Component kinds: kind ``x`` is registered through the hook ``register_xs``. The last,
 #: "command", is a ``sigma`` subcommand: ``register_commands(cli)`` adds it to the argparse parser.
-KINDS = ("handler", "layer", "activation", "optimiser", "initialiser", "hook", "extractor", "monitor", "operator",
-         "command")
-
-#: Components of this repository's plugin distributions: asking for one that is not
-#: installed names the distribution to install rather than only saying "unknown".
-PROVIDED_BY = {("extractor", name): distribution for distribution, names in (
-    ("sigmann-sklearn", ("sklearn", "digits", "iris", "wdbc", "breast_cancer")),
-    ("sigmann-images", ("image_folder", "images")),
-    ("sigmann-mnist", ("mnist",)),
-) for name in names}
+KINDS = ("handler", "layer", "activation", "optimiser", "initialiser", "hook", "extractor", "source", "cache",
+         "reader", "exporter", "operator", "op", "compiler", "command")
 
 ENTRY_POINT_GROUP = "sigma"
 CORE_DISTRIBUTION = "sigmann"
@@ -59,7 +51,8 @@ _log = logging.getLogger("sigma")
 class Component:
     """One registered component and where it came from.
 
-    ``target`` is the object itself or a lazy ``"module:attr"`` string: use :meth:`load`.
+    ``target`` is the object itself or a lazy ``"module:attr"`` string: use :meth:`load`. An op's
+    ``handler_kernels`` are ``(handler name, target)`` pairs: its faster versions per handler (:meth:`load_kernel`).
     """
 
     kind: str
@@ -71,16 +64,18 @@ class Component:
     rank: int = 0
     description: str = ""
     check: Callable[[], tuple[bool, str]] | None = None
+    handler_kernels: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self):
         # Validated here so that a malformed registration fails, and is reported, in the plugin that made it.
-        for name in (self.name, *self.aliases):
+        for name in (self.name, *self.aliases, *[handler for handler, _ in self.handler_kernels]):
             if not isinstance(name, str) or not name:
                 raise ValueError(f"{self.kind} names must be non-empty strings, got {name!r}")
-        module, _, attribute = str(self.target).partition(":")
-        if isinstance(self.target, str) and not (module and attribute):
-            raise ValueError(f"{self.kind} {self.name!r}: a lazy target must look like "
-                             f"'package.module:attr', got {self.target!r}")
+        for target in (self.target, *[target for _, target in self.handler_kernels]):
+            module, _, attribute = str(target).partition(":")
+            if isinstance(target, str) and not (module and attribute):
+                raise ValueError(f"{self.kind} {self.name!r}: a lazy target must look like "
+                                 f"'package.module:attr', got {target!r}")
         if not isinstance(self.rank, int):
             raise TypeError(f"{self.kind} {self.name!r}: rank must be an int, got {self.rank!r}")
         if self.check is not None and not callable(self.check):
@@ -88,16 +83,24 @@ class Component:
 
     def load(self) -> Any:
         """The component, importing a lazy target now."""
-        if not isinstance(self.target, str):
-            return self.target
-        module, _, attributes = self.target.partition(":")
+        return self._import(self.target, f"{self.kind} {self.name!r}")
+
+    def load_kernel(self, handler: str) -> Any:
+        """An op's kernel for the handler named ``handler``, imported now; None if it registered none."""
+        target = dict(self.handler_kernels).get(handler)
+        return None if target is None else self._import(target, f"the {handler!r} kernel of {self.kind} {self.name!r}")
+
+    def _import(self, target, what: str) -> Any:
+        if not isinstance(target, str):
+            return target
+        module, _, attributes = target.partition(":")
         try:
             obj = importlib.import_module(module)
             for attribute in attributes.split("."):
                 obj = getattr(obj, attribute)
         except Exception as exc:
-            raise ComponentLoadError(f"{self.kind} {self.name!r} from {self.distribution} {self.version} "
-                                     f"cannot be loaded from {self.target!r}: {describe(exc)}") from exc
+            raise ComponentLoadError(f"{what} from {self.distribution} {self.version} "
+                                     f"cannot be loaded from {target!r}: {describe(exc)}") from exc
         return obj
 
     def availability(self) -> tuple[bool, str]:
@@ -163,7 +166,7 @@ def reset() -> None:
 def build(kind: str, config: dict, *context, where: str | None = None, **context_keywords) -> Any:
     """Construct a registered component from ``{"type": name, **constructor arguments}``.
 
-    Run files describe optimisers, initialisers, monitors, operators and hooks
+    Run files describe optimisers, initialisers, operators and hooks
     this way. ``context`` and ``context_keywords`` are what the caller supplies
     (an operator's trainer). Every argument is checked (:func:`sigma_core.arguments.check`)
     before the constructor runs, so a bad one is a :class:`ConfigError` naming
@@ -256,13 +259,19 @@ def _collect(plugin: object, distribution: str, version: str) -> list[Component]
     """
     manager = pluggy.PluginManager(hookspecs.PROJECT)
     manager.add_hookspecs(hookspecs)
+    if hasattr(plugin, "register_monitors"):  # monitors used to be a kind of their own
+        raise PluginError("register_monitors is gone: monitors are hooks now; register them with register_hooks "
+                          "(sigma_core.Hook)")
     manager.register(plugin)
     manager.check_pending()  # a misspelt hook name is an error, not a no-op
     found: list[Component] = []
 
-    def register(kind, name, target, *, aliases=(), check=None, rank=0, description=""):  # see hookspecs.Register
+    def register(kind, name, target, *, aliases=(), check=None, rank=0, description="", kernels=None):  # hookspecs
         aliases = (aliases,) if isinstance(aliases, str) else tuple(aliases)
-        found.append(Component(kind, name, target, distribution, version, aliases, rank, description, check))
+        if kernels is not None and (kind != "op" or not isinstance(kernels, dict)):
+            raise TypeError(f"{kind} {name!r}: kernels (a dict of handler name -> target) are for ops only")
+        found.append(Component(kind, name, target, distribution, version, aliases, rank, description, check,
+                               tuple((kernels or {}).items())))
 
     for kind in KINDS[:-1]:  # all but "command", whose hook is handed the argparse parser
         getattr(manager.hook, f"register_{kind}s")(register=functools.partial(register, kind))
@@ -331,8 +340,8 @@ def _checked_kind(kind: str) -> str:
 def _unknown_message(kind: str, name: str, table: dict[str, Component]) -> str:
     import difflib  # only on the error path
 
-    if (kind, name) in PROVIDED_BY:
-        return f"unknown {kind} {name!r}: install {PROVIDED_BY[kind, name]}, which provides it"
     close = difflib.get_close_matches(name, table, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
-    return f"unknown {kind} {name!r} ({hint}available: {', '.join(sorted({c.name for c in table.values()})) or 'none'})"
+    available = ", ".join(sorted({c.name for c in table.values()})) or "none"
+    # The core names no distribution: the README's list of distributions says which one provides what.
+    return f"unknown {kind} {name!r} ({hint}available: {available}); the README lists the plugins that provide more"

@@ -15,10 +15,11 @@ from . import backend, plugins
 from .architecture import from_layer_list
 from .checkpoint import Checkpoint, load_checkpoint, restore
 from .data import MinibatchIterator, PrefetchIterator, dataset_from_config
-from .errors import ConfigError
-from .hooks.config import hooks_from_config
-from .hooks.savers import checkpoint_hooks_from_config
+from .errors import ConfigError, UnknownComponentError
+from .hooks.checkpoints import checkpoint_hooks_from_config
+from .hooks.tables import hooks_from_tables
 from .initialisers import check_patterns
+from .loop import Loop, strategy_from_config
 from .network import Network
 from .optimisers import optimiser_from_config
 from .trainer import Trainer
@@ -34,20 +35,19 @@ class Run:
     handler: object
     trainer: Trainer
     epochs: int
-    hooks: list = field(default_factory=list)  # [[hooks]] and [checkpoint]'s, attached to the operator by train()
-    monitors: list = field(default_factory=list)  # [[monitors]], attached by train()
+    hooks: list = field(default_factory=list)  # [[hooks]], [checkpoint]'s and [[monitors]], attached by train()
     history: list = field(default_factory=list)
     seconds: float = 0.0
 
-    def train(self, monitors=()) -> dict:
-        """Train with the operator ``[operator]`` names (default: single_worker), the run file's monitors and
-        ``monitors``, for the configured epochs; return the summary."""
+    def train(self, hooks=()) -> dict:
+        """Train with the operator ``[operator]`` names (default: single_worker), the run file's hooks and
+        ``hooks``, for the configured epochs; return the summary."""
         if self.trainer.handler is None:
             self.trainer.initialise(self.handler)
-        operator = plugins.build("operator", {"type": "single_worker", **self.config.get("operator", {})}, self.trainer,
-                                 epochs=self.epochs, hooks=self.hooks, monitors=[*self.monitors, *monitors])
+        strategy = strategy_from_config(self.trainer, self.config.get("operator", {}))
+        loop = Loop(self.trainer, strategy, epochs=self.epochs, hooks=[*self.hooks, *hooks])
         started = time.perf_counter()
-        self.history = operator.run()
+        self.history = loop.run()
         self.seconds = time.perf_counter() - started
         return self.summary()
 
@@ -60,9 +60,11 @@ class Run:
         if not isinstance(checkpoint, Checkpoint):
             checkpoint = load_checkpoint(checkpoint)
         if checkpoint.config is not None:
-            # How long to train and where to save do not change the arithmetic; anything else may.
+            # How long to train, where to save and how steps are compiled (the same bits) do not change the
+            # arithmetic; anything else may. (training.replay: the older spelling of training.compile.)
             changed = [key for key in _changed_keys(checkpoint.config, self.config)
-                       if key != "training.epochs" and not key.startswith("checkpoint.")]
+                       if key not in ("training.epochs", "training.compile", "training.replay")
+                       and not key.startswith("checkpoint.")]
             if changed:
                 log.warning("resuming %s with a run config that differs in %s", checkpoint.path.name, ", ".join(changed))
         if self.trainer.handler is None:
@@ -121,17 +123,6 @@ def split_dataset(dataset, split: dict, seed: int):
     return parts
 
 
-def build_monitors(tables: list, where: str = "monitors") -> list:
-    """One monitor per ``[[monitors]]`` table (or ``--monitor`` spec), named by its type."""
-    if not isinstance(tables, list):
-        raise ConfigError(f"{where} must be an array of tables: [[monitors]] with type = ...")
-    monitors = []
-    for index, table in enumerate(tables):
-        monitors.append(plugins.build("monitor", table, where=f"{where}[{index}]"))
-        monitors[-1].name = table["type"]
-    return monitors
-
-
 def build_initialisers(spec: dict) -> dict:
     if not isinstance(spec, dict):
         raise ConfigError("initialisers must be a table of pattern = { type = ..., ... }")
@@ -143,6 +134,25 @@ def build_initialisers(spec: dict) -> dict:
     return bindings
 
 
+def step_compiler(name: str):
+    """The step compiler ``training.compile`` names (see :meth:`Trainer.compile_step`), or None for steps as
+    written: ``"none"``, or ``"auto"`` when no compiler that can run here is installed (else the one of the
+    highest rank). A compiler named outright that is not installed, or cannot run here, is an error."""
+    if name == "none":
+        return None
+    if name == "auto":
+        usable = [component for component in plugins.components("compiler") if component.availability()[0]]
+        return max(usable, key=lambda component: component.rank).load() if usable else None
+    try:
+        component = plugins.get("compiler", name)
+    except UnknownComponentError as error:
+        raise ConfigError(f"training.compile: {error}") from None
+    available, reason = component.availability()
+    if not available:
+        raise ConfigError(f"training.compile: compiler {name!r} cannot run here: {reason}")
+    return component.load()
+
+
 def build_run(config: dict, *, handler_name: str | None = None) -> Run:
     """Create handler, data, network, optimiser and trainer from a validated config."""
     seed, training_cfg = config["seed"], config["training"]
@@ -151,8 +161,8 @@ def build_run(config: dict, *, handler_name: str | None = None) -> Run:
     network = Network(from_layer_list(config["network"]["layers"]), name=config["name"])
     optimiser = optimiser_from_config(config["optimiser"])
     initialisers = build_initialisers(config["initialisers"])
-    hooks = [*hooks_from_config(config["hooks"]), *checkpoint_hooks_from_config(config)]
-    monitors = build_monitors(config["monitors"])
+    hooks = [*hooks_from_tables(config["hooks"]), *checkpoint_hooks_from_config(config),
+             *hooks_from_tables(config["monitors"], "monitors")]  # [[monitors]]: the older name for [[hooks]]
     ids = [f"{name}.{param}" for name, layer in network.layers.items() for param in layer.parameter_shapes]
     check_patterns(initialisers, ids, "initialisers")
     freeze = config["optimiser"].get("freeze", ())
@@ -160,6 +170,7 @@ def build_run(config: dict, *, handler_name: str | None = None) -> Run:
     # parameters, gradients and the optimiser's per-parameter memory
     network.check_memory(config["handler"]["dtype"], copies=2 + len(getattr(optimiser, "memory_names", ())))
     plugins.get("operator", config["operator"].get("type", "single_worker"))  # an unknown operator fails before the data is read
+    compiler = step_compiler(training_cfg["compile"])
 
     training, held_out = split_dataset(dataset_from_config(config["data"]), config["split"], seed)
     iterator = MinibatchIterator(training, training_cfg["batch_size"], shuffle=training_cfg["shuffle"], seed=seed,
@@ -173,7 +184,8 @@ def build_run(config: dict, *, handler_name: str | None = None) -> Run:
     if isinstance(iterator, PrefetchIterator):  # a GPU handler copies batches into pinned memory there
         iterator.prepare = getattr(handler, "pin_batch", None)
     trainer = Trainer(network, optimiser, iterator, validation={"validation": validation}, initialisers=initialisers,
-                      name=config["name"], run_config=config, replay=training_cfg["replay"])
+                      name=config["name"], run_config=config)
+    trainer.compile_step(compiler)
     log.info("run %s: %d training and %d held-out records, %s parameters on %s",
              config["name"], len(training), len(held_out), f"{network.parameter_count:,}", handler)
-    return Run(config, handler, trainer, training_cfg["epochs"], hooks=hooks, monitors=monitors)
+    return Run(config, handler, trainer, training_cfg["epochs"], hooks=hooks)

@@ -17,9 +17,7 @@ import logging
 
 import numpy
 
-from . import edits
 from .errors import NonFiniteError, SigmaError, first_non_finite
-from .replay import StepReplay
 
 log = logging.getLogger("sigma")
 
@@ -29,7 +27,7 @@ class Trainer:
 
     def __init__(self, network, optimiser, training_iterator, *, validation: dict | None = None,
                  initialisers: dict | None = None, name: str = "trainer", inputs: str = "inputs",
-                 targets: str = "targets", run_config: dict | None = None, replay: bool = False):
+                 targets: str = "targets", run_config: dict | None = None):
         self.name = name
         #: The validated run file this trainer was built from (saved into checkpoints), if any.
         self.run_config = run_config
@@ -45,15 +43,19 @@ class Trainer:
         self.iteration = 0  # iterations in the current epoch
         self.total_iterations = 0
         self._costs = None  # (last cost, sum of this epoch's costs): float64 numbers on the handler
-        self.in_epoch = False  # True between an epoch's start and its end: the next run_epoch continues it
+        self.in_epoch = False  # True between an epoch's start and its end: the next open_epoch continues it
         self._trainable = {}  # id -> NDArray of the parameters the optimiser may change
         self._trainable_ids = []  # its keys and values as lists, built once, not on every step
         self._trainable_arrays = []
         self._initial = None  # (handler RNG state, optimiser state) from before initialise, for reset()
         self._parameter_generation = 0  # bumped whenever parameters are replaced other than by training
         self._evaluation = None  # (key, (ranks, cost)) of the last evaluate() pass
-        #: Recorded steps (:mod:`sigma_core.replay`), or None to run every step normally.
-        self.replay = StepReplay(self) if replay else None
+        #: Bumped whenever the trainable set is read anew (:meth:`refresh_trainable`); with the network's,
+        #: optimiser's and handler's versions, what a compiled step compares to know it still holds.
+        self.version = 0
+        #: What each training iteration runs on its batch: :meth:`training_step`, or what a step compiler made
+        #: of it (:meth:`compile_step`).
+        self.compiled_step = self.training_step
 
     def add_validation(self, name: str, iterator):
         if name in self.validation:
@@ -114,7 +116,23 @@ class Trainer:
         self._trainable = {pid: params[pid] for pid in self.optimiser.trainable(list(params))}
         self._trainable_ids = list(self._trainable)
         self._trainable_arrays = list(self._trainable.values())
-        edits.bump()  # a recorded step updates the set it was recorded with
+        self.version += 1  # a compiled step updates the set it was compiled with
+
+    @property
+    def trainable_parameters(self) -> dict:
+        """The parameters the optimiser may change, by id (as of the last :meth:`refresh_trainable`)."""
+        return self._trainable
+
+    def compile_step(self, compiler) -> None:
+        """Let ``compiler`` decide how later training steps run; None: as :meth:`training_step` (the default).
+
+        ``compiler(trainer)`` returns a function of a batch that does what :meth:`training_step` does and returns
+        its cost: the same bits, faster (sigmann-replay records a step's kernel calls and replays them). It may
+        call :meth:`training_step` whenever it cannot do better, and must notice what changed between steps by
+        the versions of the trainer, :attr:`network`, :attr:`optimiser` and :attr:`handler` (``.version``).
+        A run file picks one with ``training.compile``.
+        """
+        self.compiled_step = self.training_step if compiler is None else compiler(self)
 
     # -- the training step -----------------------------------------------------------------
     def _externals(self, batch: dict) -> dict:
@@ -125,11 +143,13 @@ class Trainer:
         return externals
 
     def run_iteration(self, batch: dict):
-        """One optimisation step on ``batch`` (replayed when recorded); returns its cost, a handler number
-        readable until the next step."""
-        return self.count_iteration(self._step(batch) if self.replay is None else self.replay.run(batch))
+        """One optimisation step on ``batch`` (as compiled: :attr:`compiled_step`), counted; returns its cost, a
+        handler number readable until the next step."""
+        return self.count_iteration(self.compiled_step(batch))
 
-    def _step(self, batch: dict):
+    def training_step(self, batch: dict):
+        """One optimisation step on ``batch``, as written: a buffer session, the gradients, the update. Returns
+        the cost, not counted (:meth:`run_iteration` counts); what a step compiler starts from."""
         h = self.handler
         h.begin_session()
         try:
@@ -152,11 +172,13 @@ class Trainer:
             if result.cost is None:
                 raise SigmaError(f"trainer {self.name!r}: the network has no cost layer, so there is nothing to optimise")
             cost = result.cost
-            self._check_cost(cost)
+            self.check_cost(cost)
             grads = tape.gradient(cost, self._trainable_arrays)
         return cost, dict(zip(self._trainable_ids, grads))
 
-    def _check_cost(self, cost):
+    def check_cost(self, cost):
+        """Raise :class:`NonFiniteError` if the step's ``cost`` (a handler number) is not finite; a compiled
+        step calls it where :meth:`training_step` does, between forward and backward."""
         if not self.handler.all_finite(cost):
             raise NonFiniteError(f"trainer {self.name!r}: cost became {float(cost)} at epoch {self.epoch + 1}, "
                                  f"iteration {self.iteration + 1}")
@@ -186,9 +208,9 @@ class Trainer:
         twin.refresh_trainable()
         return twin
 
-    def run_epoch(self, on_iteration=None, step=None) -> float:
-        """Train on every batch of one epoch; returns the mean cost. ``step(batch)`` replaces
-        :meth:`run_iteration` (how data-parallel operators train).
+    # -- epochs (the loop's, sigma_core.loop.Loop; or run_epoch's) --------------------------------------
+    def open_epoch(self):
+        """The batches left in the current epoch, which starts anew unless one is open.
 
         An interrupted epoch (a stop, or a mid-epoch checkpoint restored) is finished, not restarted: the
         iterator resumes at its first unseen batch and the counts carry on, as if it had never stopped.
@@ -202,16 +224,34 @@ class Trainer:
         else:
             self.iteration, self.epoch_cost = 0, 0.0
         self.in_epoch = True
-        for batch in batches:
-            try:
-                self.handler.add_(self._costs[1], (step or self.run_iteration)(batch))
-            except NonFiniteError as error:
-                raise NonFiniteError(f"{error}; {self._non_finite_source(batch)}") from None
-            if on_iteration is not None:
-                on_iteration(self)
+        return batches
+
+    def train_batch(self, batch: dict, step=None):
+        """One iteration on ``batch`` by ``step(batch)`` (an operator's, see :class:`sigma_core.loop.Strategy`;
+        default :meth:`run_iteration`), its cost added to the epoch's; returns the cost. A non-finite cost's
+        error says where it came from."""
+        try:
+            cost = (step or self.run_iteration)(batch)
+        except NonFiniteError as error:
+            raise NonFiniteError(f"{error}; {self._non_finite_source(batch)}") from None
+        self.handler.add_(self._costs[1], cost)
+        return cost
+
+    def close_epoch(self) -> float:
+        """End the open epoch; returns its mean cost."""
         self.in_epoch = False
         self.epoch += 1
         return self.epoch_cost / max(self.iteration, 1)
+
+    def run_epoch(self, on_iteration=None) -> float:
+        """Train one epoch with the trainer's own step, calling ``on_iteration(trainer)`` after each iteration;
+        returns the mean cost. For scripts: a run's epochs, with hooks, monitors and commands, are
+        :class:`sigma_core.loop.Loop`'s."""
+        for batch in self.open_epoch():
+            self.train_batch(batch)
+            if on_iteration is not None:
+                on_iteration(self)
+        return self.close_epoch()
 
     def _non_finite_source(self, batch: dict) -> str:
         """Where a non-finite cost comes from: a value of the batch, else the first bad parameter (both

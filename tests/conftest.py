@@ -9,21 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from sigma_core import backend, plugins
+from sigma_core import plugins
 
 PLUGIN_ENV_VARS = ("SIGMA_PLUGINS", "SIGMA_STRICT_PLUGINS", "SIGMA_HANDLER")
 
 
 @pytest.fixture(autouse=True)
 def clean_plugin_state(monkeypatch):
-    """Each test starts from the real installed plugins and no handler choice."""
+    """Each test starts from the real installed plugins."""
     for var in PLUGIN_ENV_VARS:
         monkeypatch.delenv(var, raising=False)
     plugins.reset()
-    backend.set_default_handler(None)
     yield
     plugins.reset()
-    backend.set_default_handler(None)
 
 
 class FakeSite:
@@ -90,7 +88,7 @@ def good_and_broken(fake_site):
     return fake_site
 
 
-#: A tiny synthetic run (96 records, 2 epochs on numpy) for tests of monitors and the metrics files.
+#: A tiny synthetic run (96 records, 2 epochs on numpy) for tests of hooks and the metrics files.
 BLOBS_RUN_FILE = """
 name = "blobs"
 seed = 0

@@ -6,7 +6,7 @@ import numpy
 import pytest
 
 from sigma_core.architecture import Architecture, Construct, from_layer_list
-from sigma_core.constructs import LSTM, Add, Concatenate, Dense, Dropout, Input, Recurrent, SoftmaxCE
+from sigma_core.constructs import Add, Concatenate, Dense, Dropout, Input, SoftmaxCE
 from sigma_core.errors import ArchitectureError, ConfigError, ShapeError, SigmaError
 from sigma_core.handlers.numpy_handler import NumpyHandler
 from sigma_core.network import Network
@@ -99,7 +99,7 @@ def test_unknown_layer_type_lists_the_available_ones():
         Network(Input(4) + Construct("dense_layer_typo", size=3))
     message = str(error.value)
     assert "dense_layer_typo" in message
-    for available in ("dense", "lstm", "softmax_ce"):
+    for available in ("dense", "dropout", "softmax_ce"):
         assert available in message
 
 
@@ -132,9 +132,7 @@ def test_add_of_different_sizes_is_a_shape_error():
         Network(Architecture([source, left, right, Add(name="residual").link(left, right)]))
 
 
-def test_recurrent_layers_need_sequences():
-    with pytest.raises(ArchitectureError, match="'rnn'.*\\(batch, time, features\\)"):
-        Network(Input(4) + Recurrent(3, name="rnn"))
+def test_time_distributed_layers_need_sequences():
     with pytest.raises(ArchitectureError, match="'td'"):
         Network(Input(4) + Dense(3, name="td", time_distributed=True))
 
@@ -196,8 +194,6 @@ def test_parameter_count_of_a_known_mlp():
     assert network.parameter_count == 64 * 128 + 128 + 128 * 10 + 10 == 9610
     assert "9,610 parameters" in network.summary()
     assert Network(Input(8) + Dense(4, bias=False)).parameter_count == 32
-    # LSTM: 4 gates of (features + size + 1) × size
-    assert Network(Input(5, 3) + LSTM(6)).parameter_count == 4 * (3 + 6 + 1) * 6
     handler, initialised_network = initialised(Input(64) + Dense(128, "relu") + Dense(10))
     assert sum(a.size for a in initialised_network.parameters.values()) == initialised_network.parameter_count
 
@@ -248,8 +244,9 @@ def test_copy_onto_another_handler():
 
 @pytest.mark.parametrize("source_dtype, target_dtype", [("float32", "float64"), ("float64", "float32")])
 def test_transfer_parameters_between_dtypes(source_dtype, target_dtype):
-    _, source = initialised(Input(3, 4) + LSTM(5) + Dense(6, "relu") + Dense(2), dtype=source_dtype, seed=1)
-    _, target = initialised(Input(3, 4) + LSTM(5) + Dense(6, "relu") + Dense(2), dtype=target_dtype, seed=2)
+    layers = Input(3, 4) + Dense(5, "tanh", time_distributed=True) + Dense(6, "relu") + Dense(2)
+    _, source = initialised(layers, dtype=source_dtype, seed=1)
+    _, target = initialised(layers, dtype=target_dtype, seed=2)
     assert any(
         not numpy.allclose(source.parameters[pid].to_numpy(), target.parameters[pid].to_numpy())
         for pid in source.parameters

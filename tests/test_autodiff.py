@@ -1,14 +1,14 @@
-"""Tape semantics the conformance kit takes for granted.
+"""Tape semantics the conformance kit (sigmann-testing) takes for granted.
 
-The kit checks gradient *values*; these tests pin down the tape's rules:
+The kit checks gradient *values*; these tests pin down the core tape's rules:
 what is recorded, when the tape is released, and which mistakes raise.
 """
 
 import numpy
 import pytest
 
+from sigma_core import NumpyHandler
 from sigma_core.errors import SigmaError
-from sigma_core.handlers.numpy_handler import NumpyHandler
 
 
 @pytest.fixture

@@ -25,9 +25,7 @@ from sigma_core.constructs import Dense, Input, SquaredDifference
 from sigma_core.data import MinibatchIterator, from_arrays
 from sigma_core.errors import ConfigError, SigmaError
 from sigma_core.handlers.numpy_handler import NumpyHandler
-from sigma_core.hooks.savers import CheckpointHook
-from sigma_core.hooks.timestep import every
-from sigma_core.monitors import Monitor
+from sigma_core import CheckpointHook, Hook
 from sigma_core.network import Network
 from sigma_core.optimisers import optimiser_from_config
 from sigma_core.run import build_run
@@ -49,15 +47,15 @@ def digits_config(directory=None, **changes) -> dict:
     return run_config.validate(raw)
 
 
-class IterationLog(Monitor):
-    """A monitor that records every iteration's cost."""
+class IterationLog(Hook):
+    """A hook that records every iteration's cost."""
 
     def __init__(self):
         super().__init__()
         self.costs: list[float] = []
 
     def on_iteration(self):
-        self.costs.append(self.operator.trainer.last_cost)
+        self.costs.append(self.run.values["cost"])
 
 
 def train(run) -> tuple[list[float], dict]:
@@ -215,11 +213,11 @@ def test_missing_file_and_foreign_zip(tmp_path):
 
 
 def test_checkpoint_hooks_name_and_keep_the_newest(tmp_path):
-    from sigma_core.operators import SingleWorkerOperator
+    from sigma_core.loop import Loop
 
     trainer = tiny_trainer()  # 3 batches an epoch
-    hooks = [CheckpointHook(tmp_path, keep=3, every=every(2, "iteration")), CheckpointHook(tmp_path, keep=3)]
-    SingleWorkerOperator(trainer, epochs=3, hooks=hooks).run()
+    hooks = [CheckpointHook(tmp_path, keep=3, every=2), CheckpointHook(tmp_path, keep=3)]  # 2 iterations, 1 epoch
+    Loop(trainer, epochs=3, hooks=hooks).run()
     names = [p.name for p in checkpoints(tmp_path, "tiny")]
     # Saved: e0-i2, e1-i0, e1-i1, e1-i3 (an epoch's last batch), e2-i0, e2-i2, e3-i0; the newest 3 stay.
     assert names == ["tiny-e2-i0.ckpt", "tiny-e2-i2.ckpt", "tiny-e3-i0.ckpt"]
@@ -230,12 +228,11 @@ def test_checkpoint_hooks_name_and_keep_the_newest(tmp_path):
 
 
 def test_checkpoint_section_builds_one_hook_per_time_scale(tmp_path):
-    from sigma_core.hooks.savers import checkpoint_hooks_from_config
+    from sigma_core.hooks.checkpoints import checkpoint_hooks_from_config
 
     assert checkpoint_hooks_from_config(digits_config()) == []
     hooks = checkpoint_hooks_from_config(digits_config(tmp_path))  # every 15 iterations and every epoch
-    assert [(h.directory, h.keep, str(h.time_step)) for h in hooks] == [
-        (tmp_path, 100, "every 15 iterations"), (tmp_path, 100, "every 1 epoch")]
+    assert [(h.directory, h.keep, h.every) for h in hooks] == [(tmp_path, 100, 15), (tmp_path, 100, [1, "epoch"])]
     with pytest.raises(ConfigError, match="checkpoint.every_epochs must be at least 0, got -1"):
         digits_config(checkpoint__every_epochs=-1)  # checked with the run file, before any data is read
 

@@ -1,8 +1,8 @@
 """The handler is the only thing that touches live data (issue 9, deliverable 2).
 
 Layers, optimisers, hooks, the trainer and everything else in the core go
-through handler ops; only the compute layer (handler, kernels, NDArray, recorded steps,
-buffers, the bundled handlers, the conformance kit) reads ``.data`` or a
+through handler ops; only the compute layer (handler, kernels, NDArray,
+buffers, the bundled handlers) reads ``.data`` or a
 handler's ``.kernels``. And the kernels are plain array code: importing them
 loads neither the plugin system nor the optimisers.
 """
@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 CORE = Path(__file__).resolve().parents[1] / "sigma_core"
-COMPUTE_LAYER = {"handler.py", "kernels.py", "ndarray.py", "buffers.py", "replay.py", "handlers", "testing"}
-RAW_ACCESS = re.compile(r"(?<!sigma_core)\.data\b|\.kernels\b")
+COMPUTE_LAYER = {"handler.py", "kernels.py", "ndarray.py", "buffers.py", "handlers"}
+RAW_ACCESS = re.compile(r"(?<!sigma_core)\.(data|kernels)\b")  # sigma_core.data, sigma_core.kernels: modules
 PACKAGE_IMPORT = re.compile(r"from \.+data\b")  # the sigma_core.data package, imported relatively
 
 

@@ -17,8 +17,8 @@ import numpy
 from sigma_core.constructs import Dense, Dropout, Input, SoftmaxCE
 from sigma_core.data.dataset import Dataset
 from sigma_core.data.iterators import MinibatchIterator
-from sigma_core.environment import Environment
 from sigma_core.network import Network
+from sigma_core import Loop
 from sigma_core.optimisers import Adagrad
 from sigma_core.trainer import Trainer
 from sigma_cpu.handler import NumbaHandler
@@ -54,10 +54,13 @@ def test_numpy_products_from_several_threads_equal_single_threaded_ones():
     assert not differing, f"{len(differing)} of {20 * 4 * len(inputs)} products differ from single-threaded ones"
 
 
-def _trainer(seed, records):
+def _loop(seed, records):
+    """A loop training a fresh network of its own, on its own ``cpu`` handler."""
     network = Network(Input(784) + Dropout(0.2) + Dense(400, "relu") + Dense(200, "relu") + Dense(10) + SoftmaxCE())
     iterator = MinibatchIterator(Dataset(records), 100, seed=seed)
-    return Trainer(network, Adagrad(0.02), iterator, name=f"t{seed}"), NumbaHandler("float32", seed=seed)
+    trainer = Trainer(network, Adagrad(0.02), iterator, name=f"t{seed}")
+    trainer.initialise(NumbaHandler("float32", seed=seed))
+    return Loop(trainer, epochs=1)
 
 
 def test_concurrent_trainers_equal_their_solo_runs_bit_for_bit():
@@ -65,14 +68,14 @@ def test_concurrent_trainers_equal_their_solo_runs_bit_for_bit():
     records = {"inputs": rng.random((1000, 784), dtype=numpy.float32), "targets": rng.integers(0, 10, 1000)}
     solo = {}
     for seed in range(3):
-        environment = Environment()
-        environment.add_trainer(*_trainer(seed, records), epochs=1)
-        environment.run()
-        solo[seed] = environment.trainers[0].network.state_dict()
-    environment = Environment()
-    for seed in range(3):
-        environment.add_trainer(*_trainer(seed, records), epochs=1)
-    environment.run(concurrent=True)
-    for seed, trainer in enumerate(environment.trainers):
-        for pid, array in trainer.network.state_dict().items():
+        loop = _loop(seed, records)
+        loop.run()
+        solo[seed] = loop.trainer.network.state_dict()
+    loops = [_loop(seed, records) for seed in range(3)]
+    for loop in loops:  # each on its own thread, at the same time
+        loop.start()
+    for loop in loops:
+        loop.join()
+    for seed, loop in enumerate(loops):
+        for pid, array in loop.trainer.network.state_dict().items():
             assert numpy.array_equal(array, solo[seed][pid]), f"trainer {seed}: {pid} differs from its solo run"

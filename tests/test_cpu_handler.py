@@ -15,10 +15,10 @@ import pytest
 
 from sigma_core import backend, cli, plugins
 from sigma_core.handlers.numpy_handler import NumpyHandler
-from sigma_core.testing import HandlerConformance
 from sigma_cpu import numba_cache
 from sigma_cpu.handler import NumbaHandler
 from sigma_cpu.kernels import NumbaKernels
+from sigmann_testing import HandlerConformance
 
 
 class TestNumbaHandlerConformance(HandlerConformance):

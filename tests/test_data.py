@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
-import struct
-
 import numpy as np
 import pytest
 
@@ -16,10 +13,10 @@ from sigma_core.data import (
     and_,
     dataset_from_config,
     from_arrays,
-    read_idx,
     synthetic_classification,
     xor,
 )
+from sigma_core import plugins
 from sigma_core.errors import ConfigError, SigmaError
 
 
@@ -156,33 +153,6 @@ def test_synthetic_datasets():
     np.testing.assert_array_equal(data.section("inputs"), synthetic_classification(32, (3, 4), 5, 1).section("inputs"))
 
 
-def idx_bytes(code: int, shape: tuple[int, ...], payload: bytes) -> bytes:
-    return bytes([0, 0, code, len(shape)]) + struct.pack(f">{len(shape)}I", *shape) + payload
-
-
-def test_idx_reads_big_endian_types_and_gzip(tmp_path):
-    values = np.array([[1.5, -2.0], [3.25, 4.0]])
-    (tmp_path / "f.idx").write_bytes(idx_bytes(0x0E, (2, 2), values.astype(">f8").tobytes()))
-    np.testing.assert_array_equal(read_idx(tmp_path / "f.idx"), values)
-    shorts = np.array([-3, 300, 7], dtype=">i2")
-    (tmp_path / "s.idx.gz").write_bytes(gzip.compress(idx_bytes(0x0B, (3,), shorts.tobytes())))
-    np.testing.assert_array_equal(read_idx(tmp_path / "s.idx.gz"), [-3, 300, 7])
-
-
-def test_truncated_idx_names_file_and_byte_counts(tmp_path):
-    path = tmp_path / "short-images-idx3-ubyte"
-    path.write_bytes(idx_bytes(0x08, (10, 28, 28), bytes(7000)))
-    with pytest.raises(DataError, match=r"short-images-idx3-ubyte is truncated.*needs 7840 data bytes.*found 7000"):
-        read_idx(path)
-
-
-def test_bad_idx_magic_names_file_and_bytes(tmp_path):
-    path = tmp_path / "not-idx.bin"
-    path.write_bytes(b"PK\x03\x04 rest of a zip file")
-    with pytest.raises(DataError, match=r"not-idx.bin is not an IDX file: bad magic number 50 4b 03 04"):
-        read_idx(path)
-
-
 # --- Run-file configs -----------------------------------------------------
 
 
@@ -220,3 +190,50 @@ def test_config_npz_missing_array_names_the_key(tmp_path):
     np.savez(tmp_path / "d.npz", x=np.ones((5, 2)), y=np.arange(5))
     with pytest.raises(ConfigError, match=r"data.targets: .*no array 'labels'"):
         dataset_from_config({"source": "npz", "path": str(tmp_path / "d.npz"), "inputs": "x", "targets": "labels"})
+
+
+# --- Paths: the core reads local files; URLs, archives, checksums and [data] blocks go through plugins ---------
+
+
+@pytest.mark.parametrize("path, extra, message", [
+    ("https://example.org/a.csv", {}, "'https://example.org/a.csv' is a URL: install sigmann-data to download it"),
+    (["a.csv", "b.csv"], {}, "['a.csv', 'b.csv'] is a list of fallbacks: install sigmann-data to try them"),
+    ("a.csv.gz", {}, "'a.csv.gz' is compressed: install sigmann-data to unpack it"),
+    ("a.csv", {"md5": "0" * 32}, "'a.csv' is given with a checksum: install sigmann-data to check it"),
+    ("s3://bucket/a.csv", {}, "'s3://bucket/a.csv': no source for 's3' URLs is installed (installed sources: none)"),
+])
+def test_without_a_source_plugin_a_path_the_core_cannot_read_is_one_line(monkeypatch, path, extra, message):
+    monkeypatch.setenv("SIGMA_PLUGINS", "")  # the core alone
+    plugins.reset()
+    with pytest.raises(DataError) as caught:
+        dataset_from_config({"source": "csv", "path": path, **extra})
+    assert str(caught.value) == f"data.path {message}"
+
+
+def test_the_core_reads_a_local_path_and_names_a_missing_one(tmp_path, monkeypatch):
+    monkeypatch.setenv("SIGMA_PLUGINS", "")
+    plugins.reset()
+    (tmp_path / "a.csv").write_text("1,2,0\n3,4,1\n")
+    assert len(dataset_from_config({"source": "csv", "path": str(tmp_path / "a.csv")})) == 2
+    with pytest.raises(DataError, match=r"^file not found: .*gone.csv$"):
+        dataset_from_config({"source": "csv", "path": str(tmp_path / "gone.csv")})
+    with pytest.raises(ConfigError, match=r"^data.blocks needs the block cache: install sigmann-data, which provides it$"):
+        dataset_from_config({"source": "csv", "path": str(tmp_path / "a.csv"), "blocks": {"records": 1}})
+
+
+def test_a_plugin_source_resolves_its_scheme(fake_site, tmp_path):
+    (tmp_path / "bucket.csv").write_text("1,2,0\n3,4,1\n5,6,0\n")
+    fake_site.add("sigmann-s3", entry_points={"s3": "s3_source"}, modules={"s3_source": f"""
+        from pathlib import Path
+        from sigma_core import hookimpl
+
+        def fetch(value, md5=None, sha256=None):
+            assert value == "s3://bucket/x.csv" and md5 == "abc"
+            return Path({str(tmp_path / "bucket.csv")!r})
+
+        @hookimpl
+        def register_sources(register):
+            register("s3", fetch)
+    """})
+    plugins.reset()
+    assert len(dataset_from_config({"source": "csv", "path": "s3://bucket/x.csv", "md5": "abc"})) == 3

@@ -1,8 +1,6 @@
-"""The core's extractors (CSV, NumPy, IDX, synthetic), preprocessors, and bad input named by file and record."""
+"""The core's extractors (CSV, NumPy, synthetic), preprocessors, and bad input named by file and record."""
 
 from __future__ import annotations
-
-import struct
 
 import numpy as np
 import pytest
@@ -21,11 +19,6 @@ from sigma_core.data.csv_extractor import parse_columns
 from sigma_core.errors import ConfigError
 
 IRIS_ROWS = "sepal,petal,x,y,species\n5.1,3.5,1.4,0.2,setosa\n4.9,3.0,1.4,0.2,versicolor\n\n4.7,3.2,1.3,0.2,virginica\n"
-
-
-@pytest.fixture(autouse=True)
-def private_data_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("SIGMA_DATA_DIR", str(tmp_path / "cache"))
 
 
 def csv_file(tmp_path, text, name="data.csv"):
@@ -98,21 +91,6 @@ def test_numpy_npy_and_npz_without_pickle(tmp_path):
         load_numpy(tmp_path / "objects.npy")
 
 
-def idx_file(path, code, shape, payload):
-    path.write_bytes(bytes([0, 0, code, len(shape)]) + struct.pack(f">{len(shape)}I", *shape) + payload)
-    return path
-
-
-def test_idx_extractor_pairs_images_and_labels(tmp_path):
-    images = idx_file(tmp_path / "img", 0x08, (3, 2, 2), bytes(range(12)))
-    labels = idx_file(tmp_path / "lab", 0x08, (3,), bytes([1, 0, 2]))
-    dataset = dataset_from_config({"source": "idx", "path": str(images), "targets_path": str(labels), "one_hot": 3})
-    assert dataset.section("inputs").shape == (3, 2, 2) and dataset.section("targets").shape == (3, 3)
-    short = idx_file(tmp_path / "short-idx", 0x08, (4, 2, 2), bytes(10))
-    with pytest.raises(DataError, match=r"short-idx is truncated: shape \(4, 2, 2\) .* needs 16 data bytes .* found 10"):
-        dataset_from_config({"source": "idx", "path": str(short)})
-
-
 @pytest.mark.parametrize("name, records", [("xor", 4), ("and", 4)])
 def test_core_datasets_by_name(name, records):
     assert len(dataset_from_config({"source": name})) == records
@@ -160,3 +138,17 @@ def test_config_preprocess_steps():
     np.testing.assert_allclose(iris.section("inputs").max(axis=0), 1)
     with pytest.raises(ConfigError, match=r"data.preprocess.normalise.input_range must be \[min, max\]"):
         dataset_from_config({"source": "iris", "preprocess": [{"normalise": {"input_range": 3}}]})
+
+
+def test_streamed_statistics_match_numpy_whatever_the_chunking():
+    from sigma_core.data.preprocessing import Moments, Range
+
+    values = np.random.default_rng(2).normal(1e6, 3.0, (1000, 3))
+    moments, limits = Moments(), Range(per_feature=True)
+    for chunk in np.array_split(values, [1, 2, 300, 301, 999]):
+        moments.update(chunk)
+        limits.update(chunk)
+    np.testing.assert_allclose(moments.mean, values.mean(axis=0), rtol=1e-14)
+    np.testing.assert_allclose(moments.std, values.std(axis=0), rtol=1e-9)
+    np.testing.assert_array_equal(limits.bounds[0], values.min(axis=0))
+    np.testing.assert_array_equal(limits.bounds[1], values.max(axis=0))

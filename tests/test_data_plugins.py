@@ -11,7 +11,7 @@ from sigma_core import cli, plugins
 from sigma_core.data import dataset_from_config
 from sigma_core.errors import ConfigError
 
-CORE = {"csv", "idx", "numpy", "npz", "xor", "and", "synthetic"}
+CORE = {"csv", "numpy", "npz", "xor", "and", "synthetic"}
 ROOT = Path(__file__).resolve().parents[1]
 
 RING_PLUGIN = """
@@ -72,11 +72,15 @@ def test_the_core_ships_only_plain_file_and_synthetic_extractors():
 
 @pytest.mark.parametrize("source, distribution", [("digits", "sigmann-sklearn"), ("sklearn", "sigmann-sklearn"),
                                                   ("images", "sigmann-images"), ("mnist", "sigmann-mnist")])
-def test_an_extractor_of_an_uninstalled_plugin_names_the_distribution(monkeypatch, source, distribution):
+def test_an_extractor_of_an_uninstalled_plugin_points_to_the_readme_which_names_the_distribution(
+        monkeypatch, source, distribution):
     monkeypatch.setenv("SIGMA_PLUGINS", "")  # the core alone, as after a bare ``pip install .``
     plugins.reset()
-    with pytest.raises(ConfigError, match=rf"^data.source: unknown extractor '{source}': install {distribution}, "):
+    with pytest.raises(ConfigError, match=rf"^data.source: unknown extractor '{source}' \(available: .*csv.*\); "
+                                          "the README lists the plugins that provide more$"):
         dataset_from_config({"source": source})
+    rows = [line for line in (ROOT / "README.md").read_text().splitlines() if f"`{distribution}`" in line]
+    assert any(f"`{source}`" in row for row in rows), f"the README's row for {distribution} does not name {source}"
 
 
 def test_training_the_main_job_without_sigmann_sklearn_is_one_line_naming_it(monkeypatch, capsys):
@@ -84,7 +88,8 @@ def test_training_the_main_job_without_sigmann_sklearn_is_one_line_naming_it(mon
     plugins.reset()
     assert cli.main(["train", str(ROOT / "examples" / "digits.toml"), "--quiet"]) == 2
     assert capsys.readouterr().err.splitlines() == [
-        "error: data.source: unknown extractor 'sklearn': install sigmann-sklearn, which provides it"]
+        "error: data.source: unknown extractor 'sklearn' (available: and, csv, npz, numpy, synthetic, xor); "
+        "the README lists the plugins that provide more"]
 
 
 def test_third_party_extractor_is_usable_by_name_from_a_run_file(fake_site, tmp_path):

@@ -36,5 +36,5 @@ def test_a_guide_layer_fits_the_line_budget():
 
 def test_the_guide_has_a_section_per_plugin_kind():
     assert re.findall(r"^## (.+)$", GUIDE.read_text(), flags=re.M) == [
-        "Layer", "Activation", "Initialiser", "Monitor", "Hook", "Extractor", "Optimiser", "Operator", "Handler",
-        "CLI command"]
+        "Layer", "Activation", "Initialiser", "Hook", "Extractor", "Source, cache, reader and exporter", "Optimiser",
+        "Operator", "Handler", "Op", "Step compiler", "CLI command"]

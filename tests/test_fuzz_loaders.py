@@ -1,29 +1,26 @@
-"""Seeded mutation fuzzing of the loaders: run files, IDX, .npy/.npz and CSV (issue 10).
+"""Seeded mutation fuzzing of the core's loaders: run files, .npy/.npz and CSV (issue 10).
 
 Each loader reads a few hundred mutants of a valid file (bit flips, truncations,
-insertions, deletions). Every outcome must be a success or a SigmaError whose
-message names the file, never another exception, and no mutant may make the
-loader hold more memory at once than the file's size justifies.
+insertions, deletions; :func:`sigmann_testing.fuzz_loader`). Every outcome must
+be a success or a SigmaError whose message names the file, never another
+exception, and no mutant may make the loader hold more memory at once than the
+file's size justifies. IDX files are fuzzed in sigmann-mnist's tests.
 """
 
 from __future__ import annotations
 
-import gzip
 import random
-import struct
-import tracemalloc
 
 import numpy as np
 import pytest
+from sigmann_testing import fuzz_loader
+from sigmann_testing.loaders import MUTANTS
 
 from sigma_core import config
-from sigma_core.data import load_idx, load_numpy, read_csv, read_idx
+from sigma_core.data import load_numpy, read_csv
 from sigma_core.data.numpy_files import DEFLATE_RATIO
 from sigma_core.errors import SigmaError
 from sigma_core.run import build_run
-
-MUTANTS = 200
-SLACK = 512 * 1024  # the interpreter's and the libraries' own working memory
 
 RUN_FILE = """name = "fuzz"
 seed = 0
@@ -69,52 +66,8 @@ every = [1, "epoch"]
 """
 
 
-def mutants(data: bytes, seed: int):
-    """``MUTANTS`` corruptions of ``data``, each one to four edits, the same for a seed."""
-    rng = random.Random(seed)
-    for _ in range(MUTANTS):
-        mutant = bytearray(data)
-        for _ in range(rng.randint(1, 4)):
-            edit, at = rng.randrange(4), rng.randrange(len(mutant) + 1)
-            if edit == 0 and at < len(mutant):
-                mutant[at] ^= 1 << rng.randrange(8)
-            elif edit == 1:
-                del mutant[at:]
-            elif edit == 2:
-                mutant[at:at] = rng.randbytes(rng.randint(1, 8))
-            else:
-                del mutant[at:at + rng.randint(1, 8)]
-        yield bytes(mutant)
-
-
-def fuzz(path, data: bytes, load, seed: int, factor: float) -> dict:
-    """Load every mutant of ``data`` written to ``path``; return how many loaded and how many were refused."""
-    outcomes = {"loaded": 0, "refused": 0}
-    for mutant in mutants(data, seed):
-        path.write_bytes(mutant)
-        tracemalloc.start()
-        try:
-            load(path)
-            outcomes["loaded"] += 1
-        except SigmaError as error:
-            assert path.name in str(error), f"{error} does not name the file"
-            outcomes["refused"] += 1
-        finally:
-            peak = tracemalloc.get_traced_memory()[1]
-            tracemalloc.stop()
-        assert peak <= factor * len(mutant) + SLACK, f"{peak} bytes held for a {len(mutant)}-byte file"
-    assert outcomes["refused"] >= MUTANTS // 4, outcomes  # the corruptions did reach the checks
-    return outcomes
-
-
-def idx_file(code: str, values: np.ndarray) -> bytes:
-    codes = {">u1": 0x08, ">f4": 0x0D}
-    header = bytes([0, 0, codes[code], values.ndim]) + struct.pack(f">{values.ndim}I", *values.shape)
-    return header + values.astype(code).tobytes()
-
-
 def test_fuzz_run_files(tmp_path):
-    fuzz(tmp_path / "run.toml", RUN_FILE.encode(), config.load, seed=1, factor=64)
+    fuzz_loader(tmp_path / "run.toml", RUN_FILE.encode(), config.load, seed=1, factor=64)
 
 
 VALUES = ['"banana"', "-1", "0", "2.7", "nan", "-inf", "1e308", "true", "[]", "{}", '[0, "epoch"]', '"64"', "[2, -2]",
@@ -141,21 +94,10 @@ def test_fuzz_run_file_values_reach_one_clear_error_before_training(tmp_path):
     assert refused >= MUTANTS // 2
 
 
-@pytest.mark.parametrize("compressed", [False, True])
-def test_fuzz_idx(tmp_path, compressed):
-    images = np.random.default_rng(0).integers(0, 255, (6, 4, 4))
-    data = idx_file(">u1", images)
-    if compressed:  # gzip is checksummed, so mutate the IDX inside it as well as the stream
-        fuzz(tmp_path / "x-idx.gz", gzip.compress(data), read_idx, seed=3, factor=8)
-        return
-    fuzz(tmp_path / "x-idx", data, read_idx, seed=4, factor=4)
-    fuzz(tmp_path / "f-idx", idx_file(">f4", np.linspace(-1, 1, 40).reshape(10, 4)), load_idx, seed=5, factor=4)
-
-
 def test_fuzz_npy(tmp_path):
     buffer = tmp_path / "valid.npy"
     np.save(buffer, np.linspace(0, 1, 60).reshape(20, 3))
-    fuzz(tmp_path / "x.npy", buffer.read_bytes(), load_numpy, seed=6, factor=4)
+    fuzz_loader(tmp_path / "x.npy", buffer.read_bytes(), load_numpy, seed=6, factor=4)
 
 
 @pytest.mark.parametrize("compressed", [False, True])
@@ -164,7 +106,7 @@ def test_fuzz_npz(tmp_path, compressed):
     arrays = {"inputs": np.linspace(0, 1, 60).reshape(20, 3), "targets": np.arange(20)}
     (np.savez_compressed if compressed else np.savez)(buffer, **arrays)
     # a deflated member may hold up to DEFLATE_RATIO times its size
-    fuzz(tmp_path / "x.npz", buffer.read_bytes(), load_numpy, seed=7, factor=DEFLATE_RATIO + 4 if compressed else 4)
+    fuzz_loader(tmp_path / "x.npz", buffer.read_bytes(), load_numpy, seed=7, factor=DEFLATE_RATIO + 4 if compressed else 4)
 
 
 def test_fuzz_csv(tmp_path):
@@ -172,4 +114,4 @@ def test_fuzz_csv(tmp_path):
     rows = "".join(f"{a:.3f},{b:.3f},{c:.1f},{label}\n" for (a, b, c), label in
                    zip(rng.normal(size=(40, 3)), rng.integers(0, 3, 40)))
     # Python floats in lists: some tens of bytes per cell, and a cell may be two bytes of the file
-    fuzz(tmp_path / "x.csv", rows.encode(), lambda path: list(read_csv(path)), seed=9, factor=48)
+    fuzz_loader(tmp_path / "x.csv", rows.encode(), lambda path: list(read_csv(path)), seed=9, factor=48)

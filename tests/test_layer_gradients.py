@@ -13,14 +13,12 @@ import pytest
 
 from sigma_core.architecture import Architecture, Construct
 from sigma_core.constructs import (
-    LSTM,
     Add,
     Concatenate,
     Dense,
     Dropout,
     Elementwise,
     Input,
-    Recurrent,
     SoftmaxCE,
     SquaredDifference,
 )
@@ -289,51 +287,6 @@ def test_dropout_gradient_is_masked_and_rescaled():
     assert 0 < dropped.sum() < g.size
     scale = 1.0 / 0.75
     numpy.testing.assert_allclose(g[~dropped], (2 * (scale * x - t) * scale / 2)[~dropped], rtol=1e-12)
-
-
-# -- recurrent --------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("sequences", [True, False])
-def test_recurrent(sequences):
-    steps, features, size = 4, 3, 5
-    handler, network = build(Input(steps, features) + Recurrent(size, sequences=sequences, name="rnn") + SquaredDifference())
-    target_shape = (BATCH, steps, size) if sequences else (BATCH, size)
-    externals = {"inputs": data(BATCH, steps, features), "targets": data(*target_shape, seed=1)}
-    _, grads = check_gradients(handler, network, externals)
-    assert numpy.abs(grads["rnn.recurrent_weights"]).max() > 1e-3  # the recurrence is really there
-
-
-def test_recurrent_matches_a_numpy_reference():
-    steps, features, size = 3, 2, 4
-    handler, network = build(Input(steps, features) + Recurrent(size, name="rnn") + SquaredDifference())
-    x = data(BATCH, steps, features)
-    with handler.no_grad():
-        out = network.forward({"inputs": handler.asarray(x)}).outputs["predictions"].to_numpy()
-    w, u, b = (network.parameters[f"rnn.{p}"].to_numpy() for p in ("weights", "recurrent_weights", "biases"))
-    state = numpy.zeros((BATCH, size))
-    for t in range(steps):
-        state = numpy.tanh(x[:, t] @ w + state @ u + b)
-        numpy.testing.assert_allclose(out[:, t], state, rtol=1e-12)
-
-
-@pytest.mark.parametrize("sequences", [True, False])
-def test_lstm(sequences):
-    steps, features, size = 4, 3, 3
-    handler, network = build(Input(steps, features) + LSTM(size, sequences=sequences, name="lstm") + Dense(2) + SquaredDifference())
-    assert network.parameters["lstm.weights"].shape == (features, 4 * size)
-    externals = {"inputs": data(BATCH, steps, features), "targets": data(BATCH, 2, seed=1)}
-    _, grads = check_gradients(handler, network, externals)
-    assert numpy.abs(grads["lstm.recurrent_weights"]).max() > 1e-4
-
-
-def test_lstm_forget_bias_starts_at_one():
-    handler = NumpyHandler("float64", seed=0)
-    network = Network(Input(2, 3) + LSTM(4, name="lstm") + SquaredDifference())
-    network.initialise(handler)
-    biases = network.parameters["lstm.biases"].to_numpy()
-    numpy.testing.assert_array_equal(biases[4:8], 1.0)
-    numpy.testing.assert_array_equal(numpy.delete(biases, range(4, 8)), 0.0)
 
 
 # -- costs ----------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The operator's ``call`` command: a function run on the training thread at an iteration boundary."""
+"""The loop's ``call`` command: a function run on the training thread at an iteration boundary."""
 
 from __future__ import annotations
 
@@ -10,18 +10,18 @@ import pytest
 
 from sigma_core import config as run_config
 from sigma_core.errors import SigmaError
-from sigma_core.operators import SingleWorkerOperator, State
+from sigma_core import Loop, State
 from sigma_core.run import build_run
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-def operator(epochs=100_000) -> SingleWorkerOperator:
+def loop(epochs=100_000) -> Loop:
     raw = tomllib.loads((EXAMPLES / "iris.toml").read_text())
     raw["training"]["epochs"] = epochs
     run = build_run(run_config.validate(raw))
     run.trainer.initialise(run.handler)
-    return SingleWorkerOperator(run.trainer, epochs=epochs)
+    return Loop(run.trainer, epochs=epochs)
 
 
 def where(trainer):
@@ -30,7 +30,7 @@ def where(trainer):
 
 
 def test_a_call_runs_on_the_training_thread_while_running_and_while_paused():
-    op = operator()
+    op = loop()
     trainer = op.trainer
     op.start()
     try:
@@ -49,7 +49,7 @@ def test_a_call_runs_on_the_training_thread_while_running_and_while_paused():
 
 
 def test_a_failing_call_hands_its_error_back_and_training_goes_on():
-    op = operator()
+    op = loop()
     op.start()
     try:
         future = op.command("call", fn=lambda: 1 / 0)
@@ -64,7 +64,7 @@ def test_a_failing_call_hands_its_error_back_and_training_goes_on():
 
 
 def test_a_cancelled_call_is_skipped_and_without_a_run_a_call_runs_at_once():
-    op = operator(epochs=2)
+    op = loop(epochs=2)
     op.start()
     op.signal_pause()
     assert op.wait_for_state_changed(10)
@@ -80,7 +80,7 @@ def test_a_cancelled_call_is_skipped_and_without_a_run_a_call_runs_at_once():
 
 
 def test_a_call_sent_as_the_run_ends_still_runs():
-    op = operator(epochs=1)
+    op = loop(epochs=1)
     ran = threading.Event()
     op.start()
     op.command("call", fn=ran.set)
@@ -90,4 +90,4 @@ def test_a_call_sent_as_the_run_ends_still_runs():
 
 def test_call_needs_a_function_argument():
     with pytest.raises(SigmaError, match=r"unknown command 'call' with arguments \[\]"):
-        operator().command("call")
+        loop().command("call")

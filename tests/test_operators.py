@@ -1,4 +1,4 @@
-"""Operator states and signals (Sigma's worker rules), reset, and concurrent trainers in an environment."""
+"""The loop's states and signals (Sigma's worker rules), commands, reset, and concurrent trainers."""
 
 from __future__ import annotations
 
@@ -10,12 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sigma_core import ConfigError, Loop, SigmaError, SingleWorker, State
 from sigma_core import config as run_config
-from sigma_core.environment import Environment
-from sigma_core.errors import SigmaError
-from sigma_core.hooks import Hook, after, every
-from sigma_core.monitors import Monitor
-from sigma_core.operators import SingleWorkerOperator, State
+from sigma_core.hooks import Hook
 from sigma_core.run import build_run
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -31,18 +28,45 @@ def iris_run(epochs=3, name="iris", seed=0):
 
 
 class Events(Hook):
-    """Records which time scale fired, with the trainer's counters and the thread it ran on."""
+    """Records the start, pause, resume, reset and stop events, with the trainer's counters and the thread."""
 
-    def __init__(self, scale, log):
-        super().__init__(every(1, scale), parameters={"scale": scale})
-        self.scale, self.log = scale, log
+    def __init__(self, log):
+        self.log = log
 
-    def invoke(self, registry, resolver):
-        self.log.append((self.scale, registry["epoch"], registry["total_iterations"], threading.current_thread()))
+    def _record(self, event):
+        values = self.run.values
+        self.log.append((event, values["epoch"], values["total_iterations"], threading.current_thread()))
+
+    def on_start(self):
+        self._record("start")
+
+    def on_pause(self):
+        self._record("pause")
+
+    def on_resume(self):
+        self._record("resume")
+
+    def on_reset(self):
+        self._record("reset")
+
+    def on_stop(self):
+        self._record("stop")
 
 
 def events_hooks(log):
-    return [Events(scale, log) for scale in ("start", "pause", "resume", "reset", "stop")]
+    return [Events(log)]
+
+
+class AtIteration(Hook):
+    """Calls ``act(hook)`` once, after the run's ``at``-th iteration (counted over resets)."""
+
+    def __init__(self, at, act):
+        self.at, self.act, self.seen = at, act, 0
+
+    def on_iteration(self):
+        self.seen += 1
+        if self.seen == self.at:
+            self.act(self)
 
 
 def parameters(trainer) -> dict:
@@ -58,48 +82,48 @@ def assert_same(first: dict, second: dict):
 def test_state_rules_pause_resume_stop_from_another_thread():
     log = []
     run = iris_run(epochs=100_000)
-    operator = SingleWorkerOperator(run.trainer, epochs=run.epochs, hooks=events_hooks(log))
-    assert operator.state is State.NONE
+    loop = Loop(run.trainer, epochs=run.epochs, hooks=events_hooks(log))
+    assert loop.state is State.NONE
     with pytest.raises(SigmaError, match="not running"):
-        operator.signal_pause()
-    operator.signal_stop()  # nothing to stop: ignored
-    assert operator.state is State.NONE
+        loop.signal_pause()
+    loop.signal_stop()  # nothing to stop: ignored
+    assert loop.state is State.NONE
 
-    operator.start()
-    operator.start()  # ignored while running
-    assert operator.wait_for_state_changed(10) and operator.state is State.RUNNING
+    loop.start()
+    loop.start()  # ignored while running
+    assert loop.wait_for_state_changed(10) and loop.state is State.RUNNING
 
-    operator.signal_pause()
-    assert operator.wait_for_state_changed(10) and operator.state is State.PAUSED
+    loop.signal_pause()
+    assert loop.wait_for_state_changed(10) and loop.state is State.PAUSED
     with pytest.raises(SigmaError, match="paused; resume it"):
-        operator.start()
-    operator.signal_pause()  # ignored while paused
+        loop.start()
+    loop.signal_pause()  # ignored while paused
     frozen = run.trainer.total_iterations
     cpu = time.process_time()
     time.sleep(0.3)
     assert run.trainer.total_iterations == frozen  # blocked at an iteration boundary
     assert time.process_time() - cpu < 0.1  # waiting on a condition, not spinning
 
-    operator.signal_resume()
-    operator.signal_resume()  # ignored while running
-    assert operator.wait_for_state_changed(10) and operator.state is State.RUNNING
+    loop.signal_resume()
+    loop.signal_resume()  # ignored while running
+    assert loop.wait_for_state_changed(10) and loop.state is State.RUNNING
     deadline = time.monotonic() + 10
     while run.trainer.total_iterations == frozen and time.monotonic() < deadline:
         time.sleep(0.01)
     assert run.trainer.total_iterations > frozen
 
-    operator.signal_stop()
-    operator.signal_stop()  # repeated stop: ignored
-    assert operator.wait_for_state_changed(10) and operator.state is State.STOPPED
-    operator.join()
+    loop.signal_stop()
+    loop.signal_stop()  # repeated stop: ignored
+    assert loop.wait_for_state_changed(10) and loop.state is State.STOPPED
+    loop.join()
     with pytest.raises(SigmaError, match="stopped, not running"):
-        operator.signal_pause()
+        loop.signal_pause()
     with pytest.raises(SigmaError, match="stopped, not paused"):
-        operator.signal_resume()
+        loop.signal_resume()
 
     # every hook ran on the training thread, once per transition, in order
-    assert [scale for scale, *_ in log] == ["start", "pause", "resume", "stop"]
-    assert {thread for *_, thread in log} == {operator._thread}
+    assert [event for event, *_ in log] == ["start", "pause", "resume", "stop"]
+    assert {thread for *_, thread in log} == {loop._thread}
     (_, _, paused_at, _), (_, _, resumed_at, _) = log[1], log[2]
     assert paused_at == resumed_at == frozen
 
@@ -107,61 +131,58 @@ def test_state_rules_pause_resume_stop_from_another_thread():
 def test_stop_while_paused_ends_the_run_without_a_resume():
     log = []
     run = iris_run(epochs=100_000)
-    operator = SingleWorkerOperator(run.trainer, epochs=run.epochs, hooks=events_hooks(log))
-    operator.start()
-    operator.signal_pause()
-    assert operator.wait_for_state_changed(10)
-    operator.signal_stop()
-    operator.join(10)
-    assert operator.state is State.STOPPED
-    assert [scale for scale, *_ in log] == ["start", "pause", "stop"]
+    loop = Loop(run.trainer, epochs=run.epochs, hooks=events_hooks(log))
+    loop.start()
+    loop.signal_pause()
+    assert loop.wait_for_state_changed(10)
+    loop.signal_stop()
+    loop.join(10)
+    assert loop.state is State.STOPPED
+    assert [event for event, *_ in log] == ["start", "pause", "stop"]
 
 
 def test_restart_after_stop_continues_from_the_current_epoch():
     run = iris_run(epochs=4)
 
     class StopAtEpoch2(Hook):
-        def invoke(self, registry, resolver):
-            self.operator.signal_stop()
+        def on_epoch(self, report):
+            if report.epoch == 2:
+                self.run.command("stop")
 
-    operator = SingleWorkerOperator(run.trainer, epochs=run.epochs, hooks=[StopAtEpoch2(after(2, "epoch"))])
-    assert [r.epoch for r in operator.run()] == [1, 2]
-    operator.start()
-    assert [r.epoch for r in operator.join(30)] == [1, 2, 3, 4]
+    loop = Loop(run.trainer, epochs=run.epochs, hooks=[StopAtEpoch2()])
+    assert [r.epoch for r in loop.run()] == [1, 2]
+    loop.start()
+    assert [r.epoch for r in loop.join(30)] == [1, 2, 3, 4]
 
 
 def test_reset_restores_the_initial_parameters_and_repeats_the_run_bit_for_bit():
     log = []
     run = iris_run(epochs=2)
     initial = parameters(run.trainer)
-    operator = SingleWorkerOperator(run.trainer, epochs=run.epochs, hooks=events_hooks(log))
-    first = [report.cost for report in operator.run()]
+    loop = Loop(run.trainer, epochs=run.epochs, hooks=events_hooks(log))
+    first = [report.cost for report in loop.run()]
     trained = parameters(run.trainer)
 
-    operator.signal_reset()  # not running: resets now, on this thread
+    loop.signal_reset()  # not running: resets now, on this thread (no run, so no hook hears it)
     assert run.trainer.epoch == run.trainer.iteration == run.trainer.total_iterations == 0
     assert_same(parameters(run.trainer), initial)
-    assert operator.reports == [] and log[-1][:3] == ("reset", 0, 0)
+    assert loop.reports == [] and log[-1][0] == "stop"
 
-    second = [report.cost for report in operator.run()]
+    second = [report.cost for report in loop.run()]
     assert second == first
     assert_same(parameters(run.trainer), trained)
 
 
 def test_reset_during_a_run_restarts_training_from_epoch_0():
-    class ResetOnce(Hook):
-        def invoke(self, registry, resolver):
-            self.operator.signal_reset()
-
     log = []
     reference = iris_run(epochs=3)
-    expected = [report.cost for report in SingleWorkerOperator(reference.trainer, epochs=3).run()]
+    expected = [report.cost for report in Loop(reference.trainer, epochs=3).run()]
 
     run = iris_run(epochs=3)
-    operator = SingleWorkerOperator(run.trainer, epochs=3,
-                                    hooks=[ResetOnce(after(40, "iteration")), *events_hooks(log)])
-    reports = operator.run()
-    assert [scale for scale, *_ in log] == ["start", "reset", "stop"]
+    loop = Loop(run.trainer, epochs=3, hooks=[AtIteration(40, lambda hook: hook.run.command("reset")),
+                                              *events_hooks(log)])
+    reports = loop.run()
+    assert [event for event, *_ in log] == ["start", "reset", "stop"]
     assert [report.epoch for report in reports] == [1, 2, 3]  # the interrupted epoch 2 is forgotten
     assert [report.cost for report in reports] == expected
     assert_same(parameters(run.trainer), parameters(reference.trainer))
@@ -170,27 +191,17 @@ def test_reset_during_a_run_restarts_training_from_epoch_0():
 def test_reset_while_paused_stays_paused():
     log = []
     run = iris_run(epochs=100_000)
-    operator = SingleWorkerOperator(run.trainer, epochs=run.epochs, hooks=events_hooks(log))
-    operator.start()
+    loop = Loop(run.trainer, epochs=run.epochs, hooks=events_hooks(log))
+    loop.start()
     time.sleep(0.05)
-    operator.signal_pause()
-    assert operator.wait_for_state_changed(10)
-    operator.signal_reset()
-    assert operator.wait_for_state_changed(10) and operator.state is State.PAUSED
+    loop.signal_pause()
+    assert loop.wait_for_state_changed(10)
+    loop.signal_reset()
+    assert loop.wait_for_state_changed(10) and loop.state is State.PAUSED
     assert run.trainer.total_iterations == 0 and log[-1][0] == "reset"
-    operator.signal_stop()
-    operator.join(10)
-    assert [scale for scale, *_ in log] == ["start", "pause", "reset", "stop"]
-
-
-class _PauseAt(Monitor):
-    def __init__(self, at):
-        super().__init__()
-        self.name, self.every, self.at = "pause", 1, at
-
-    def on_iteration(self):
-        if self.values["total_iterations"] == self.at:
-            self.operator.signal_pause()
+    loop.signal_stop()
+    loop.join(10)
+    assert [event for event, *_ in log] == ["start", "pause", "reset", "stop"]
 
 
 @pytest.mark.parametrize("where", ["mid-epoch", "last iteration of an epoch"])
@@ -198,94 +209,115 @@ def test_a_step_while_paused_trains_exactly_one_iteration(where):
     run = iris_run(epochs=100)
     per_epoch = len(run.trainer.training_iterator)
     at = per_epoch - 1 if where == "mid-epoch" else per_epoch  # the epoch boundary comes between pause and step
-    operator = SingleWorkerOperator(run.trainer, epochs=100, monitors=[_PauseAt(at)])
-    operator.start()
-    while operator.state is not State.PAUSED:
-        assert operator.wait_for_state_changed(30)
+    loop = Loop(run.trainer, epochs=100, hooks=[AtIteration(at, lambda hook: hook.run.command("pause"))])
+    loop.start()
+    while loop.state is not State.PAUSED:
+        assert loop.wait_for_state_changed(30)
     assert run.trainer.total_iterations == at
-    operator.command("step")
-    assert operator.wait_for_state_changed(30) and operator.state is State.PAUSED
+    loop.command("step")
+    assert loop.wait_for_state_changed(30) and loop.state is State.PAUSED
     assert run.trainer.total_iterations == at + 1
-    operator.signal_stop()
-    operator.join(30)
+    loop.signal_stop()
+    loop.join(30)
 
 
 def test_an_error_on_the_training_thread_is_raised_by_join():
-    class Boom(Hook):
-        def invoke(self, registry, resolver):
-            raise RuntimeError("boom")
+    def boom(hook):
+        raise SigmaError("boom")  # a hook's SigmaError ends the run (other errors only detach the hook)
 
     run = iris_run(epochs=2)
-    operator = SingleWorkerOperator(run.trainer, epochs=2, hooks=[Boom(after(3, "iteration"))])
-    operator.start()
-    with pytest.raises(RuntimeError, match="boom"):
-        operator.join(30)
-    assert operator.state is State.STOPPED
+    strategy = Recording(run.trainer)
+    loop = Loop(run.trainer, strategy, epochs=2, hooks=[AtIteration(3, boom)])
+    loop.start()
+    with pytest.raises(SigmaError, match="boom"):
+        loop.join(30)
+    assert loop.state is State.STOPPED
+    assert strategy.calls[0] == "setup" and strategy.calls[-1] == "teardown"  # torn down after the error too
 
 
-# --- environments ---------------------------------------------------------------------
+# --- the strategy ----------------------------------------------------------------------------
 
 
-def test_environment_trains_two_trainers_concurrently_as_they_would_alone():
+class Recording(SingleWorker):
+    """The single worker, recording what the loop asks of it."""
+
+    def __init__(self, trainer):
+        super().__init__(trainer)
+        self.calls = []
+
+    def setup(self, loop):
+        self.calls.append("setup")
+
+    def step(self, batch):
+        self.calls.append("step")
+        return super().step(batch)
+
+    def merge(self):
+        self.calls.append("merge")
+
+    def reset(self):
+        self.calls.append("reset")
+
+    def teardown(self):
+        self.calls.append("teardown")
+
+
+def test_the_loop_asks_its_strategy_for_every_step_a_merge_per_epoch_and_a_reset():
+    run = iris_run(epochs=2)
+    per_epoch = len(run.trainer.training_iterator)
+    strategy = Recording(run.trainer)
+    loop = Loop(run.trainer, strategy, epochs=2, hooks=[AtIteration(3, lambda hook: hook.run.command("reset"))])
+    reports = loop.run()
+    epoch = ["step"] * per_epoch + ["merge"]
+    # the reset abandons the first epoch after 3 steps: merged, then reset; then two whole epochs
+    assert strategy.calls == ["setup", *["step"] * 3, "merge", "reset", *epoch, *epoch, "teardown"]
+    assert [report.epoch for report in reports] == [1, 2] and run.trainer.total_iterations == 2 * per_epoch
+
+
+def test_a_strategy_of_another_trainer_is_refused():
+    first, second = iris_run(name="a"), iris_run(name="b")
+    with pytest.raises(SigmaError, match="loop of trainer 'a': its strategy was built for trainer 'b'"):
+        Loop(first.trainer, SingleWorker(second.trainer), epochs=1)
+
+
+def test_extend_trains_more_epochs_than_planned():
+    run = iris_run(epochs=1)
+    loop = Loop(run.trainer, epochs=1, hooks=[AtIteration(2, lambda hook: hook.run.command("extend", epochs=2))])
+    assert [report.epoch for report in loop.run()] == [1, 2, 3] and loop.epochs == 3
+    loop.command("extend", epochs=1)  # no run: at once
+    assert loop.epochs == 4
+    with pytest.raises(ConfigError, match=r"^extend: epochs: expected an integer >= 1, got 0$"):
+        loop.command("extend", epochs=0)
+    with pytest.raises(SigmaError, match=r"unknown command 'extend' with arguments \['by'\]"):
+        loop.command("extend", by=2)
+
+
+# --- concurrent trainers -------------------------------------------------------------------
+
+
+def test_two_loops_train_concurrently_as_they_would_alone():
     alone = {}
     for name, seed in (("a", 0), ("b", 1)):
         run = iris_run(epochs=3, name=name, seed=seed)
-        alone[name] = ([r.cost for r in SingleWorkerOperator(run.trainer, epochs=3).run()], parameters(run.trainer))
+        alone[name] = ([r.cost for r in Loop(run.trainer, epochs=3).run()], parameters(run.trainer))
 
     threads = {}
 
     class WhichThread(Hook):
-        def invoke(self, registry, resolver):
-            threads.setdefault(registry["trainer"]["name"], set()).add(threading.current_thread())
+        def on_iteration(self):
+            threads.setdefault(self.run.name, set()).add(threading.current_thread())
 
-    environment = Environment()
     runs = {name: iris_run(epochs=3, name=name, seed=seed) for name, seed in (("a", 0), ("b", 1))}
-    for run in runs.values():
-        environment.add_trainer(run.trainer, run.handler, epochs=3, hooks=[WhichThread(every(1, "iteration"))])
-    results = environment.run(concurrent=True)
+    loops = {name: Loop(run.trainer, epochs=3, hooks=[WhichThread()]) for name, run in runs.items()}
+    for loop in loops.values():
+        loop.start()
+    results = {name: loop.join(60) for name, loop in loops.items()}
     for name, run in runs.items():
         assert [r.cost for r in results[name]] == alone[name][0]
         assert_same(parameters(run.trainer), alone[name][1])
-    assert all(operator.state is State.STOPPED for operator in environment.operators.values())
+    assert all(loop.state is State.STOPPED for loop in loops.values())
     assert len(threads["a"]) == len(threads["b"]) == 1 and threads["a"] != threads["b"]
     assert threading.main_thread() not in threads["a"] | threads["b"]
-
-
-def test_concurrent_trainers_must_not_share_a_handler():
-    environment = Environment()
-    first, second = iris_run(name="a"), iris_run(name="b")
-    environment.add_trainer(first.trainer, first.handler, epochs=1)
-    second.trainer.handler = None
-    environment.add_trainer(second.trainer, first.handler, epochs=1)
-    with pytest.raises(SigmaError, match="trainers 'a' and 'b' share a handler"):
-        environment.run(concurrent=True)
-
-
-def test_a_failing_concurrent_trainer_is_named_after_every_trainer_finished():
-    class Boom(Hook):
-        def invoke(self, registry, resolver):
-            raise RuntimeError("boom")
-
-    environment = Environment()
-    runs = {name: iris_run(name=name, epochs=2) for name in ("a", "b")}
-    environment.add_trainer(runs["a"].trainer, runs["a"].handler, epochs=2)
-    environment.add_trainer(runs["b"].trainer, runs["b"].handler, epochs=2, hooks=[Boom(after(2, "iteration"))])
-    with pytest.raises(SigmaError, match="trainer 'b' failed: boom"):
-        environment.run(concurrent=True)
-    assert runs["a"].trainer.epoch == 2
-
-
-class _StopAfter(Monitor):
-    """A monitor that sends stop after ``n`` iterations."""
-
-    def __init__(self, n):
-        super().__init__()
-        self.n, self.seen = n, 0
-
-    def on_iteration(self):
-        self.seen += 1
-        if self.seen == self.n:
-            self.command("stop")
 
 
 def test_a_run_stopped_mid_epoch_finishes_that_epoch_when_started_again():
@@ -300,10 +332,10 @@ def test_a_run_stopped_mid_epoch_finishes_that_epoch_when_started_again():
     iterator = MinibatchIterator(load_sklearn("digits"), 120, seed=0)
     trainer = Trainer(Network(Input(64) + Dense(10) + SoftmaxCE()), GradientDescent(0.01), iterator)
     trainer.initialise(create_handler("numpy", seed=0))
-    operator = SingleWorkerOperator(trainer, epochs=2)
-    operator.attach_monitor(_StopAfter(5))
-    operator.run()
+    loop = Loop(trainer, epochs=2)
+    loop.attach_hook(AtIteration(5, lambda hook: hook.run.command("stop")))
+    loop.run()
     assert (trainer.epoch, trainer.iteration, trainer.in_epoch) == (0, 5, True)
-    reports = operator.run()
+    reports = loop.run()
     assert [(r.epoch, r.iterations) for r in reports] == [(1, len(iterator)), (2, len(iterator))]
     assert trainer.total_iterations == 2 * len(iterator)

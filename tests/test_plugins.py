@@ -192,14 +192,14 @@ def test_check_reports_unavailability_and_a_raising_check_is_unavailable(fake_si
                     raise OSError("driver missing")
 
                 @hookimpl
-                def register_monitors(register):
+                def register_hooks(register):
                     register("never", object, check=lambda: (False, "no display"))
                     register("broken", object, check=boom)
             """
         },
     )
-    assert plugins.get("monitor", "never").availability() == (False, "no display")
-    assert plugins.get("monitor", "broken").availability() == (False, "check failed: OSError: driver missing")
+    assert plugins.get("hook", "never").availability() == (False, "no display")
+    assert plugins.get("hook", "broken").availability() == (False, "check failed: OSError: driver missing")
 
 
 def test_unknown_component_lists_the_names_of_that_kind():
@@ -207,7 +207,8 @@ def test_unknown_component_lists_the_names_of_that_kind():
         plugins.get("handler", "numpyy")
     message = str(caught.value)
     assert message.startswith("unknown handler 'numpyy' (did you mean 'numpy'? available: ")
-    assert "numpy" in message.rpartition("available: ")[2].rstrip(")").split(", ")
+    available, _, hint = message.rpartition("available: ")[2].partition(")")
+    assert "numpy" in available.split(", ") and "README" in hint  # the core names no plugin distribution itself
     assert isinstance(caught.value, SigmaError)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import struct
 from pathlib import Path
 
 import numpy as np
@@ -54,14 +53,12 @@ def test_predict_reproduces_the_accuracy_eval_reports(trained, capsys, tmp_path)
     assert probabilities.shape == (len(labels), 10) and np.mean(probabilities.argmax(1) == labels) == reported
 
 
-def test_predict_reads_csv_idx_npz_and_json_rows(trained, capsys, tmp_path, monkeypatch):
+def test_predict_reads_csv_npz_and_json_rows(trained, capsys, tmp_path, monkeypatch):
     checkpoint, inputs, _ = trained
     expected = sigma_core.load(checkpoint, "numpy").predict(inputs[:5]).argmax(1).tolist()
     np.savetxt(tmp_path / "x.csv", inputs[:5], delimiter=",")
     np.savez(tmp_path / "x.npz", inputs=inputs[:5], targets=np.zeros(5))
-    (tmp_path / "x-idx3-ubyte").write_bytes(b"\0\0\x0d\x02" + struct.pack(">II", 5, 64)
-                                             + inputs[:5].astype(">f4").tobytes())
-    for source in ("x.csv", "x.npz", "x-idx3-ubyte"):
+    for source in ("x.csv", "x.npz"):
         status, out, err = sigma(capsys, "predict", checkpoint, tmp_path / source, "--format", "json", "--top", "2")
         assert status == 0, err
         rows = [json.loads(line) for line in out.splitlines()]

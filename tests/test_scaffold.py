@@ -13,7 +13,7 @@ from sigma_core.cli import main
 from sigma_core.cli.scaffold import KINDS
 
 OTHER_KINDS = [kind for kind in KINDS if kind != "layer"]
-TESTS = 11  # the other kinds' generated tests: activation 2, monitor 1, hook 1, command 2, extractor 2, initialiser 1, optimiser 2
+TESTS = 10  # the other kinds' generated tests: activation 2, hook 1, command 2, extractor 2, initialiser 1, optimiser 2
 
 
 def install(tmp_path, *plugins):
@@ -36,6 +36,7 @@ def test_a_new_layer_plugin_installs_passes_its_tests_and_trains(tmp_path, capsy
     assert sorted(p.relative_to(plugin).as_posix() for p in plugin.rglob("*") if p.is_file()) == [
         "README.md", "pyproject.toml", "src/sigmann_demo/__init__.py", "tests/test_demo.py"]
     assert 'demo = "sigmann_demo"' in (plugin / "pyproject.toml").read_text()
+    assert 'test = ["sigmann-testing"]' in (plugin / "pyproject.toml").read_text()  # the kit its tests use, and pytest
     assert 'check_layer("demo"' in (plugin / "tests" / "test_demo.py").read_text()
     env = install(tmp_path, plugin)
     tests = run(["-m", "pytest", "-q", "-p", "no:cacheprovider"], plugin, env)
@@ -90,7 +91,7 @@ def test_every_other_kind_installs_and_passes_its_tests(tmp_path, capsys):
 def test_bad_requests_are_one_line_and_status_2(tmp_path, capsys):
     (tmp_path / "sigmann-taken").mkdir()
     cases = {("layr", "demo"): "error: unknown plugin kind 'layr'; sigma plugin new writes: "
-                               "layer, activation, monitor, hook, command, extractor, initialiser, optimiser",
+                               "layer, activation, hook, command, extractor, initialiser, optimiser",
              ("layer", "Demo"): "error: plugin name 'Demo': use lowercase letters, digits and _, starting with a letter "
                                 "(it names the component and the Python module), and not a Python keyword",
              ("layer", "class"): "error: plugin name 'class': use lowercase letters, digits and _, starting with a "

@@ -25,7 +25,7 @@ from sigma_core.constructs import Dense, Input, SquaredDifference
 from sigma_core.data import MinibatchIterator, from_arrays
 from sigma_core.errors import NonFiniteError
 from sigma_core.handlers.numpy_handler import NumpyHandler
-from sigma_core.hooks.savers import CheckpointHook
+from sigma_core import CheckpointHook
 from sigma_core.network import Network
 from sigma_core.optimisers import optimiser_from_config
 from sigma_core.trainer import Trainer

@@ -13,13 +13,11 @@ import time
 import zipfile
 from pathlib import Path
 
-import numpy
 import pytest
 
 from sigma_core.atomic import PARTIAL, remove_stale
 from sigma_core.checkpoint import checkpoints, directory_lock, latest_checkpoint, load_checkpoint
 from sigma_core.cli import main
-from sigma_core.data import build_blocks
 from sigma_core.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,7 +103,7 @@ def no_training(monkeypatch):
     def forbidden(self, *args, **kwargs):
         raise AssertionError("training started")
 
-    monkeypatch.setattr(Trainer, "run_epoch", forbidden)
+    monkeypatch.setattr(Trainer, "open_epoch", forbidden)
 
 
 # -- item 8: leftovers and locks -----------------------------------------------------------------------------
@@ -130,16 +128,6 @@ def test_a_write_killed_midway_leaves_a_leftover_that_the_next_run_removes(tmp_p
     assert code == 0, err
     assert not leftover.exists() and live.exists()
     assert not list(directory.glob(f"*{PARTIAL}{writer.pid}-*"))
-
-
-def test_stale_block_cache_folders_are_removed_when_blocks_are_built(tmp_path):
-    stale = tmp_path / f".old-cache{PARTIAL}{dead_pid()}-0123abcd"
-    live = tmp_path / f".other-cache{PARTIAL}{os.getpid()}-0123abcd"
-    for folder in (stale, live):
-        folder.mkdir()
-        (folder / "block-00000.inputs.npy").write_bytes(b"partial")
-    build_blocks([{"inputs": numpy.zeros((4, 2))}], tmp_path / "cache", block_records=2)
-    assert not stale.exists() and live.exists()
 
 
 def test_a_second_run_on_a_locked_checkpoint_directory_gets_one_line(tmp_path, capsys, no_training):

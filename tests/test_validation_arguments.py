@@ -82,13 +82,13 @@ def test_a_plugin_component_built_by_name_goes_through_the_same_check(fake_site)
                         self.rate, self.every = rate, every
 
                 @hookimpl
-                def register_monitors(register):
+                def register_hooks(register):
                     register("ruled", Ruled)
             """
         },
     )
-    assert plugins.build("monitor", {"type": "ruled", "rate": 1}).rate == 1
-    with pytest.raises(ConfigError, match=r"monitors\[0\].rate: expected a finite number in \(0, 1\], got 1.5"):
-        plugins.build("monitor", {"type": "ruled", "rate": 1.5}, where="monitors[0]")
-    with pytest.raises(ConfigError, match=r"monitors\[0\].every: expected an integer, got 2.5"):
-        plugins.build("monitor", {"type": "ruled", "every": 2.5}, where="monitors[0]")
+    assert plugins.build("hook", {"type": "ruled", "rate": 1}).rate == 1
+    with pytest.raises(ConfigError, match=r"hooks\[0\].rate: expected a finite number in \(0, 1\], got 1.5"):
+        plugins.build("hook", {"type": "ruled", "rate": 1.5}, where="hooks[0]")
+    with pytest.raises(ConfigError, match=r"hooks\[0\].every: expected an integer, got 2.5"):
+        plugins.build("hook", {"type": "ruled", "every": 2.5}, where="hooks[0]")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
-import struct
 import tracemalloc
 import zipfile
 
@@ -11,12 +9,8 @@ import numpy as np
 import pytest
 
 from sigma_core import cli, memory
-from sigma_core.data import DataError, dataset_from_config, load_idx, load_npz, load_numpy, read_csv, read_idx
-from sigma_core.data import csv_extractor, idx, numpy_files
-
-
-def idx_bytes(code: int, shape, payload: bytes) -> bytes:
-    return bytes([0, 0, code, len(shape)]) + struct.pack(f">{len(shape)}I", *shape) + payload
+from sigma_core.data import DataError, dataset_from_config, load_npz, load_numpy, read_csv
+from sigma_core.data import csv_extractor, numpy_files
 
 
 def npy_header(shape, dtype="<f8") -> bytes:
@@ -42,7 +36,7 @@ def peak_bytes(function) -> int:
 # --- unreadable files and directories -------------------------------------------------------
 
 
-@pytest.mark.parametrize("load", [load_numpy, read_idx, lambda path: list(read_csv(path))])
+@pytest.mark.parametrize("load", [load_numpy, lambda path: list(read_csv(path))])
 def test_a_directory_where_a_file_belongs_is_named(tmp_path, load):
     folder = tmp_path / "data.bin"
     folder.mkdir()
@@ -50,8 +44,7 @@ def test_a_directory_where_a_file_belongs_is_named(tmp_path, load):
         load(folder)
 
 
-@pytest.mark.parametrize("module, load", [(numpy_files, load_numpy), (idx, read_idx),
-                                          (csv_extractor, lambda path: list(read_csv(path)))])
+@pytest.mark.parametrize("module, load", [(numpy_files, load_numpy), (csv_extractor, lambda path: list(read_csv(path)))])
 def test_a_permission_error_is_named(tmp_path, monkeypatch, module, load):
     # Tests run as root, who may read anything: fail the open as a locked file would.
     def locked(path, *args, **kwargs):
@@ -117,27 +110,6 @@ def test_an_array_larger_than_the_memory_available_is_refused(tmp_path, monkeypa
         load_numpy(tmp_path / "big.npy")
 
 
-# --- IDX ------------------------------------------------------------------------------------
-
-
-def test_idx_dimensions_that_overflow_int64_are_counted_exactly_and_allocate_nothing(tmp_path):
-    path = tmp_path / "huge-idx"
-    path.write_bytes(idx_bytes(0x0E, (2**32 - 1,) * 3, bytes(64)))
-    needed = (2**32 - 1) ** 3 * 8
-    assert needed > 2**63
-    with pytest.raises(DataError, match=rf"huge-idx is truncated: shape .* of float64 needs {needed} data bytes .* found 64"):
-        read_idx(path)
-    assert peak_bytes(lambda: read_idx(path)) < 1_000_000
-
-
-def test_a_gzipped_idx_claiming_more_than_deflate_can_hold_is_refused_unread(tmp_path):
-    path = tmp_path / "bomb-idx.gz"
-    path.write_bytes(gzip.compress(idx_bytes(0x08, (10**9,), bytes(1000))))
-    with pytest.raises(DataError, match=r"bomb-idx.gz is truncated: .* needs 1000000000 data bytes .* found at most \d+ "
-                                        r"\(the most a \d+-byte gzip holds\)"):
-        read_idx(path)
-
-
 # --- non-finite values ---------------------------------------------------------------------------
 
 
@@ -150,15 +122,11 @@ def test_a_nan_cell_in_a_csv_names_the_file_and_line_unless_allowed(tmp_path):
     assert np.isnan(allowed.section("inputs")[1, 1])
 
 
-def test_non_finite_npy_and_idx_values_are_refused_unless_allowed(tmp_path):
+def test_non_finite_npy_values_are_refused_unless_allowed(tmp_path):
     np.save(tmp_path / "x.npy", np.array([[1.0, 2.0], [np.inf, 4.0]]))
     with pytest.raises(DataError, match=r"x.npy: the array holds inf at index \[1, 0\]"):
         load_numpy(tmp_path / "x.npy")
     assert load_numpy(tmp_path / "x.npy", allow_non_finite=True).section("inputs")[1, 0] == np.inf
-    (tmp_path / "f-idx").write_bytes(idx_bytes(0x0D, (2,), struct.pack(">2f", 1.0, float("nan"))))
-    with pytest.raises(DataError, match=r"IDX file .*f-idx holds nan at index \[1\]"):
-        load_idx(tmp_path / "f-idx")
-    assert np.isnan(load_idx(tmp_path / "f-idx", allow_non_finite=True).section("inputs")[1])
 
 
 def test_sigma_train_on_a_bad_data_file_prints_one_line(tmp_path, capsys):

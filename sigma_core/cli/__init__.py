@@ -20,9 +20,9 @@ from sigma_core import __version__
 from sigma_core.errors import ComponentClashError, SigmaError, one_line
 from sigma_core.plugins import components
 
-from . import evaluate, explain, export, options, plugins, predict, scaffold, summary, train
+from . import evaluate, export, options, plugins, predict, scaffold, summary, train
 
-SUBCOMMANDS = (plugins, train, summary, evaluate, predict, export, scaffold, explain)
+SUBCOMMANDS = (plugins, train, summary, evaluate, predict, export, scaffold)
 
 
 def main(argv: list[str] | None = None) -> int:

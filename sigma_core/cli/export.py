@@ -1,4 +1,9 @@
-"""``sigma export``: a checkpoint's network as a portable file of weights and architecture."""
+"""``sigma export``: a checkpoint's network as a portable file, in a format from the exporter table.
+
+``safetensors`` (weights, with the layer list as metadata) is built in;
+``onnx`` comes from ``sigmann-onnx``; any plugin may register another
+(:func:`sigma_core.hookspecs.register_exporters`).
+"""
 
 from __future__ import annotations
 
@@ -9,25 +14,27 @@ from . import options
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "export", parents=[options.DEBUG], help="export a checkpoint's network (safetensors, ONNX)",
+        "export", parents=[options.DEBUG], help="export a checkpoint's network (safetensors, ONNX, ...)",
         description="Write a checkpoint's parameters as safetensors, with the layer list as JSON metadata "
-        "(sigma predict and sigma_core.load read it back), or its inference graph as ONNX (input 'inputs', "
-        "outputs 'predictions' and, for softmax_ce, 'probabilities'), for networks of dense, elementwise, dropout, "
-        "concatenate and add layers: an unsupported layer is an error that lists those that export.")
+        "(sigma predict and sigma_core.load read it back), or, with sigmann-onnx, its inference graph as ONNX "
+        "(input 'inputs', outputs 'predictions' and, for softmax_ce, 'probabilities'): a layer that does not export "
+        "is an error that lists those that do. Plugins may add formats.")
     parser.add_argument("checkpoint", help="checkpoint file (.ckpt)")
-    parser.add_argument("--format", choices=("safetensors", "onnx"), default="safetensors")
+    parser.add_argument("--format", default="safetensors",
+                        help="safetensors (default), onnx (with sigmann-onnx), or another installed exporter")
     parser.add_argument("--out", metavar="FILE", help="where to write (default: the checkpoint's name, new suffix)")
     parser.set_defaults(run=run_export)
 
 
 def run_export(args) -> int:
-    from sigma_core.checkpoint import load_checkpoint
-    from sigma_core.inference import export_onnx, export_safetensors
+    from sigma_core import plugins
+    from sigma_core.errors import SigmaError
 
+    formats = {c.name: c for c in plugins.components("exporter") if "/" not in c.name}  # "onnx/dense": a layer's part
+    if args.format not in formats:
+        hint = "; ONNX export is in sigmann-onnx: pip install sigmann-onnx" if args.format == "onnx" else ""
+        raise SigmaError(f"sigma export: unknown format {args.format!r} (installed: {', '.join(sorted(formats))}){hint}")
     out = Path(args.out or Path(args.checkpoint).with_suffix(f".{args.format}"))
-    if args.format == "onnx":
-        export_onnx(args.checkpoint, out)
-    else:
-        export_safetensors(load_checkpoint(args.checkpoint), out)
+    formats[args.format].load()(args.checkpoint, out)
     print(out)
     return 0

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import csv
+import functools
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -16,10 +16,11 @@ from . import options
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "predict", parents=[options.HANDLER, options.DEBUG], help="predict with a checkpoint or an exported network",
-        description="Run the network of a checkpoint (or a .safetensors export) on inputs as it saw them in training "
-        "(preprocessed alike): a .npy file, an .npz file (its array 'inputs', or its only one), a CSV file of numbers, "
-        "an IDX file (.gz too), or - for JSON rows on stdin (one array of rows, or one row per line); or image files "
-        "(.png, .jpg, ...: one record each, needs Pillow), fitted to the input's shape and preprocessed as the run's data.")
+        description="Run the network of a checkpoint (or a .safetensors export) on inputs as it saw them in training: "
+        "a .npy file, an .npz file (its array 'inputs', or its only one), a CSV file of numbers, or - for JSON rows on "
+        "stdin (one array of rows, or one row per line); or any file a plugin reads, by suffix (sigmann-images: .png, "
+        ".jpg, ... one record each, fitted to the input's shape and preprocessed as the run's data; sigmann-mnist: "
+        "IDX files).")
     parser.add_argument("checkpoint", help="checkpoint (.ckpt) or export (.safetensors)")
     parser.add_argument("inputs", nargs="+", help="input files (their records in order), or - for JSON on stdin")
     parser.add_argument("--format", choices=("csv", "json"), default="csv", help="how to print predictions (default csv)")
@@ -34,12 +35,13 @@ def run_predict(args) -> int:
     import numpy
 
     from sigma_core.atomic import atomic_write
-    from sigma_core.inference import class_probabilities, load
+    from sigma_core.data import Preprocessing
+    from sigma_core.inference import class_probabilities, load, saved_preprocess
 
     network = load(args.checkpoint, args.handler, dtype=args.dtype)
-    images = [source for source in args.inputs if Path(source).suffix.lower() in IMAGE_SUFFIXES]
-    pixels = dict(zip(images, read_images(images, network, args.checkpoint))) if images else {}
-    inputs = [pixels[source][None] if source in pixels else read_inputs(source, args.columns) for source in args.inputs]
+    # the run's saved preprocess steps, read once and only if a reader of raw files (images) needs them
+    preprocessing = functools.cache(lambda: Preprocessing(saved_preprocess(args.checkpoint)))
+    inputs = [read_inputs(source, args.columns, network, preprocessing) for source in args.inputs]
     if len({part.shape[1:] for part in inputs}) > 1:
         raise SigmaError(f"the inputs have different record shapes: {', '.join(str(p.shape[1:]) for p in inputs)}")
     inputs = numpy.concatenate(inputs)
@@ -65,11 +67,11 @@ def run_predict(args) -> int:
     return 0
 
 
-def read_inputs(source: str, columns: str):
-    """The input records of ``source`` as a NumPy array, with the core's plain-file extractors."""
+def read_inputs(source: str, columns: str, network, preprocessing):
+    """The input records of ``source`` as a NumPy array: the core's plain files, or a registered reader's."""
     import numpy
 
-    from sigma_core.data import load_numpy, read_csv, read_idx
+    from sigma_core.data import load_numpy, read_csv
 
     if source == "-":
         text = sys.stdin.read()
@@ -89,48 +91,31 @@ def read_inputs(source: str, columns: str):
         if "inputs" not in names and len(names) != 1:
             raise SigmaError(f"{path}: no array 'inputs' among {', '.join(names)}")
         return dataset.section("inputs" if "inputs" in names else names[0])
-    if path.suffix == ".csv" or path.suffixes[-2:] == [".csv", ".gz"]:
+    if path.suffix == ".csv":
         chunks = [chunk["inputs"] for chunk in read_csv(path, {"inputs": columns})]
         return numpy.concatenate(chunks) if chunks else numpy.empty((0,))
-    if "idx" in path.name or path.suffix in (".gz", ".ubyte"):
-        return read_idx(path)
-    raise SigmaError(f"{path}: unknown input format (use .npy, .npz, .csv, an IDX file, images, or - for JSON on stdin)")
+    return _reader(path)(path, network=network, preprocessing=preprocessing())
 
 
-def read_images(paths, network, saved):
-    """One record per image, converted and resized to the network's input: (pixels,) of a square greyscale
-    image, (height, width) greyscale, or (height, width, 1 | 3 | 4) channels; then the run's preprocessing."""
-    import numpy
+def reader_key(path: Path) -> str:
+    """What a reader is registered by: the suffix, or for a name without one its last ``-`` part
+    (``t10k-images-idx3-ubyte``: ``ubyte``)."""
+    name = path.name.lower()
+    return name.rpartition(".")[2] if "." in name else name.rpartition("-")[2]
 
-    from sigma_core.data import Dataset
-    from sigma_core.data.config import _steps
-    from sigma_core.inference import saved_preprocess
+
+def _reader(path: Path):
+    from sigma_core import plugins
+    from sigma_core.errors import UnknownComponentError
 
     try:
-        from PIL import Image
-    except ImportError:
-        raise SigmaError("reading images needs Pillow: pip install 'sigmann[images]'") from None
-    shape = next(layer.output_shape for layer in network.layers.values() if not layer.input_shapes)
-    side = math.isqrt(shape[0])
-    height, width, mode = {1: (side, side, "L"), 2: (*shape, "L")}.get(len(shape), (*shape[:2], _MODES.get(shape[-1])))
-    if mode is None or height * width * len(mode) != math.prod(shape):
-        raise SigmaError(f"{paths[0]}: images need a network input of (pixels of a square,), (height, width) or "
-                         f"(height, width, 1 | 3 | 4 channels); this network takes {shape}")
-    arrays = []
-    for path in paths:
-        try:
-            with Image.open(path) as image:
-                arrays.append(numpy.asarray(image.convert(mode).resize((width, height)), numpy.float64).reshape(shape))
-        except OSError as error:
-            raise SigmaError(f"{path}: cannot read it as an image ({error})") from None
-    dataset = Dataset({"inputs": numpy.stack(arrays)}, "images")
-    for step in _steps(saved_preprocess(saved)):
-        if step.statistics is not None:
-            raise SigmaError(f"{paths[0]}: the run's preprocess step {step.name!r} was fitted to its training data, which "
-                             "the checkpoint does not hold; give normalise an input_range, or predict on arrays")
-        dataset = dataset if step.name == "shuffle" else step.apply(dataset)
-    return dataset.section("inputs")
-
-
-IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".pgm", ".ppm"}
-_MODES = {1: "L", 3: "RGB", 4: "RGBA"}
+        component = plugins.get("reader", reader_key(path))
+    except UnknownComponentError:
+        readers = sorted(n for c in plugins.components("reader") for n in (c.name, *c.aliases))
+        raise SigmaError(f"{path}: unknown input format {reader_key(path)!r} (sigma predict reads .npy, .npz, .csv, "
+                         f"- for JSON on stdin{''.join(', .' + n for n in readers)}; images need sigmann-images, "
+                         "IDX files sigmann-mnist)") from None
+    available, reason = component.availability()
+    if not available:
+        raise SigmaError(f"{path}: the {component.name!r} reader of {component.distribution} cannot run here: {reason}")
+    return component.load()

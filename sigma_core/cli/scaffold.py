@@ -22,10 +22,9 @@ from . import options
 KINDS = {
     "layer": ("tanh(x · weights + biases)", 'In a run file: `[[network.layers]]` with `type = "$name"` and `size = 64`.'),
     "activation": ("x · sigmoid(x)", 'In a run file: `activation = "$name"` on a dense layer.'),
-    "monitor": ("stops a run once the epoch cost is below target",
-                'In a run file: `[[monitors]]` with `type = "$name"` and `target = 0.1`; or `sigma train RUN --monitor $name`.'),
-    "hook": ("learning rate × factor on every time step",
-             'In a run file: `[[hooks]]` with `type = "$name"`, `factor = 0.5` and `every = [2, "epoch"]`.'),
+    "hook": ("learning rate × factor every n epochs",
+             'In a run file: `[[hooks]]` with `type = "$name"`, `factor = 0.5` and `every = [2, "epoch"]`; '
+             'or `sigma train RUN --monitor $name`.'),
     "command": ("prints a checkpoint's epoch and parameter count", "On the command line: `sigma $name CHECKPOINT`."),
     "extractor": ("two Gaussian blobs of points", 'In a run file: `[data]` with `source = "$name"` and `n = 200`.'),
     "initialiser": ("uniform in ±scale/sqrt(fan in)", 'In a run file: `[initialisers]` with `"*.weights" = { type = "$name" }`.'),
@@ -50,6 +49,8 @@ def add_parser(subparsers) -> None:
 
 def run_new(args) -> int:
     kind, name = args.kind, args.name
+    if kind == "monitor":
+        raise SigmaError("monitors are hooks now: sigma plugin new hook NAME")
     if kind not in KINDS:
         raise SigmaError(f"unknown plugin kind {kind!r}; sigma plugin new writes: {', '.join(KINDS)}")
     if not NAME.fullmatch(name) or keyword.iskeyword(name):

@@ -14,7 +14,7 @@ from pathlib import Path
 from sigma_core import config as run_config
 from sigma_core.atomic import atomic_write
 from sigma_core.errors import SigmaError
-from sigma_core.monitors import Monitor, parse_monitor_option
+from sigma_core.hooks import Hook
 
 from . import options
 
@@ -30,11 +30,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--resume", metavar="CHECKPOINT|DIR|last",
                         help="continue exactly where a checkpoint left off: a file, or the newest valid one of this "
                         "run in DIR or (last) in the run file's checkpoint.directory")
-    parser.add_argument("--monitor", dest="monitors", action="append", default=[], metavar="NAME[:KEY=VALUE,...]",
-                        help="attach a monitor (see `sigma plugins`), e.g. --monitor metrics:every=10 (repeatable)")
+    parser.add_argument("--monitor", "--hook", dest="monitors", action="append", default=[], metavar="NAME[:KEY=VALUE,...]",
+                        help="attach a hook (see `sigma plugins`), e.g. --monitor metrics:every=10 (repeatable)")
     parser.add_argument("--quiet", action="store_true", help="no network summary, no progress bars")
-    parser.add_argument("--explain", action="store_true",
-                        help="print the recorded training step once it is recorded, as `sigma explain` does (stderr)")
     parser.set_defaults(run=run_train)
 
 
@@ -58,7 +56,7 @@ def run_train(args) -> int:
         run.resume(checkpoint)
     if not args.quiet:  # stderr: stdout holds only the result line
         print(run.trainer.network.summary(), file=sys.stderr)
-    summary = _train_guarded(args, run, _monitors(args, run))
+    summary = _train_guarded(args, run, _hooks(args, run))
     if summary is None:  # stopped by Ctrl-C
         return 130
     accuracy = "n/a" if summary["accuracy"] is None else f"{summary['accuracy']:.2%}"
@@ -91,14 +89,14 @@ def _checkpoint_to_resume(resume: str, cfg: dict):
     raise SigmaError(f"--resume {resume}: no valid checkpoint of run {cfg['name']!r} in {directory}")
 
 
-def _monitors(args, run) -> list:
-    """The ``--monitor`` monitors, plus the progress bars unless ``--quiet`` or the run file has them."""
-    from sigma_core.run import build_monitors
-    from .explain import ExplainOnce
-    specs = [parse_monitor_option(text) for text in args.monitors]
-    if not args.quiet and "progress" not in {monitor.name for monitor in run.monitors} | {s["type"] for s in specs}:
+def _hooks(args, run) -> list:
+    """The ``--monitor`` hooks, plus the progress bars unless ``--quiet`` or the run file has them."""
+    from sigma_core.hooks.tables import hooks_from_tables, parse_hook_option
+
+    specs = [parse_hook_option(text) for text in args.monitors]  # a plugin's option may add to it (--explain)
+    if not args.quiet and "progress" not in {hook.name for hook in run.hooks} | {s["type"] for s in specs}:
         specs.insert(0, {"type": "progress"})
-    return build_monitors(specs, where="--monitor") + ([ExplainOnce()] if args.explain else [])
+    return hooks_from_tables(specs, where="--monitor")
 
 
 def _refuse_unwritable(path: Path) -> None:
@@ -113,7 +111,7 @@ def _refuse_unwritable(path: Path) -> None:
         raise SigmaError(f"--out {path}: cannot write there ({reason})") from None
 
 
-def _train_guarded(args, run, monitors) -> dict | None:
+def _train_guarded(args, run, hooks) -> dict | None:
     """Train holding every checkpoint directory's lock; on Ctrl-C save, say how to resume, and return None.
 
     The first Ctrl-C stops the run at the next iteration boundary, the second
@@ -122,7 +120,7 @@ def _train_guarded(args, run, monitors) -> dict | None:
     import numpy
 
     from sigma_core.checkpoint import directory_lock
-    from sigma_core.hooks.savers import CheckpointHook
+    from sigma_core.hooks.checkpoints import CheckpointHook
 
     savers = [hook for hook in run.hooks if isinstance(hook, CheckpointHook)]
     ctrl_c = StopOnCtrlC()
@@ -130,7 +128,7 @@ def _train_guarded(args, run, monitors) -> dict | None:
         for directory in dict.fromkeys(saver.directory for saver in savers):
             locks.enter_context(directory_lock(directory))
         with numpy.errstate(all="ignore"):  # an overflow is reported by the non-finite checks, in one line
-            summary = run.train([*monitors, ctrl_c])
+            summary = run.train([*hooks, ctrl_c])
         if not ctrl_c.interrupted:
             return summary
         trainer = run.trainer
@@ -146,23 +144,22 @@ def _train_guarded(args, run, monitors) -> dict | None:
     return None
 
 
-class StopOnCtrlC(Monitor):
+class StopOnCtrlC(Hook):
     """Turns Ctrl-C into a stop at the next iteration boundary; a second Ctrl-C aborts at once."""
 
     name, interrupted, previous = "ctrl-c", False, None
 
-    def attach(self, operator):
-        super().attach(operator)
+    def attach(self, run):
+        super().attach(run)
         if threading.current_thread() is threading.main_thread():  # only there can signals be caught
             self.previous = signal.signal(signal.SIGINT, self.interrupt)
 
     def interrupt(self, signum, frame):
         self.interrupted = True
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        # From another thread: this handler may run while the training thread holds the operator's lock.
-        threading.Thread(target=self.operator.signal_stop, daemon=True).start()
+        # From another thread: this handler may run while the training thread holds the loop's lock.
+        threading.Thread(target=self.run.loop.signal_stop, daemon=True).start()
 
     def detach(self):
         if self.previous is not None:
             signal.signal(signal.SIGINT, self.previous)
-        super().detach()

@@ -8,38 +8,32 @@ every source shares::
      "sections": {"inputs": "0-3", "targets": 4}, "preprocess": [{"normalise": [0, 1]}], "one_hot": 3}
     {"source": "csv", "path": "big.csv", "blocks": {"records": 10000, "memory_budget": 100000000}}
 
-Arguments named ``path`` or ``*_path`` are sources (:func:`~sigma_core.data.sources.resolve`).
-An extractor returns a :class:`Dataset` or an iterable of section-dict chunks.
-``blocks`` stores the records as an on-disk block cache keyed by the data
-block (:mod:`sigma_core.data.blocks`) and preprocesses block by block: steps
-with statistics of the whole dataset (adaptive normalise, standardise) are
-fitted first, one streaming pass each, so the cache holds what the in-memory
-dataset would; only ``shuffle``, which needs every record at once, is refused.
+Arguments named ``path`` or ``*_path`` are local paths, or resolved to one by a
+registered source (:func:`~sigma_core.data.sources.resolve_path`: URLs, archives
+and checksums). An extractor returns a :class:`Dataset`, a dict of arrays, or an
+iterable of such chunks. ``preprocess`` and ``one_hot`` make a :class:`Preprocessing`.
+``blocks`` hands the extractor's chunks and the preprocessing to the cache
+registered as ``blocks`` (``sigmann-data``'s on-disk block cache, see
+:func:`~sigma_core.hookspecs.register_caches`), which fits the adaptive steps in
+streaming passes and returns records read block by block within a memory budget.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from sigma_core import plugins
 from sigma_core.arguments import accepts, check, require
-from sigma_core.atomic import partial_prefix
-from sigma_core.data.blocks import BlockDataset, build_blocks, is_built, read_blocks
-from sigma_core.data.dataset import Dataset
+from sigma_core.data.dataset import Dataset, Records
 from sigma_core.data.errors import DataError
 from sigma_core.data.preprocessing import Moments, Range, normalise, permute_axes, rescale, standardise
-from sigma_core.data.sources import data_dir, resolve
+from sigma_core.data.sources import resolve_path
 from sigma_core.errors import ConfigError, UnknownComponentError
 
 COMMON_KEYS = ("source", "preprocess", "one_hot", "md5", "sha256", "blocks")
-BLOCK_KEYS = ("records", "memory_budget", "directory")
 
 
 @dataclass
@@ -109,6 +103,46 @@ def _steps(steps) -> list[_Step]:
     return [PREPROCESSORS[key](value) for key, value in pairs]
 
 
+class Preprocessing:
+    """A data table's ``preprocess`` steps and ``one_hot``, validated once.
+
+    Called on a whole dataset with ``fit=True``, each adaptive step (normalise
+    without an ``input_range``, standardise) first takes its statistics from
+    what reaches it. Records too many for memory are fitted with :meth:`fit`,
+    one streaming pass per adaptive step, and then transformed chunk by chunk:
+    the result is what the in-memory dataset would give.
+    """
+
+    def __init__(self, steps=None, one_hot: int | None = None):
+        self._steps = _steps([] if steps is None else steps)
+        if one_hot is not None:
+            require("data.one_hot", "int >= 1", one_hot)
+        self.one_hot = one_hot
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(step.name for step in self._steps)
+
+    @property
+    def adaptive(self) -> tuple[str, ...]:
+        """The steps that take statistics from every record, which they must see first (empty: none)."""
+        return tuple(step.name for step in self._steps if step.statistics is not None)
+
+    def fit(self, passes: Callable[[], Iterable[Dataset]]) -> None:
+        """Fit each adaptive step over the chunks of ``passes()`` (called once per such step), the steps before it
+        applied to them."""
+        for position, step in enumerate(self._steps):
+            if step.statistics is not None:
+                for chunk in passes():
+                    step.statistics.update(_apply(chunk, self._steps[:position]).section("inputs"))
+
+    def __call__(self, dataset: Dataset, *, fit: bool = False) -> Dataset:
+        """``dataset`` through every step, then its ``targets`` one-hot; with ``fit``, each adaptive step first
+        takes its statistics from what reaches it."""
+        dataset = _apply(dataset, self._steps, fit)
+        return dataset if self.one_hot is None else dataset.one_hot("targets", self.one_hot)
+
+
 def _apply(dataset: Dataset, steps: list[_Step], fit: bool = False) -> Dataset:
     """Run ``steps``; with ``fit``, each step's statistics first see what reaches it."""
     for step in steps:
@@ -118,93 +152,59 @@ def _apply(dataset: Dataset, steps: list[_Step], fit: bool = False) -> Dataset:
     return dataset
 
 
-def _one_hot(dataset: Dataset, cfg: Mapping) -> Dataset:
-    return dataset.one_hot("targets", cfg["one_hot"]) if "one_hot" in cfg else dataset
-
-
 def _arguments(source: str, extractor: Callable, cfg: Mapping) -> dict:
-    """The extractor's keyword arguments from ``cfg``, checked against its signature, sources resolved."""
+    """The extractor's keyword arguments from ``cfg``, checked against its signature, paths resolved."""
     arguments = {key: value for key, value in cfg.items() if key not in COMMON_KEYS}
     check("data", extractor, arguments, label=f"source {source!r}", shared=COMMON_KEYS)
     for key, value in arguments.items():
         if key == "path" or key.endswith("_path"):
             checksums = {k: cfg.get(k) for k in ("md5", "sha256")} if key == "path" else {}
-            arguments[key] = resolve(value, **checksums)
+            arguments[key] = resolve_path(value, **checksums, key=f"data.{key}")
     return arguments
 
 
-def _in_memory(result, source: str) -> Dataset:
+def _chunks(result, source: str) -> Iterator[Dataset]:
+    """An extractor's result as datasets: itself, its one dict of arrays, or each chunk it yields."""
     if isinstance(result, Dataset):
-        return result
-    if isinstance(result, Mapping):  # {"inputs": ..., "targets": ...}: one chunk, the simplest extractor
-        result = [result]
-    chunks = list(result)
+        yield result
+        return
+    for chunk in [result] if isinstance(result, Mapping) else result:  # a dict: one chunk, the simplest extractor
+        yield chunk if isinstance(chunk, Dataset) else Dataset(chunk, source)
+
+
+def _in_memory(result, source: str) -> Dataset:
+    chunks = list(_chunks(result, source))
     if not chunks:
         raise DataError(f"source {source!r} produced no records")
-    return Dataset({s: np.concatenate([c[s] for c in chunks]) for s in chunks[0]}, source)
+    if len(chunks) == 1:
+        return chunks[0]
+    return Dataset({s: np.concatenate([c.section(s) for c in chunks]) for s in chunks[0].section_names}, source)
 
 
-def _cache_directory(cfg: Mapping, arguments: Mapping, blocks: Mapping) -> Path:
-    """A folder keyed by the data block and the state of its local files, so an edit rebuilds the cache."""
-    if "directory" in blocks:
-        return Path(blocks["directory"])
-    key = {k: v for k, v in cfg.items() if k != "blocks"} | {"records": blocks["records"]}
-    for name, value in arguments.items():
-        if isinstance(value, Path) and value.exists():
-            stat = value.stat()
-            key[f"{name}:stat"] = [str(value), stat.st_size, stat.st_mtime_ns]
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    return data_dir() / "blocks" / f"{cfg['source']}-{digest}"
+def _blocks_cache() -> Callable:
+    try:
+        return plugins.load("cache", "blocks")
+    except UnknownComponentError:
+        raise ConfigError("data.blocks needs the block cache: install sigmann-data, which provides it") from None
 
 
-def _block_dataset(cfg, source, extractor, arguments, steps) -> BlockDataset:
-    blocks = cfg["blocks"]
-    if not isinstance(blocks, Mapping) or set(blocks) - set(BLOCK_KEYS):
-        raise ConfigError(f"data.blocks must be a table with keys {', '.join(BLOCK_KEYS)}, got {blocks!r}")
-    for key in ("records", "memory_budget"):
-        require(f"data.blocks.{key}", "int >= 1", blocks.get(key))
-    if any(step.name == "shuffle" for step in steps):
-        raise ConfigError("data.preprocess.shuffle needs the whole dataset, which data.blocks does not hold in "
-                          "memory; drop it (the minibatch iterator shuffles every epoch) or drop data.blocks")
-    directory = _cache_directory(cfg, arguments, blocks)
-    if not is_built(directory):
-        result = extractor(**arguments)
-        chunks = [result] if isinstance(result, Dataset) else (Dataset(c, source) for c in result)
-
-        def build(chunks):
-            build_blocks((_one_hot(_apply(chunk, steps), cfg)[:] for chunk in chunks), directory,
-                         block_records=blocks["records"], name=source)
-
-        if not any(step.statistics is not None for step in steps):
-            build(chunks)
-        else:  # fitted steps need every record first: stage the raw records beside the cache, fit over them
-            directory.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory(dir=directory.parent, prefix=partial_prefix(directory)) as staging:
-                raw = build_blocks((chunk[:] for chunk in chunks), Path(staging) / "raw",
-                                   block_records=blocks["records"], name=source)
-                for position, step in enumerate(steps):  # one pass per fitted step, the steps before it applied
-                    if step.statistics is not None:
-                        for block in read_blocks(raw):
-                            step.statistics.update(_apply(Dataset(block, source), steps[:position]).section("inputs"))
-                build(Dataset(block, source) for block in read_blocks(raw))
-    return BlockDataset(directory, blocks["memory_budget"])
-
-
-def dataset_from_config(cfg: Mapping) -> Dataset | BlockDataset:
+def dataset_from_config(cfg: Mapping) -> Records:
     """The dataset a run file's ``data`` block describes (see the module docstring)."""
     if "source" not in cfg:
         raise ConfigError(f"data.source is missing; allowed: {', '.join(c.name for c in plugins.components('extractor'))}")
     source = cfg["source"]
     try:
         extractor = plugins.load("extractor", source)
-    except UnknownComponentError as error:  # it lists the extractors, or names the distribution to install
+    except UnknownComponentError as error:  # it lists the extractors
         raise ConfigError(f"data.source: {error}") from None
+    preprocessing = Preprocessing(cfg.get("preprocess", []), cfg.get("one_hot"))
+    cache = _blocks_cache() if "blocks" in cfg else None
     arguments = _arguments(source, extractor, cfg)
-    steps = _steps(cfg.get("preprocess", []))
-    require("data.one_hot", "int >= 1", cfg.get("one_hot", 1))
     try:
-        if "blocks" in cfg:
-            return _block_dataset(cfg, source, extractor, arguments, steps)
-        return _one_hot(_apply(_in_memory(extractor(**arguments), source), steps, fit=True), cfg)
+        if cache is None:
+            return preprocessing(_in_memory(extractor(**arguments), source), fit=True)
+        return cache(cfg["blocks"], source=source, config={k: v for k, v in cfg.items() if k != "blocks"},
+                     arguments=arguments, read=lambda: _chunks(extractor(**arguments), source),
+                     preprocessing=preprocessing)
     except MemoryError as error:  # NumPy's message says how much, in what shape
         raise DataError(f"data.source {source!r}: not enough memory: {error}") from None

@@ -4,8 +4,9 @@ Axis 0 of every section indexes the same records, and every operation that
 selects records applies one index to every section, so ``inputs[i]`` always
 belongs with ``targets[i]`` (the original shuffled some sections and not
 others). Arrays live on the host: iterators hand out host batches and the
-trainer copies them into its handler. :class:`Records` is what block-cached
-datasets (:mod:`sigma_core.data.blocks`) share, so the iterators serve both.
+trainer copies them into its handler. :class:`Records` is what other kinds of
+dataset (``sigmann-data``'s block-cached ``BlockDataset``) share, so the
+iterators serve them all.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ class Dataset(Records):
         return self.select(np.random.default_rng(seed).permutation(len(self)), f"{self.name}[shuffled]")
 
     def block_positions(self) -> list[slice]:
-        """An in-memory dataset is one block (see :meth:`BlockDataset.block_positions`)."""
+        """An in-memory dataset is one block (a block-cached dataset has several: ``sigmann_data.blocks``)."""
         return [slice(None)]
 
     def epoch_order(self, rng: np.random.Generator) -> np.ndarray:

@@ -43,11 +43,8 @@ class EpochIterator:
             index = batches[self.position]
             # Counted before the yield: a checkpoint taken while the trainer works on this batch resumes after it.
             self.position += 1
-            yield self._fetch(index)
+            yield self.dataset[index]
         self._roll_over()
-
-    def _fetch(self, index) -> dict[str, np.ndarray]:
-        return self.dataset[index]
 
     def _roll_over(self) -> None:
         """A finished epoch is the same state as the start of the next one."""
@@ -119,22 +116,3 @@ class UndividedIterator(EpochIterator):
 
     def batch_indices(self, epoch: int) -> list:
         return self._blocks
-
-
-class UnifiedIterator(EpochIterator):
-    """The whole dataset as one batch, merged from all its blocks once and kept (callers must not change it)."""
-
-    def __init__(self, dataset: Dataset):
-        super().__init__(dataset)
-        self._merged: dict[str, np.ndarray] | None = None
-
-    def __len__(self) -> int:
-        return 1
-
-    def batch_indices(self, epoch: int) -> list:
-        return [slice(None)]
-
-    def _fetch(self, index) -> dict[str, np.ndarray]:
-        if self._merged is None:
-            self._merged = self.dataset[index]
-        return self._merged

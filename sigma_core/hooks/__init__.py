@@ -1,14 +1,12 @@
-"""Training hooks: code that reports, scores, stops and steers a run from inside the training loop.
+"""Hooks: the one protocol through which code takes part in a run (see :mod:`sigma_core.hooks.base`).
 
-A hook fires on a time step (``every(1, "epoch")``), gated by criteria, and
-reads and writes the operator's registry (:mod:`sigma_core.hooks.publication`).
+The loop emits each event once through a :class:`~sigma_core.hooks.dispatch.Dispatcher`;
+hooks read the run's values (:mod:`sigma_core.hooks.values`). The built-in ones:
+learning-rate schedules, stoppers, checkpoints, progress bars and the metrics files.
 Run files list them in ``[[hooks]]``; plugins register more with ``register_hooks``.
+Importing this package is cheap (no NumPy): ``sigma`` commands that build no run pay nothing for it.
 """
 
-from .access import HookError
-from .base import Hook
-from .criteria import All, Any, Criteria, External, Extrema, Not, Repeated, Threshold
-from .timestep import TimeScale, TimeStep, after, every
+from .base import EVENTS, Hook, HookError
 
-__all__ = ["All", "Any", "Criteria", "External", "Extrema", "Hook", "HookError", "Not", "Repeated", "Threshold",
-           "TimeScale", "TimeStep", "after", "every"]
+__all__ = ["EVENTS", "Hook", "HookError"]

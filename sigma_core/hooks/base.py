@@ -1,147 +1,125 @@
-"""The Hook interface, and how a set of hooks is closed over its dependencies and ordered.
+"""The Hook protocol: the one way code takes part in a run, from a learning-rate schedule to a web dashboard.
 
-A hook fires on its time step when its criteria (if any) pass. It declares
-``required_entries`` (identifiers it reads: all a background hook gets a copy
-of), ``required_hooks`` (hooks whose results it reads: attached with it and run
-before it), ``priority`` (lower runs earlier) and ``target`` (``"local"`` per
-worker, ``"global"`` once on the merged state; with one worker locals run first).
+A hook is a :class:`Hook` subclass that overrides the events it wants; the
+loop emits each event once, and the dispatcher (:mod:`sigma_core.hooks.dispatch`)
+calls only the hooks that override it, so an event nobody wants costs nothing:
+
+``on_start()``          before the first iteration of a run
+``on_iteration()``      after each training step (every :attr:`Hook.every` iterations)
+``on_epoch(report)``    after each epoch and its validation; ``report`` is the
+                        :class:`~sigma_core.loop.EpochReport`
+``on_pause()``, ``on_resume()``  when the loop blocks and wakes again
+``on_reset()``          after the trainer was put back to its initial state
+``on_stop()``           when the run ends without an error
+
+**What it reads.** ``self.run`` (a :class:`~sigma_core.hooks.values.RunView`)
+holds the run's values at the event as one flat, read-only mapping,
+``self.run.values`` (``"cost"``, ``"learning_rate"``, ``"epoch"``,
+``"validation.accuracy"``, ... see :mod:`sigma_core.hooks.values`), and on the
+training thread the live ``trainer``, ``network`` and ``optimiser`` for hooks
+that steer. Commands (``self.run.command("stop")``) reach the loop at its next
+iteration boundary.
+
+**Where it runs.** By default on the training thread (inline): the hook may
+read and change anything live, at an exact boundary, and training waits for
+it. A hook that does I/O or may be slow sets ``threaded = True``: its events go
+through a bounded queue of :attr:`Hook.queue_size` to its own thread and the
+training thread never waits; when the queue is full the oldest iteration event
+makes room (if none is queued, the new event goes). It reads a copy of the
+values made on the training thread when the event happened: the host values,
+plus the device values (the cost, parameters) that :attr:`Hook.reads` names.
+
+**Failures.** A threaded hook that raises, or an inline one that raises
+anything but a :class:`~sigma_core.errors.SigmaError`, is detached and
+reported once in one line naming it; training goes on. An inline hook raises a
+``SigmaError`` on purpose (a NaN in a weight, a checkpoint that cannot be
+written): that ends the run with its message.
+
+Run files list hooks in ``[[hooks]]`` (``[[monitors]]`` too, the older name),
+``sigma train --monitor NAME[:key=value,...]`` adds one, and plugins register
+more with ``register_hooks``.
 """
 
 from __future__ import annotations
 
-from .access import HookError
-from .timestep import TimeStep, every
+from ..errors import SigmaError
 
-TARGETS = ("local", "global")
+#: The events of a run, in the order a run meets them first; a hook overrides ``on_<event>``.
+EVENTS = ("start", "iteration", "epoch", "pause", "resume", "reset", "stop")
+
+
+class HookError(SigmaError):
+    """A hook is misconfigured, reads a value the run does not have, or asks for what it may not; names it."""
 
 
 class Hook:
-    """Base class: implement :meth:`invoke`; pass the settings that define what the hook does as ``parameters``.
+    """Base class for hooks: override the events you want; see the module docstring."""
 
-    ``time_step=None`` means every event of the class's ``default_scale``.
-    """
-
-    default_scale = "iteration"
-    default_target = "local"
-    default_priority = 0  # counter reporters run first, stoppers last
-
-    def __init__(self, time_step: TimeStep | None = None, *, parameters: dict | None = None, requires=()):
-        time_step = every(1, self.default_scale) if time_step is None else time_step
-        if not isinstance(time_step, TimeStep):
-            raise HookError(f"{type(self).__name__}: time_step must be a TimeStep, got {time_step!r}")
-        self.time_step = time_step
-        self.parameters = dict(parameters or {})
-        self.required_entries: list[str] = list(requires)
-        self.required_hooks: list[Hook] = []
-        self.criteria = None
-        self.priority = self.default_priority
-        self.target = self.default_target
-        self.background = False
-        self.operator = None  # the operator running this hook, set on attach (stoppers signal it)
+    #: The name messages use; building a hook from a run file sets it to the registered name.
+    name = "hook"
+    #: How often: ``n`` (or ``(n, "iteration")``): ``on_iteration`` on every n-th iteration of the run
+    #: (0: never) and ``on_epoch`` after every epoch; ``(n, "epoch")``: ``on_epoch`` after every n-th
+    #: epoch and no ``on_iteration``. Run files write ``every = 10`` or ``every = [2, "epoch"]``.
+    every = 1
+    #: Lower runs earlier at an event; equal orders keep the order the hooks were given in.
+    order = 0
+    #: Receive events on an own thread through a bounded queue (True) or on the training thread (False).
+    threaded = False
+    #: Events a threaded hook may fall behind by before events are dropped.
+    queue_size = 64
+    #: How long the end of a run waits for a threaded hook to work through its queue.
+    drain_seconds = 10.0
+    #: Threaded hooks: event method -> names of device values to copy for it (wildcards allowed),
+    #: e.g. ``{"on_iteration": ("cost",), "on_epoch": ("network.layers.*.weights",)}``; assign, do not mutate.
+    reads: dict = {}
+    #: The run as this hook sees it (a RunView); set when a run attaches the hook, and per event for threaded ones.
+    run = None
+    #: Threaded hooks: events dropped in the last run because the queue was full.
+    dropped = 0
 
     def __repr__(self):
-        settings = "".join(f"{k}={v!r}, " for k, v in self.parameters.items())
-        return f"{type(self).__name__}({settings}{self.time_step})"
+        return f"<hook {self.name}>"
 
-    def on(self, criteria) -> Hook:
-        """Fire only when ``criteria`` pass too; a second call requires both."""
-        self.criteria = criteria if self.criteria is None else self.criteria & criteria
-        return self
+    # -- life cycle (training thread) -----------------------------------------------------------
+    def attach(self, run) -> None:
+        """Called on the training thread when a run starts, before any event: set up here (it may read live
+        objects even when threaded). ``run`` is the :class:`~sigma_core.hooks.values.RunView`."""
+        self.run = run
 
-    def in_background(self) -> Hook:
-        """Run off the training thread, on a copy of the declared registry entries."""
-        self.background = True
-        return self
+    def detach(self) -> None:
+        """Called when the run has ended (also after an error), on the thread the events ran on: release here."""
 
-    def with_priority(self, priority: int) -> Hook:
-        self.priority = int(priority)
-        return self
+    # -- events ------------------------------------------------------------------------------------
+    def on_start(self) -> None: ...
 
-    def targeting(self, target: str) -> Hook:
-        if target not in TARGETS:
-            raise HookError(f"{self!r}: target must be one of {', '.join(TARGETS)}, got {target!r}")
-        self.target = target
-        return self
+    def on_iteration(self) -> None: ...
 
-    def require_hook(self, hook: Hook) -> Hook:
-        """Declare a dependency; an equal hook already attached may replace it, so read results from the registry."""
-        self.required_hooks.append(hook)
-        return hook
+    def on_epoch(self, report) -> None:
+        """``report`` is the :class:`~sigma_core.loop.EpochReport` of the epoch just ended."""
 
-    @property
-    def entries(self) -> tuple[str, ...]:
-        """Everything this hook reads: declared entries and its criteria's."""
-        criteria = self.criteria.required_entries if self.criteria is not None else ()
-        return tuple(dict.fromkeys([*self.required_entries, *criteria]))
+    def on_pause(self) -> None: ...
 
-    def functionally_equals(self, other: Hook) -> bool:
-        """Attaching both would do the same work twice."""
-        return (type(self) is type(other) and self.time_step == other.time_step
-                and self.parameters == other.parameters and self.target == other.target
-                and self.background == other.background and self.criteria == other.criteria)
+    def on_resume(self) -> None: ...
 
-    def prepare(self, registry, resolver) -> None:
-        """Called on the training thread before the first iteration."""
+    def on_reset(self) -> None: ...
 
-    def should_invoke(self, resolver) -> bool:
-        return self.criteria is None or self.criteria.check(resolver)
-
-    def invoke(self, registry, resolver) -> None:
-        raise NotImplementedError(f"{type(self).__name__} does not implement invoke()")
+    def on_stop(self) -> None: ...
 
 
-def close_over_dependencies(hooks, attached=()) -> list[Hook]:
-    """``hooks`` and their requirements that are new, in dependency order.
-
-    A hook functionally equal to one already known is reused: dependents'
-    ``required_hooks`` are rewritten to point at it.
-    """
-    known = list(attached)
-    added: list[Hook] = []
-    visiting: list[Hook] = []
-
-    def visit(hook: Hook) -> Hook:
-        if any(hook is v for v in visiting):
-            cycle = visiting[next(i for i, v in enumerate(visiting) if v is hook):] + [hook]
-            raise HookError("hook dependency cycle: " + " -> ".join(repr(h) for h in cycle))
-        existing = next((h for h in known if h is hook or h.functionally_equals(hook)), None)
-        if existing is not None:
-            return existing
-        visiting.append(hook)
-        for index, required in enumerate(hook.required_hooks):
-            if required.background != hook.background:
-                raise HookError(f"{hook!r} requires {required!r}, but only one of them runs in the background; "
-                                "a hook and its dependencies must run on the same thread")
-            hook.required_hooks[index] = visit(required)
-        visiting.pop()
-        known.append(hook)
-        added.append(hook)
-        return hook
-
-    for hook in hooks:
-        visit(hook)
-    return added
+def overrides(hook, event: str) -> bool:
+    """Whether ``hook`` implements ``on_<event>`` itself (so calling it is worth the time)."""
+    method = f"on_{event}"
+    return getattr(type(hook), method, None) is not getattr(Hook, method)
 
 
-def invocation_order(hooks) -> list[Hook]:
-    """Locals before globals, then lowest priority first; every hook after the hooks it requires.
-
-    A required hook inherits the most urgent priority among its dependents, so
-    it does not delay them behind unrelated hooks. Ties keep attach order.
-    """
-    position = {id(hook): i for i, hook in enumerate(hooks)}
-    urgency = {id(hook): (hook.target == "global", hook.priority) for hook in hooks}
-    for hook in reversed(hooks):  # dependencies come before dependents in attach order
-        for required in hook.required_hooks:
-            if id(required) in urgency:
-                urgency[id(required)] = min(urgency[id(required)], urgency[id(hook)])
-    pending = {id(hook): {id(r) for r in hook.required_hooks if id(r) in position} for hook in hooks}
-    order: list[Hook] = []
-    remaining = list(hooks)
-    while remaining:
-        chosen = min((h for h in remaining if not pending[id(h)]), key=lambda h: (urgency[id(h)], position[id(h)]))
-        order.append(chosen)
-        remaining.remove(chosen)
-        for waiting in pending.values():
-            waiting.discard(id(chosen))
-    return order
+def schedule(hook) -> tuple[int, int]:
+    """``hook.every`` as (iteration interval, epoch interval); 0: never. Refuses anything else in one line."""
+    every = hook.every
+    if isinstance(every, (list, tuple)) and len(every) == 2 and every[1] in ("iteration", "epoch"):
+        interval, unit = every
+    else:
+        interval, unit = every, "iteration"
+    if isinstance(interval, bool) or not isinstance(interval, int) or interval < 0:
+        raise HookError(f"hook {hook.name!r}: every must be an integer >= 0 or [n, \"iteration\" or \"epoch\"], "
+                        f"got {every!r}")
+    return (interval, 1) if unit == "iteration" else (0, interval)

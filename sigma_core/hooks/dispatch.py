@@ -1,170 +1,253 @@
-"""Running attached hooks at the operator's events, in the foreground and in the background.
+"""The one dispatcher: delivers a loop's events to its hooks, inline or through a bounded queue on a hook's thread.
 
-Foreground hooks run on the training thread, on the live registry, so they can
-change the run (stop it, set the learning rate) before the next iteration.
-Background hooks run one at a time on a worker thread, each group of
-interdependent ones on a copy of the entries it declares (the live registry
-keeps changing); what they write under ``shared``, and any exception they
-raise, reaches the training thread at the next event.
+The loop owns one :class:`Dispatcher` and calls three methods (as Keras'
+``CallbackList`` is called by ``fit``):
+
+``start(loop)``          when a run starts: attaches every hook (in ``order``), starts threaded hooks' threads
+``emit(event, **args)``  once per event (:data:`~sigma_core.hooks.base.EVENTS`), e.g. ``emit("epoch", report=r)``
+``close()``              when the run ends, also after an error: drains threaded hooks, detaches every hook
+
+``loop`` is anything with ``trainer``, ``epochs`` and ``command(name, **arguments)``.
+An event is delivered only to the hooks that override it and whose ``every``
+is due (iterations count the run's ``total_iterations``, epochs the epochs
+done), inline hooks first, in order, then threaded hooks, which get a copy of
+the values as the inline hooks left them. See :mod:`sigma_core.hooks.base`
+for the protocol, its threads and its failures.
 """
 
 from __future__ import annotations
 
-import numbers
-from concurrent.futures import ThreadPoolExecutor
+import collections
+import logging
+import threading
+import time
 
-import numpy
+from ..errors import SigmaError, describe
+from .base import EVENTS, Hook, HookError, overrides, schedule
+from .values import RunView, epoch_values
 
-from ..ndarray import NDArray
-from ..registry import Registry, RegistryResolver, copy_value
-from .access import HookError, write
-from .base import Hook, close_over_dependencies, invocation_order
-from .publication import Publication
-from .timestep import TimeScale
+log = logging.getLogger("sigma")
 
-_COPYABLE = (NDArray, numbers.Number, str, numpy.ndarray, list, tuple, dict, type(None))
+#: How long an idle hook thread lets events gather before it waits to be woken (latency for throughput).
+NAP_SECONDS = 0.01
+
+_serving: dict[int, Channel] = {}  # id(hook) -> the channel delivering its events now
 
 
-class HookDispatcher:
-    """The hooks attached to one operator, their countdowns, and the background worker."""
+class Dispatcher:
+    """The hooks of one loop and, during a run, who gets which event."""
 
-    def __init__(self, operator):
-        self.operator = operator
+    def __init__(self, hooks=()):
         self.hooks: list[Hook] = []
-        self.publication: Publication | None = None
-        self._countdowns = {}  # id(hook) -> Countdown
-        self._by_scale: dict[TimeScale, list[Hook]] = {}
-        self._executor: ThreadPoolExecutor | None = None
-        self._pending = []  # futures of background groups, oldest first
+        #: One line per hook detached after an error, over this dispatcher's runs.
+        self.failures: list[str] = []
+        self.view: RunView | None = None  # the run's live view, while a run is on
+        self._listeners = {event: ((), ()) for event in EVENTS}  # event -> (inline, threaded) (hook|channel, interval)
+        self._inline: list[Hook] = []  # attached inline hooks, in order
+        self._channels: list[Channel] = []
+        self._failed: list[Hook] = []  # hooks detached after an error in this run
+        self.attach(*hooks)
 
-    def attach(self, *hooks: Hook) -> list[Hook]:
-        """Attach hooks and everything they require; returns the hooks actually added."""
-        added = close_over_dependencies(hooks, self.hooks)
-        for hook in added:
-            hook.operator = self.operator
-            self._countdowns[id(hook)] = hook.time_step.countdown()
-        self.hooks.extend(added)
-        self._reorder()
-        return added
+    def attach(self, *hooks: Hook) -> None:
+        """Add hooks for the next run (not during one)."""
+        if self.view is not None:
+            raise HookError("attach hooks before the run starts")
+        for hook in hooks:
+            if not isinstance(hook, Hook):
+                raise HookError(f"{hook!r} is not a hook (a sigma_core.Hook subclass)")
+            schedule(hook)  # refuse a bad every now, naming the hook
+        self.hooks.extend(hooks)
 
-    def _reorder(self):
-        self._by_scale = {}
-        for hook in invocation_order(self.hooks):
-            self._by_scale.setdefault(hook.time_step.scale, []).append(hook)
+    # -- a run ------------------------------------------------------------------------------------------
+    def start(self, loop, started: float | None = None) -> RunView:
+        """Attach every hook to a new run of ``loop`` and start the threads of threaded ones; returns the view.
 
-    def start(self, trainer, started: float) -> None:
-        """Publish the registry, let hooks prepare, and fire ``start`` hooks."""
-        if self.hooks:
-            self.publish(trainer, started)
-            self.event(TimeScale.START)
+        A hook whose ``attach`` raises a :class:`SigmaError` ends the run before it starts (after
+        detaching those attached before it); any other exception detaches only that hook.
+        """
+        self.view = view = RunView(loop, started)
+        self._inline, self._channels = [], []
+        try:
+            for hook in sorted(self.hooks, key=lambda h: h.order):
+                hook.run = view
+                try:
+                    hook.attach(view)
+                except SigmaError:
+                    raise
+                except Exception as error:
+                    self._report(hook, f"attach: {describe(error)}")
+                    self._failed.append(hook)
+                    continue
+                if hook.threaded and any(overrides(hook, event) for event in EVENTS):
+                    self._channels.append(Channel(hook, self._report))
+                else:
+                    self._inline.append(hook)
+        except BaseException:
+            self.close()
+            raise
+        self._listen()
+        return view
 
-    def publish(self, trainer, started: float) -> None:
-        """Build the registry hooks read and let them prepare."""
-        self.publication = Publication(trainer, started)
-        for hook in invocation_order(self.hooks):
-            hook.prepare(self.publication.registry, self.publication.resolver)
-
-    def event(self, scale: TimeScale) -> None:
-        """One event of ``scale``: run every hook whose time step is due and whose criteria pass."""
-        if self._pending:
-            self._collect(block=False)
-        due = [hook for hook in self._by_scale.get(scale, ()) if self._countdowns[id(hook)].tick()]
-        if not due:
+    def emit(self, event: str, **arguments) -> None:
+        """Deliver ``event`` (``"iteration"``, ``"epoch"`` with ``report=...``, ...) to the hooks that want it now."""
+        inline, threaded = self._listeners[event]
+        if not (inline or threaded):
             return
-        self.publication.refresh()
-        registry, resolver = self.publication.registry, self.publication.resolver
-        for hook in due:
-            if not hook.background and hook.should_invoke(resolver):
-                hook.invoke(registry, resolver)
-        background = [hook for hook in due if hook.background]
-        if background:
-            self._submit(background)
-        if any(self._countdowns[id(hook)].dead for hook in due):
-            self._detach_dead()
+        if event == "iteration" or event == "epoch":
+            trainer = self.view.loop.trainer
+            count = trainer.total_iterations if event == "iteration" else trainer.epoch
+            inline = [hook for hook, interval in inline if count % interval == 0]
+            threaded = [channel for channel, interval in threaded if count % interval == 0]
+            if not (inline or threaded):
+                return
+        else:
+            inline, threaded = [hook for hook, _ in inline], [channel for channel, _ in threaded]
+        values = self.view.at(event, epoch_values(arguments["report"]) if event == "epoch" else {})
+        method = f"on_{event}"
+        for hook in inline:
+            try:
+                getattr(hook, method)(**arguments)
+            except SigmaError:
+                raise
+            except Exception as error:
+                self._drop(hook, f"{method}: {describe(error)}")
+        if threaded:
+            copy = values.copy()
+            for channel in threaded:
+                if channel.failed:
+                    continue
+                reads = channel.hook.reads.get(method)
+                try:
+                    mine = values.copy(reads) if reads else copy
+                except Exception as error:  # e.g. a bad pattern: that hook's failure, not the run's
+                    channel.fail(method, error)
+                    continue
+                channel.send(method, arguments, self.view.for_thread(mine, channel.hook.name))
 
     def close(self) -> None:
-        """Wait for background hooks, merge their results and stop the worker thread."""
+        """End the run: let threaded hooks work through their queues, detach every hook."""
+        channels, inline = self._channels, self._inline
+        self._listeners = {event: ((), ()) for event in EVENTS}
+        self._channels, self._inline, self.view = [], [], None
+        for channel in channels:
+            channel.close()
+        for hook in inline:
+            try:
+                hook.detach()
+            except Exception as error:
+                log.debug("hook %r failed to detach: %s", hook.name, error)
+        failed = {id(hook) for hook in self._failed} | {id(channel.hook) for channel in channels if channel.failed}
+        self.hooks = [hook for hook in self.hooks if id(hook) not in failed]
+        self._failed = []
+
+    # -- bookkeeping --------------------------------------------------------------------------------------
+    def _listen(self) -> None:
+        """Who gets each event: the hooks that override it, each with the interval its ``every`` sets for it."""
+        def interval(hook, event):
+            return {"iteration": schedule(hook)[0], "epoch": schedule(hook)[1]}.get(event, 1)
+
+        self._listeners = {event: (
+            tuple((hook, n) for hook in self._inline if overrides(hook, event) and (n := interval(hook, event))),
+            tuple((channel, n) for channel in self._channels
+                  if overrides(channel.hook, event) and (n := interval(channel.hook, event))),
+        ) for event in EVENTS}
+
+    def _drop(self, hook: Hook, why: str) -> None:
+        """An inline hook raised: report it, detach it, and stop sending it events."""
+        self._report(hook, why)
+        self._failed.append(hook)
+        self._inline = [h for h in self._inline if h is not hook]
+        self._listen()
         try:
-            self._collect(block=True)
+            hook.detach()
+        except Exception as error:
+            log.debug("hook %r failed to detach: %s", hook.name, error)
+
+    def _report(self, hook: Hook, why: str) -> None:
+        """A hook failed (on the training thread or its own): one line naming it; training goes on."""
+        log.warning("hook %r failed in %s; detached, training goes on", hook.name, why)
+        self.failures.append(f"hook {hook.name!r} failed in {why}")
+
+
+class Channel:
+    """Delivers one threaded hook's events for one run, through a bounded queue, on the hook's own thread."""
+
+    def __init__(self, hook: Hook, report):
+        self.hook, self.report = hook, report  # report(hook, why), from either thread
+        self.failed = self.abandoned = False
+        self._events = collections.deque()
+        self._ready = threading.Condition(threading.Lock())
+        hook.dropped = 0
+        _serving[id(hook)] = self
+        self._thread = threading.Thread(target=self._serve, daemon=True, name=f"sigma-hook-{hook.name}")
+        self._thread.start()
+
+    def send(self, method: str, arguments: dict, view: RunView) -> None:
+        """Queue an event; never waits. A full queue drops its oldest iteration event (or, with none, this one)."""
+        if self.failed:
+            return
+        events = self._events
+        with self._ready:
+            if len(events) >= self.hook.queue_size:
+                self.hook.dropped += 1
+                if events[0][0] == "on_iteration":
+                    events.popleft()
+                else:
+                    oldest = next((i for i, queued in enumerate(events) if queued[0] == "on_iteration"), None)
+                    if oldest is None:
+                        return
+                    del events[oldest]
+            events.append((method, arguments, view))
+            if len(events) == 1:  # the thread waits only on an empty queue
+                self._ready.notify()
+
+    def close(self) -> None:
+        """End the run for this hook: wait up to its ``drain_seconds`` for the queue to empty; its thread detaches it."""
+        hook = self.hook
+        with self._ready:
+            self._events.append(None)
+            self._ready.notify()
+        self._thread.join(hook.drain_seconds)
+        if self._thread.is_alive():
+            self.abandoned = True  # its thread detaches it once the current call returns
+            log.warning("hook %r still busy %s s after the run ended; %d events left undelivered",
+                        hook.name, hook.drain_seconds, len(self._events) - 1)
+        if hook.dropped:
+            log.warning("hook %r could not keep up: %d events dropped", hook.name, hook.dropped)
+
+    def fail(self, method: str, error: Exception) -> None:
+        self.failed = True
+        self.report(self.hook, f"{method}: {describe(error)}")
+
+    def _serve(self) -> None:
+        try:
+            while True:
+                with self._ready:
+                    if not self._events:
+                        self._ready.wait_for(lambda: self._events)
+                    item = self._events.popleft()
+                if item is None or self.abandoned or not self._call(*item):
+                    return
+                if not self._events:  # caught up: let events gather, so that waking this thread
+                    time.sleep(NAP_SECONDS)  # (which costs the training thread too) happens per batch
         finally:
-            if self._executor is not None:
-                self._executor.shutdown(wait=True)
-                self._executor = None
+            self._detach()
 
-    def _detach_dead(self):
-        """Drop hooks whose live time is used up, unless a live hook still requires them."""
-        dead = [h for h in self.hooks if self._countdowns[id(h)].dead]
-        for hook in dead:
-            if not any(r is hook for h in self.hooks if h not in dead for r in h.required_hooks):
-                self.hooks = [h for h in self.hooks if h is not hook]
-                del self._countdowns[id(hook)]
-        self._reorder()
+    def _call(self, method: str, arguments: dict, view: RunView) -> bool:
+        self.hook.run = view
+        try:
+            getattr(self.hook, method)(**arguments)
+            return True
+        except Exception as error:
+            self.fail(method, error)
+            return False
 
-    def _submit(self, due: list[Hook]) -> None:
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sigma-hooks")
-        for group in _dependency_groups(due):
-            entries = dict.fromkeys(entry for hook in group for entry in hook.entries)
-            snapshot = _snapshot(self.publication.resolver, entries, group)
-            self._pending.append(self._executor.submit(_run_group, group, snapshot))
-
-    def _collect(self, block: bool) -> None:
-        while self._pending and (block or self._pending[0].done()):
-            shared = self._pending.pop(0).result()  # re-raises a background hook's exception here
-            for identifier, value in shared:
-                write(self.publication.resolver, identifier, value)
-
-
-def _run_group(group: list[Hook], snapshot: Registry) -> list:
-    """Run one group on its copy; return what it wrote under ``shared``."""
-    resolver = RegistryResolver(snapshot)
-    for hook in group:
-        if hook.should_invoke(resolver):
-            hook.invoke(snapshot, resolver)
-    return list(_leaves(snapshot["shared"], "shared")) if "shared" in snapshot else []
-
-
-def _dependency_groups(hooks: list[Hook]) -> list[list[Hook]]:
-    """Split due hooks (in invocation order) into groups connected by requirements, order kept."""
-    groups: list[list[Hook]] = []
-    for hook in hooks:
-        linked = [g for g in groups if any(r is h for r in hook.required_hooks for h in g)]
-        groups = [g for g in groups if all(g is not l for l in linked)]
-        groups.append([h for g in linked for h in g] + [hook])
-    return groups
-
-
-def _snapshot(resolver, entries, group) -> Registry:
-    """A new registry holding copies of only ``entries``, at the same identifiers and tags."""
-    snapshot = Registry()
-    for identifier in entries:
-        for full_id, value in resolver.resolve_get(identifier):
-            *parents, key = full_id.split(".")
-            source, target = resolver.root, snapshot
-            for name in parents:
-                source = source[name]
-                if name not in target:
-                    target[name] = Registry(source.tags)
-                target = target[name]
-            target[key] = _copy(value, full_id, group)
-    return snapshot
-
-
-def _copy(value, full_id: str, group):
-    if isinstance(value, Registry):
-        copied = Registry(value.tags)
-        for key, item in value.items():
-            copied[key] = _copy(item, f"{full_id}.{key}", group)
-        return copied
-    if isinstance(value, _COPYABLE):
-        return copy_value(value)
-    raise HookError(f"background hook(s) {', '.join(map(repr, group))} declare {full_id!r}, a live "
-                    f"{type(value).__name__} that cannot be copied; run them in the foreground or declare plain values")
-
-
-def _leaves(registry: Registry, prefix: str):
-    for key, value in registry.items():
-        if isinstance(value, Registry):
-            yield from _leaves(value, f"{prefix}.{key}")
-        else:
-            yield f"{prefix}.{key}", value
+    def _detach(self) -> None:
+        if _serving.get(id(self.hook)) is not self:  # abandoned, and a new run has the hook by now
+            return
+        try:
+            self.hook.detach()
+        except Exception as error:
+            log.debug("hook %r failed to detach: %s", self.hook.name, error)
+        finally:
+            _serving.pop(id(self.hook), None)

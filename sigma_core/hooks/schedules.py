@@ -1,7 +1,7 @@
-"""Learning-rate schedules: set ``optimiser.learning_rate`` for the next step from the steps (or epochs) done.
+"""Learning-rate schedules: set the optimiser's rate for the next step from the steps (or epochs) done.
 
-:meth:`~LearningRateSchedule.prepare` sets the first step's rate too; ``base``
-defaults to the optimiser's rate at the start.
+A schedule sets the first step's rate when the run attaches it, and again
+after a reset; ``base`` defaults to the optimiser's rate at that moment.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import math
 
 from ..errors import ConfigError
 from .base import Hook
-from .timestep import every
 
 
 class LearningRateSchedule(Hook):
@@ -19,14 +18,13 @@ class LearningRateSchedule(Hook):
     Subclasses pass their settings as keywords; each becomes an attribute.
     """
 
-    default_priority = -500  # before hooks that report the rate
+    order = -100  # before the hooks that report the rate
 
     def __init__(self, *, per: str = "iteration", base: float | None = None, **settings):
         if per not in ("iteration", "epoch"):
             raise ConfigError(f"{type(self).__name__}: per must be 'iteration' or 'epoch', got {per!r}")
-        super().__init__(every(1, per), parameters={"per": per, "base": base, **settings},
-                         requires=("optimiser.self",))
         self.per, self.base = per, base
+        self.every = 1 if per == "iteration" else (1, "epoch")
         vars(self).update(settings)
 
     def factor(self, t: int) -> float:
@@ -35,14 +33,25 @@ class LearningRateSchedule(Hook):
     def rate(self, t: int) -> float:
         return self.base * self.factor(t)
 
-    def prepare(self, registry, resolver):
+    def attach(self, run):
+        super().attach(run)
         if self.base is None:
-            self.base = float(registry["optimiser"]["self"].learning_rate)
-        self.invoke(registry, resolver)
+            self.base = float(run.optimiser.learning_rate)
+        self.apply()
 
-    def invoke(self, registry, resolver):
-        done = registry["epoch"] if self.per == "epoch" else registry["total_iterations"]
-        registry["optimiser"]["self"].learning_rate = self.rate(done)
+    def apply(self) -> None:
+        """Set the rate for the next step."""
+        trainer = self.run.trainer
+        self.run.optimiser.learning_rate = self.rate(trainer.epoch if self.per == "epoch" else trainer.total_iterations)
+
+    def on_iteration(self):
+        self.apply()
+
+    def on_epoch(self, report):
+        self.apply()
+
+    def on_reset(self):
+        self.apply()
 
 
 class StepSchedule(LearningRateSchedule):

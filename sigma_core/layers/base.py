@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import edits
 from ..errors import ArchitectureError
 
 
@@ -30,9 +29,17 @@ class Layer:
     #: True for cost layers: forward returns a scalar cost, weighted by ``importance``
     is_cost = False
 
-    def __setattr__(self, name, value):  # a recorded step must not replay a layer edited since (sigma_core.edits)
+    #: The network the layer belongs to, set by :class:`~sigma_core.network.Network` when it builds the layer.
+    _network = None
+
+    def __setattr__(self, name, value):
+        """Set an attribute, counting it as a change of the layer's network (:attr:`Network.version
+        <sigma_core.network.Network.version>`): what holds on to what the layer did in earlier steps (a
+        compiled training step) must look again after a web monitor sets dropout's ``p``, say."""
         object.__setattr__(self, name, value)
-        edits.bump()
+        network = self._network
+        if network is not None:
+            network.version += 1
 
     def __init__(self, name: str, input_shapes: list[tuple]):
         self.name = name

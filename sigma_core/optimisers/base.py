@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import fnmatch
 import inspect
+import types
 
-from .. import edits
 from ..errors import ShapeError, SigmaError
 from ..layers.base import old_id
 
@@ -32,7 +32,7 @@ class Optimiser:
     #: The name of the update rule :meth:`Handler.optimiser_update` applies ("sgd", "adam", ...).
     rule = ""
     #: Whether :meth:`arguments` change with the step (Adam's bias correction). When False they may depend on the
-    #: hyperparameters alone: a recorded step (:mod:`sigma_core.replay`) asks for them only when those changed.
+    #: hyperparameters alone: a compiled training step (sigmann-replay) asks for them only when those changed.
     stepwise = True
 
     def __init__(self, learning_rate, *, weight_decay=0.0, freeze=()):
@@ -46,6 +46,10 @@ class Optimiser:
         self.publish_updates = False
         #: Values hooks read after a step: learning_rate, step, frozen ids, updates.
         self.published = {}
+        #: Bumped whenever the freeze filters or the memory arrays are replaced (not by a step, nor by a
+        #: hyperparameter set): whatever holds on to the memory's buffers or to which parameters are updated
+        #: (a compiled training step) compares it.
+        self.version = 0
 
     def __repr__(self):
         arguments = ", ".join(f"{k}={v!r}" for k, v in self.hyperparameters().items())
@@ -61,7 +65,7 @@ class Optimiser:
         """Stop updating every parameter whose id matches the glob ``pattern``."""
         if pattern not in self._filters:
             self._filters.append(pattern)
-            edits.bump()
+            self.version += 1
 
     def unfreeze(self, pattern: str) -> None:
         """Remove a freeze pattern added before."""
@@ -69,11 +73,11 @@ class Optimiser:
             current = ", ".join(repr(p) for p in self._filters) or "none"
             raise SigmaError(f"{type(self).__name__}: no freeze pattern {pattern!r} (patterns: {current})")
         self._filters.remove(pattern)
-        edits.bump()
+        self.version += 1
 
     def clear_filters(self) -> None:
         self._filters.clear()
-        edits.bump()
+        self.version += 1
 
     def is_frozen(self, param_id: str) -> bool:
         return any(fnmatch.fnmatchcase(param_id, pattern) for pattern in self._filters)
@@ -92,26 +96,37 @@ class Optimiser:
         if missing:
             raise SigmaError(f"{type(self).__name__}: no gradient for parameter(s) {', '.join(missing)}; "
                              "compute their gradients or freeze them")
-        self.steps += 1
-        updates = {} if self.publish_updates else None
-        counts = self._steps
-        with handler.no_grad():
-            for param_id in ids:
-                param, grad = params[param_id], grads[param_id]
-                _check_pair(handler, param_id, param, grad)
-                memory = self._memory_of(handler, param_id, param)
-                before = handler.copy(param) if updates is not None else None
-                count = counts[param_id] = counts.get(param_id, 0) + 1
-                self.update(handler, param, grad, memory, count)
-                if updates is not None:
-                    updates[param_id] = handler.subtract(param, before)
+        for param_id in ids:
+            _check_pair(handler, param_id, params[param_id], grads[param_id])
         frozen = []
         if len(ids) != len(params):  # ids is a subset of params: as many means nothing is frozen
             trained = set(ids)
             frozen = [i for i in params if i not in trained]
-        self.published = {"learning_rate": self.learning_rate, "step": self.steps, "frozen": frozen}
+        # Memory first: it carries a checkpoint's count over from a parameter's old name before this step is counted.
+        memories = [self._memory_of(handler, param_id, params[param_id]) for param_id in ids]
+        counts = self.count_step(ids, frozen)
+        updates = {} if self.publish_updates else None
+        with handler.no_grad():
+            for param_id, memory in zip(ids, memories):
+                param, grad = params[param_id], grads[param_id]
+                before = handler.copy(param) if updates is not None else None
+                self.update(handler, param, grad, memory, counts[param_id])
+                if updates is not None:
+                    updates[param_id] = handler.subtract(param, before)
         if updates is not None:
             self.published["updates"] = updates
+
+    def count_step(self, ids, frozen: list) -> dict:
+        """Count a step of the parameters ``ids`` (:attr:`steps` and each one's own count) and publish its values
+        (:attr:`published`: the learning rate, the step, the ``frozen`` ids); returns the counts by parameter id.
+        Part of :meth:`step`, public for a step run another way (a compiled training step replaying the update
+        kernels) that must leave the optimiser as :meth:`step` would."""
+        self.steps += 1
+        counts = self._steps
+        for param_id in ids:
+            counts[param_id] = counts.get(param_id, 0) + 1
+        self.published = {"learning_rate": self.learning_rate, "step": self.steps, "frozen": frozen}
+        return counts
 
     def update(self, handler, param, grad, memory, step: int) -> None:
         """Update one parameter in place, its ``step``-th update (from 1), by the handler's :attr:`rule`;
@@ -136,6 +151,12 @@ class Optimiser:
             raise ShapeError(f"{type(self).__name__}: parameter {param_id!r} has shape {param.shape} "
                              f"but its optimiser memory has shape {memory[0].shape}")
         return memory
+
+    @property
+    def memory(self):
+        """Each parameter's memory arrays (by id, in :attr:`memory_names` order), read-only: for tools that name
+        the buffers a step touches (``sigma explain``)."""
+        return types.MappingProxyType(self._memory)
 
     # -- checkpoints -------------------------------------------------------------------
     def hyperparameters(self) -> dict:
@@ -172,7 +193,7 @@ class Optimiser:
         steps = state.get("parameter_steps", dict.fromkeys(memory, self.steps))
         self._steps = {param_id: int(count) for param_id, count in steps.items()}
         self._memory = memory
-        edits.bump()  # new memory arrays, maybe new filters
+        self.version += 1  # new memory arrays, maybe new filters
 
 
 def _check_pair(handler, param_id, param, grad):

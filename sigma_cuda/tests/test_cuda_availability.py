@@ -23,14 +23,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(autouse=True)
 def clean_plugin_state(monkeypatch):
-    """A fresh registry and no handler choice (no conftest.py here: it would clash with tests/conftest.py)."""
+    """A fresh registry (no conftest.py here: it would clash with tests/conftest.py)."""
     for var in ("SIGMA_PLUGINS", "SIGMA_STRICT_PLUGINS", "SIGMA_HANDLER"):
         monkeypatch.delenv(var, raising=False)
     plugins.reset()
-    backend.set_default_handler(None)
     yield
     plugins.reset()
-    backend.set_default_handler(None)
 REASONS = ("CuPy is not installed", "no CUDA device", "driver/runtime mismatch", "CuPy cannot use the CUDA driver",
            "the CUDA driver failed")
 

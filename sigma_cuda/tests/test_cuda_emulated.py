@@ -11,8 +11,8 @@ dtype and C-contiguity, each scalar's exact NumPy type (a Python float where a
 ``long long`` is declared would be read as garbage on the device), and that the
 grid covers every row or column the kernel indexes. So this catches what is
 easy to get wrong between Python and CUDA, and checks every kernel's
-arithmetic against the NumPy handler through the conformance kit; what it
-cannot catch is a bug in the CUDA code itself or in CuPy: that is what
+arithmetic against the NumPy handler through the conformance kit of
+sigmann-testing; what it cannot catch is a bug in the CUDA code itself or in CuPy: that is what
 ``test_cuda_gpu.py`` is for.
 """
 
@@ -33,8 +33,8 @@ from sigma_core.errors import NonFiniteError
 from sigma_core.handlers.numpy_handler import NumpyHandler
 from sigma_core.network import Network
 from sigma_core.optimisers import Adam
-from sigma_core.testing import HandlerConformance
 from sigma_core.trainer import Trainer
+from sigmann_testing import HandlerConformance, check_layer
 
 SOURCE = Path(__file__).resolve().parents[1] / "src" / "sigma_cuda" / "kernels.cu"
 C_TYPES = {"float": numpy.float32, "double": numpy.float64, "long long": numpy.int64, "int": numpy.int32,
@@ -460,8 +460,12 @@ def _trainer(handler, dropout=0.2, *, replay=False, optimiser=None, size=50, las
             layers = layers + Construct("dropout", p=dropout)
         layers = layers + Construct("dense", size=10, activation="sigmoid") + SoftmaxCE()
     trainer = Trainer(Network(layers), optimiser or Adam(0.01),
-                      MinibatchIterator(load_sklearn("digits"), size, last_batch=last_batch, seed=0), replay=replay)
+                      MinibatchIterator(load_sklearn("digits"), size, last_batch=last_batch, seed=0))
     trainer.initialise(handler)
+    if replay:  # recorded steps, captured as CUDA graphs
+        from sigmann_replay import StepReplay
+
+        trainer.compile_step(StepReplay.compile)
     return trainer, iter(trainer.training_iterator)
 
 
@@ -519,6 +523,8 @@ def test_dropout_draws_the_same_bits_as_the_cpu_handler():
 
 @pytest.mark.parametrize("replay", [False, True], ids=["unrecorded", "graph-replay"])
 def test_a_non_finite_cost_skips_updates_until_read(replay):
+    from sigmann_replay import StepReplay
+
     handler = emulated_cuda()
     trainer, batches = _trainer(handler, dropout=0.0, replay=replay)
     for _ in range(3):  # with replay, the third step and the next ones are CUDA graph launches
@@ -533,15 +539,13 @@ def test_a_non_finite_cost_skips_updates_until_read(replay):
         numpy.testing.assert_array_equal(value, before[key], err_msg=key)
     trainer.run_iteration(next(batches))
     assert any(not numpy.array_equal(v, before[k]) for k, v in trainer.network.state_dict().items())
-    assert trainer.replay is None or trainer.replay.replayed == 4
+    assert not replay or StepReplay.of(trainer).replayed == 4
 
 
 @pytest.mark.parametrize("layer, shapes, arguments", [
     ("dense", [(4,)], {"size": 5, "activation": "relu"}), ("dense", [(2, 3)], {"size": 3, "activation": "softplus"}),
     ("dropout", [(6,)], {"p": 0.3}), ("lstm", [(4, 3)], {"size": 3}), ("concatenate", [(3,), (2,)], {})])
 def test_built_in_layers_agree_with_numpy_and_have_right_gradients(layer, shapes, arguments):
-    from sigma_core.testing import check_layer
-
     assert set(check_layer(layer, shapes, handlers=["numpy", "cuda"], **arguments)) == {"numpy", "cuda"}
 
 

@@ -1,11 +1,12 @@
 """The CUDA handler on a real device: every test here skips, with the handler's reason, where none is.
 
-The conformance kit (float32 and float64, every op and gradient against the
-NumPy handler), the built-in layers' gradients, end-to-end training, checkpoints
-crossing handlers, and the contract's device-specific promises: a warm step
-allocates nothing, queues without waiting for the device, skips its update after
-a non-finite cost and says so at the next read, and dropout is reproducible; all
-of it for recorded steps replayed as CUDA graphs (:mod:`sigma_cuda.graphs`) too.
+The conformance kit of sigmann-testing (float32 and float64, every op and gradient,
+plugin ops included, against the NumPy handler), the built-in layers' gradients,
+end-to-end training, checkpoints crossing handlers, and the contract's
+device-specific promises: a warm step allocates nothing, queues without waiting
+for the device, skips its update after a non-finite cost and says so at the next
+read, and dropout is reproducible; all of it for recorded steps replayed as CUDA
+graphs (:mod:`sigma_cuda.graphs`) too.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from sigma_core.errors import NonFiniteError, ShapeError, SigmaError
 from sigma_core.kernels import ArrayKernels
 from sigma_core.network import Network
 from sigma_core.optimisers import Adam
-from sigma_core.testing import HandlerConformance, check_layer
 from sigma_core.trainer import Trainer
+from sigmann_testing import HandlerConformance, check_layer
 
 
 def _availability():
@@ -122,8 +123,12 @@ def _digits_trainer(handler, dropout=0.2, replay=False, last_batch="drop"):
         layers = layers + Construct("dropout", p=dropout)
     network = Network(layers + Construct("dense", size=10) + SoftmaxCE())
     trainer = Trainer(network, Adam(0.01, weight_decay=0.001), MinibatchIterator(load_sklearn("digits"), 50,
-                      last_batch=last_batch, seed=0), replay=replay)
+                      last_batch=last_batch, seed=0))
     trainer.initialise(handler)
+    if replay:  # recorded steps, captured as CUDA graphs
+        from sigmann_replay import StepReplay
+
+        trainer.compile_step(StepReplay.compile)
     return trainer, iter(trainer.training_iterator)
 
 
@@ -190,6 +195,8 @@ def test_training_steps_queue_behind_a_busy_device_without_waiting(replay):
 
 @REPLAY
 def test_a_non_finite_cost_skips_the_updates_and_is_raised_at_the_next_read(replay):
+    from sigmann_replay import StepReplay
+
     handler = cuda()
     trainer, batches = _digits_trainer(handler, dropout=0.0, replay=replay)
     for _ in range(3 if replay else 1):  # with replay: the next steps are graph launches
@@ -207,7 +214,7 @@ def test_a_non_finite_cost_skips_the_updates_and_is_raised_at_the_next_read(repl
         numpy.testing.assert_array_equal(after[key], value, err_msg=key)
     trainer.run_iteration(next(batches))
     assert any(not numpy.array_equal(trainer.network.state_dict()[k], v) for k, v in before.items())
-    assert not replay or trainer.replay.replayed == 4
+    assert not replay or StepReplay.of(trainer).replayed == 4
 
 
 def test_uploaded_labels_are_range_checked_from_the_host_copy(monkeypatch):
@@ -292,6 +299,7 @@ def _state_bytes(trainer) -> dict:
 def test_graph_replayed_steps_are_bit_identical_with_a_schedule_dropout_and_a_short_last_batch(dtype):
     """The first thing to check on a GPU: capture works, and replay gives every bit of unrecorded steps."""
     from sigma_cuda.graphs import GraphStep
+    from sigmann_replay import StepReplay
 
     runs = {}
     for replay in (False, True):
@@ -302,13 +310,15 @@ def test_graph_replayed_steps_are_bit_identical_with_a_schedule_dropout_and_a_sh
                                                                             t.optimiser.learning_rate * 0.97)))
         runs[replay] = (costs, _state_bytes(trainer), trainer)
     assert runs[False][:2] == runs[True][:2]
-    replay = runs[True][2].replay
+    replay = StepReplay.of(runs[True][2])
     assert replay.replayed == 2 * 36 - 4  # all but the first two steps of each of the two signatures
     assert all(isinstance(entry.captured, GraphStep) for entry in replay.cache.values())
 
 
 def test_a_step_replayed_as_a_graph_is_one_graph_launch():
     """No kernel is launched from Python in a replayed step: RawKernel launches are counted, graph launches run."""
+    from sigmann_replay import StepReplay
+
     handler = cuda()
     trainer, batches = _digits_trainer(handler, replay=True)
     for _ in range(3):
@@ -320,8 +330,8 @@ def test_a_step_replayed_as_a_graph_is_one_graph_launch():
                 counted.append(name)
                 return kernel(*args)
             table[name] = launch
-    replayed = trainer.replay.replayed
+    replayed = StepReplay.of(trainer).replayed
     for _ in range(5):
         trainer.run_iteration(next(batches))
-    assert trainer.replay.replayed == replayed + 5 and counted == []
+    assert StepReplay.of(trainer).replayed == replayed + 5 and counted == []
     assert numpy.isfinite(trainer.last_cost)

@@ -17,9 +17,10 @@ import numpy
 import pytest
 
 from sigma_core.architecture import Construct
-from sigma_core.constructs import LSTM, Input, SoftmaxCE
+from sigma_core.constructs import Input, SoftmaxCE
 from sigma_core.optimisers import Adam
-from sigma_core.replay import Recording, StepReplay
+from sigmann_recurrent import LSTM
+from sigmann_replay import Recording, StepReplay
 
 from .test_cuda_emulated import emulated_cupy  # noqa: F401 (the stand-in, autouse: for every test here)
 from .test_cuda_emulated import PinnedMemoryPointer, _trainer, emulated_cuda
@@ -53,7 +54,7 @@ def assert_same(a, b):
 
 
 def graphs(trainer) -> list:
-    return [entry.captured for entry in trainer.replay.cache.values() if isinstance(entry, Recording)]
+    return [entry.captured for entry in StepReplay.of(trainer).cache.values() if isinstance(entry, Recording)]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -63,7 +64,7 @@ def test_graph_replayed_steps_are_bit_identical_to_unrecorded_ones(dtype):
     assert steps(off, 3) == costs
     assert_same(off, on)
     (graph,) = graphs(on)
-    assert graph.graph.launches == on.replay.replayed == 3 * 8 - 2  # every step but the first two: one launch each
+    assert graph.graph.launches == StepReplay.of(on).replayed == 3 * 8 - 2  # every step but the first two: one launch each
     assert len(graph.draws) == 1 and len(graph.rules) == 4  # dropout's key, each parameter's Adam scalars
     assert costs[-1] < costs[0]
 
@@ -93,7 +94,7 @@ def test_dropout_masks_are_fresh_each_replay_and_those_of_unrecorded_steps():
     off.handler.kernels.dropout = keep_mask
     steps(off, 1)
     masks = []  # the recorded step's mask buffer, after the recorded step and each replay
-    steps(on, 1, between=lambda t: t.replay.last and masks.append(_recorded_mask(t).get()))
+    steps(on, 1, between=lambda t: StepReplay.of(t).last and masks.append(_recorded_mask(t).get()))
     assert len(masks) == len(expected) - 1 == 7
     for mask, reference in zip(masks, expected[1:]):
         assert mask.tobytes() == reference.tobytes()
@@ -101,7 +102,7 @@ def test_dropout_masks_are_fresh_each_replay_and_those_of_unrecorded_steps():
 
 
 def _recorded_mask(trainer):
-    recording = trainer.replay.last
+    recording = StepReplay.of(trainer).last
     return next(record[6][1] for record in recording.records if record[1] == "dropout")
 
 
@@ -119,7 +120,7 @@ def test_a_signature_change_falls_back_and_captures_again():
     assert_same(off, on)
     assert len(graphs(on)) == 3  # full batches, the short one, full batches with a frozen layer
     assert all(numpy.array_equal(frozen[9], f) for f in frozen[10:])
-    assert sum(g.graph.launches for g in graphs(on)) == on.replay.replayed > 12
+    assert sum(g.graph.launches for g in graphs(on)) == StepReplay.of(on).replayed > 12
 
 
 def test_a_step_the_graph_cannot_hold_runs_normally_and_says_why(caplog):
@@ -130,8 +131,8 @@ def test_a_step_the_graph_cannot_hold_runs_normally_and_says_why(caplog):
     with caplog.at_level(logging.INFO, logger="sigma"):
         assert steps(on, 1) == steps(off, 1)
     assert_same(off, on)
-    assert on.replay.replayed == 0
-    assert "not replayed (kernel recurrent." in caplog.text
+    assert StepReplay.of(on).replayed == 0
+    assert "not replayed (kernel run_op allocates" in caplog.text  # the LSTM op's forward, one kernel call
     assert "allocates device memory while captured as a CUDA graph" in caplog.text
 
 
@@ -141,8 +142,8 @@ def test_replay_is_refused_where_a_handler_has_no_capture(monkeypatch):
     monkeypatch.delattr(CudaKernels, "capture")
     trainer = digits_trainer("float32", True)
     steps(trainer, 1)
-    assert trainer.replay.replayed == 0
-    assert "handler 'cuda' keeps its arrays off the host" in trainer.replay.cache.values()
+    assert StepReplay.of(trainer).replayed == 0
+    assert "handler 'cuda' keeps its arrays off the host" in StepReplay.of(trainer).cache.values()
 
 
 def test_uploads_after_a_capture_never_reuse_the_graphs_input_buffers():
@@ -152,7 +153,7 @@ def test_uploads_after_a_capture_never_reuse_the_graphs_input_buffers():
     inputs = {id(device) for device in graph.inputs.values()}
     slots = trainer.handler.kernels.uploader._slots
     assert inputs and not inputs & {id(slot.device) for group in slots.values() for slot in group}
-    assert isinstance(trainer.replay, StepReplay)
+    assert StepReplay.of(trainer) is not None
 
 
 def test_pinned_batches_from_the_prefetching_iterator_are_copied_from_where_they_are():

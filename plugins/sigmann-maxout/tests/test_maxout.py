@@ -2,14 +2,14 @@
 
 import pytest
 
-from sigma_core.testing import check_layer
 from sigmann_maxout import Maxout
+from sigmann_testing import check_layer
 
 
 @pytest.mark.parametrize("pieces", [1, 3])
-def test_maxout_passes_check_layer(pieces):
+def test_maxout_passes_check_layer(pieces, sigma_handlers):
     outputs = check_layer(Maxout, input_shapes=[(2, 3)], size=4, pieces=pieces)
-    assert all(output.shape == (3, 4) for output in outputs.values())
+    assert set(outputs) == set(sigma_handlers) and all(output.shape == (3, 4) for output in outputs.values())
 
 
 def test_maxout_is_registered_under_its_name():

@@ -1,4 +1,4 @@
-"""``sigma plot`` and the ``plots`` monitor: PNG curves from the metrics files."""
+"""``sigma plot`` and the ``plots`` hook: PNG curves from the metrics files."""
 
 from __future__ import annotations
 
@@ -109,10 +109,10 @@ def test_a_directory_without_metrics_is_a_one_line_error(tmp_path, capsys):
                    "--monitor metrics and give the run directory it wrote, e.g. runs/digits")
 
 
-def test_the_plots_monitor_draws_the_run_as_it_trains(run_file, tmp_path):
+def test_the_plots_hook_draws_the_run_as_it_trains(run_file, tmp_path):
     train(run_file, tmp_path / "a", "--monitor", f"plots:directory='{tmp_path / 'p'}'")
     assert_png(tmp_path / "p" / "metrics.png")
-    assert not (tmp_path / "p" / "metrics.jsonl").exists()  # it draws; the metrics monitor writes
+    assert not (tmp_path / "p" / "metrics.jsonl").exists()  # it draws; the metrics hook writes
 
 
 def test_the_drawing_process_reports_a_failure_in_one_line(tmp_path):
@@ -122,6 +122,6 @@ def test_the_drawing_process_reports_a_failure_in_one_line(tmp_path):
     assert failed.stderr.startswith("sigma plots: cannot draw") and "JSONDecodeError" in failed.stderr
 
 
-def test_sigma_plugins_lists_the_monitor_and_the_command_with_their_distribution():
-    assert plugins.get("monitor", "plots").distribution == "sigmann-plots"
+def test_sigma_plugins_lists_the_hook_and_the_command_with_their_distribution():
+    assert plugins.get("hook", "plots").distribution == "sigmann-plots"
     assert plugins.get("command", "plot").distribution == "sigmann-plots"

@@ -16,12 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sigma_core import ConfigError, Loop, NonFiniteError, SigmaError, build_run, strategy_from_config
 from sigma_core import config as run_config
-from sigma_core import plugins
-from sigma_core.errors import ConfigError, NonFiniteError, SigmaError
-from sigma_core.hooks import Hook, after
-from sigma_core.operators import SingleWorkerOperator
-from sigma_core.run import build_run
+from sigma_core.hooks import Hook
 
 ROOT = Path(__file__).resolve().parents[3]
 DIGITS = tomllib.loads((ROOT / "examples" / "digits.toml").read_text())
@@ -52,9 +49,25 @@ def parameters(trainer) -> dict:
     return {pid: array.to_numpy().copy() for pid, array in trainer.network.parameters.items()}
 
 
+def ray_loop(trainer, operator: dict, *, epochs, hooks=()) -> Loop:
+    return Loop(trainer, strategy_from_config(trainer, operator), epochs=epochs, hooks=hooks)
+
+
+class AtIteration(Hook):
+    """Calls ``act(hook)`` once, after the run's ``at``-th iteration."""
+
+    def __init__(self, at, act):
+        self.at, self.act, self.seen = at, act, 0
+
+    def on_iteration(self):
+        self.seen += 1
+        if self.seen == self.at:
+            self.act(self)
+
+
 def test_three_ray_workers_give_one_worker_on_the_whole_batch(ray_instance, caplog):
     single = digits_run(epochs=2)
-    expected = [report.cost for report in SingleWorkerOperator(single.trainer, epochs=2).run()]
+    expected = [report.cost for report in Loop(single.trainer, epochs=2).run()]
     # Half a CPU each, so that 3 fit; batches of 32 split 10 + 11 + 11.
     run = digits_run({"type": "ray", "workers": 3, "cpus_per_worker": 0.5}, epochs=2)
     with caplog.at_level(logging.DEBUG, logger="sigma"):
@@ -70,40 +83,31 @@ def test_three_ray_workers_give_one_worker_on_the_whole_batch(ray_instance, capl
     assert ray_instance.available_resources().get("CPU") == 2
 
 
-class _Slower(Hook):
-    """Halves the learning rate on the driver, as a schedule or a ``set`` command would."""
-
-    def invoke(self, registry, resolver):
-        self.operator.trainer.optimiser.learning_rate /= 2
+def slower():
+    """After 5 iterations, halves the learning rate on the driver, as a schedule or a ``set`` command would."""
+    return AtIteration(5, lambda hook: setattr(hook.run.optimiser, "learning_rate", hook.run.optimiser.learning_rate / 2))
 
 
 def test_the_workers_follow_the_drivers_hyperparameters_and_a_second_run(ray_instance):
     single = digits_run(epochs=2)
-    SingleWorkerOperator(single.trainer, epochs=1, hooks=[_Slower(after(5, "iteration"))]).run()
-    SingleWorkerOperator(single.trainer, epochs=2).run()
+    Loop(single.trainer, epochs=1, hooks=[slower()]).run()
+    Loop(single.trainer, epochs=2).run()
     run, operator = digits_run(epochs=2), {"type": "ray", "workers": 2}
-    plugins.build("operator", operator, run.trainer, epochs=1, hooks=[_Slower(after(5, "iteration"))]).run()
-    plugins.build("operator", operator, run.trainer, epochs=2).run()  # new actors take the global state
+    ray_loop(run.trainer, operator, epochs=1, hooks=[slower()]).run()
+    ray_loop(run.trainer, operator, epochs=2).run()  # new actors take the global state
     assert run.trainer.optimiser.learning_rate == single.trainer.optimiser.learning_rate
     for pid, array in parameters(single.trainer).items():
         np.testing.assert_allclose(parameters(run.trainer)[pid], array, rtol=1e-12, atol=1e-12, err_msg=pid)
 
 
-class _ResetOnce(Hook):
-    def invoke(self, registry, resolver):
-        if not getattr(self, "done", False):
-            self.done = True
-            self.operator.signal_reset()
-
-
 def test_a_reset_mid_epoch_recompiles_and_repeats_the_run(ray_instance, caplog):
     single = digits_run(epochs=2)
-    expected = [report.cost for report in SingleWorkerOperator(single.trainer, epochs=2).run()]
+    expected = [report.cost for report in Loop(single.trainer, epochs=2).run()]
     run = digits_run(epochs=2)
-    operator = plugins.build("operator", {"type": "ray", "workers": 2}, run.trainer, epochs=2,
-                             hooks=[_ResetOnce(after(20, "iteration"))])
+    loop = ray_loop(run.trainer, {"type": "ray", "workers": 2}, epochs=2,
+                    hooks=[AtIteration(20, lambda hook: hook.run.command("reset"))])
     with caplog.at_level(logging.DEBUG, logger="sigma"):
-        reports = operator.run()
+        reports = loop.run()
     # Once at the start and once after the reset (the step started ahead was dropped, the graph compiled anew).
     assert len([r for r in caplog.records if "the workers take the global state" in r.getMessage()]) == 2
     assert [report.cost for report in reports] == pytest.approx(expected, rel=1e-12)
@@ -111,20 +115,18 @@ def test_a_reset_mid_epoch_recompiles_and_repeats_the_run(ray_instance, caplog):
         np.testing.assert_allclose(parameters(run.trainer)[pid], array, rtol=1e-12, atol=1e-12, err_msg=pid)
 
 
-class _KillWorker(Hook):
-    """Kills worker 1's process (SIGKILL) from the driver, between two iterations of the first epoch."""
+def kill_worker_1(hook):
+    """Kills worker 1's process (SIGKILL) from the driver, between two iterations."""
+    import ray
 
-    def invoke(self, registry, resolver):
-        import ray
-
-        pid = ray.get(self.operator.workers[1].pid.remote())
-        assert os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0)  # not Ray's nice +15
-        os.kill(pid, signal.SIGKILL)
+    pid = ray.get(hook.run.loop.strategy.workers[1].pid.remote())
+    assert os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0)  # not Ray's nice +15
+    os.kill(pid, signal.SIGKILL)
 
 
 def test_a_killed_worker_is_restarted_and_training_finishes(ray_instance, caplog):
     run = digits_run({"type": "ray", "workers": 2}, epochs=2)
-    run.hooks.append(_KillWorker(after(10, "iteration")))
+    run.hooks.append(AtIteration(10, kill_worker_1))
     with caplog.at_level(logging.WARNING, logger="sigma"):
         summary = run.train()
     assert summary["epochs"] == 2 and np.isfinite(summary["cost"])
@@ -135,7 +137,7 @@ def test_a_killed_worker_is_restarted_and_training_finishes(ray_instance, caplog
                                                                     r.getMessage())]
     assert len(restarts) == 1 and "repeating the step from the last synchronised state" in restarts[0]
     single = digits_run(epochs=2)  # the repeated step started from the same state: nothing was lost or doubled
-    SingleWorkerOperator(single.trainer, epochs=2).run()
+    Loop(single.trainer, epochs=2).run()
     for pid, array in parameters(single.trainer).items():
         np.testing.assert_allclose(parameters(run.trainer)[pid], array, rtol=1e-12, atol=1e-12, err_msg=pid)
 

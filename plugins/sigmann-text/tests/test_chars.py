@@ -7,7 +7,7 @@ import pytest
 
 from sigma_core import plugins
 from sigma_core.backend import create_handler
-from sigma_core.data import BlockDataset, DataError, dataset_from_config
+from sigma_core.data import DataError, dataset_from_config
 from sigma_core.errors import ShapeError
 from sigma_core.layers.base import ForwardContext
 from sigmann_text import chars as chars_module
@@ -98,6 +98,7 @@ def test_bad_input_is_one_error_naming_the_file(tmp_path, content, arguments, me
 
 
 def test_run_file_data_block_in_memory_and_streamed_into_blocks(tmp_path, monkeypatch):
+    BlockDataset = pytest.importorskip("sigmann_data.blocks").BlockDataset  # the [data] blocks cache
     path = write(tmp_path, TEXT)
     cfg = {"source": "chars", "path": str(path), "sequence": 16, "stride": 5}
     dataset = dataset_from_config(cfg)

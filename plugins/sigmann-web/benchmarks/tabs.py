@@ -1,4 +1,4 @@
-"""How much the web monitor costs the training thread, with no page, ten reading pages, ten stuck ones.
+"""How much the web hook costs the training thread, with no page, ten reading pages, ten stuck ones.
 
     python plugins/sigmann-web/benchmarks/tabs.py [--epochs 20] [--repeats 5] [--every 10]
 
@@ -25,9 +25,9 @@ import tomllib
 from pathlib import Path
 
 from sigma_core import config as run_config
-from sigma_core.operators import SingleWorkerOperator
+from sigma_core.loop import Loop
 from sigma_core.run import build_run
-from sigmann_web.monitor import WebMonitor
+from sigmann_web.hook import WebHook
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "digits.toml"
 PAGES = """
@@ -51,15 +51,15 @@ def train(epochs: int, every: int, pages: str | None) -> tuple[float, float]:
     raw["training"]["epochs"] = epochs
     run = build_run(run_config.validate(raw))
     run.trainer.initialise(run.handler)
-    monitors, clients = [], None
+    hooks, clients = [], None
     if pages is not None:
-        monitors.append(WebMonitor(every=every, paused=True))
-    operator = SingleWorkerOperator(run.trainer, epochs=epochs, monitors=monitors)
+        hooks.append(WebHook(every=every, paused=True))
+    operator = Loop(run.trainer, epochs=epochs, hooks=hooks)
     operator.start()
-    if monitors:
-        while monitors[0].server is None or operator.state.value != "paused":
+    if hooks:
+        while hooks[0].server is None or operator.state.value != "paused":
             time.sleep(0.01)
-        server = monitors[0].server
+        server = hooks[0].server
         if pages:
             clients = subprocess.Popen([sys.executable, "-c", PAGES, server.host, str(server.port), pages])
             while len(server.pages) < 10:
@@ -82,9 +82,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--every", type=int, default=10, help="the monitor's every (1: an event per iteration)")
+    parser.add_argument("--every", type=int, default=10, help="the hook's every (1: an event per iteration)")
     args = parser.parse_args()
-    configurations = {"no web monitor": None, "web monitor, no page": "", "ten reading pages": "reading",
+    configurations = {"no web hook": None, "web hook, no page": "", "ten reading pages": "reading",
                       "ten stuck pages": "stuck"}
     train(2, args.every, None)  # compile the kernels first
     times, others = {name: [] for name in configurations}, {name: [] for name in configurations}
@@ -93,7 +93,7 @@ def main() -> None:
             seconds, cpu = train(args.epochs, args.every, pages)
             times[name].append(seconds)
             others[name].append(cpu / seconds)
-    base = min(times["no web monitor"])
+    base = min(times["no web hook"])
     print(f"digits, {args.epochs} epochs, every={args.every}, {args.repeats} repeats")
     print(f"  {'':<22} {'fastest':>9} {'vs none':>8} {'median':>8}  CPU outside training, of its time")
     for name, samples in times.items():

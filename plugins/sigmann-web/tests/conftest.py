@@ -1,4 +1,4 @@
-"""A live run with the web monitor, trained in this process on a thread, and a client for its API."""
+"""A live run with the web hook, trained in this process on a thread, and a client for its API."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import httpx
 import pytest
 
 from sigma_core import config as run_config
-from sigma_core.operators import SingleWorkerOperator
+from sigma_core.loop import Loop
 from sigma_core.run import build_run
-from sigmann_web.monitor import WebMonitor
+from sigmann_web.hook import WebHook
 
 # 8×8 "images" of noise in 10 classes: nothing to learn, but the shape of the digits run, on the NumPy handler.
 RUN_FILE = """
@@ -60,21 +60,20 @@ def build(name="blobs", epochs=100_000):
 
 
 class Live:
-    """A run training on its own thread with a web monitor; ``client`` sends the token unless told not to."""
+    """A run training on its own thread with a web hook; ``client`` sends the token unless told not to."""
 
     def __init__(self, epochs=100_000, **options):
         self.run = build(epochs=epochs)
         self.trainer = self.run.trainer
         self.initial = self.trainer.network.state_dict()
-        self.monitor = WebMonitor(**options)
-        self.monitor.name = "web"
-        self.operator = SingleWorkerOperator(self.trainer, epochs=epochs, monitors=[self.monitor])
-        self.operator.start()
+        self.hook = WebHook(**options)
+        self.loop = Loop(self.trainer, epochs=epochs, hooks=[self.hook])
+        self.loop.start()
         deadline = time.monotonic() + 30
-        while self.monitor.server is None or self.monitor.board.name not in self.monitor.server.boards:
-            assert time.monotonic() < deadline, "the web monitor did not start"
+        while self.hook.server is None or self.hook.board.name not in self.hook.server.boards:
+            assert time.monotonic() < deadline, "the web hook did not start"
             time.sleep(0.02)
-        self.server = self.monitor.server
+        self.server = self.hook.server
         self.base = self.server.url(with_token=False).rstrip("/")
         self.client = httpx.Client(base_url=self.base, headers={"X-Sigma-Token": self.server.token}, timeout=20)
 
@@ -92,8 +91,8 @@ class Live:
             time.sleep(0.05)
 
     def close(self):
-        self.operator.signal_stop()
-        self.operator.join(30)
+        self.loop.signal_stop()
+        self.loop.join(30)
         self.client.close()
         self.server.stop()
 

@@ -1,4 +1,4 @@
-"""The web monitor's JSON API against a real server and a live run: security, controls, edits, inference, streams."""
+"""The web hook's JSON API against a real server and a live run: security, controls, edits, inference, streams."""
 
 from __future__ import annotations
 
@@ -19,10 +19,9 @@ import pytest
 from sigma_core import plugins
 from sigma_core.checkpoint import load_checkpoint
 from sigma_core.cli import main
-from sigma_core.environment import Environment
-from sigma_core.operators import EpochReport
+from sigma_core.loop import EpochReport, Loop
 from sigmann_web.board import PER_FLUSH, Board
-from sigmann_web.monitor import WebMonitor, bounds, guess_image
+from sigmann_web.hook import WebHook, bounds, guess_image
 from sigmann_web.server import Server
 
 POSTS = {"/api/control": {"action": "pause"}, "/api/set": {"key": "optimiser.learning_rate", "value": 0.5},
@@ -36,7 +35,7 @@ def test_every_state_changing_request_needs_the_token(live):
         assert refused.status_code == 403 and "token" in refused.json()["error"], path
         wrong = run.client.post(path, json=body, headers={"X-Sigma-Token": "x" + run.server.token})
         assert wrong.status_code == 403, path
-    assert run.operator.state.value == "running" and run.trainer.optimiser.learning_rate == 0.01  # nothing changed
+    assert run.loop.state.value == "running" and run.trainer.optimiser.learning_rate == 0.01  # nothing changed
     assert run.client.get("/api/state", headers={"X-Sigma-Token": ""}).status_code == 200  # reading needs none
     assert run.client.get("/api/state", headers={"Host": "attacker.example"}).status_code == 400  # DNS rebinding
     page = run.client.get("/")
@@ -76,7 +75,7 @@ def test_pause_step_set_extend_and_reset_act_on_the_trainer(live):
     assert refused.status_code == 400 and refused.json()["error"].startswith("unknown action 'fly'")
 
     extended = run.post("/api/control", action="extend", epochs=7).json()
-    assert extended["message"] == "extended to 100007 epochs" and run.operator.epochs == 100_007
+    assert extended["message"] == "extended to 100007 epochs" and run.loop.epochs == 100_007
     assert run.post("/api/control", action="extend", epochs=0).status_code == 400
 
     resumed = run.post("/api/control", action="resume").json()
@@ -115,7 +114,7 @@ def test_a_drawing_is_classified_on_the_training_thread(live):
     probabilities = answer["probabilities"]
     assert len(probabilities) == 10 and sum(probabilities) == pytest.approx(1, abs=1e-5)
     assert answer["predicted"] == int(numpy.argmax(probabilities))
-    assert run.operator._thread in threads  # inference ran between iterations, on the training thread
+    assert run.loop._thread in threads  # inference ran between iterations, on the training thread
     for pixels, message in [([0.5], "pixels must be 8×8 = 64 numbers, got shape [1]"),
                             ([2.0] * 64, "pixels must be numbers in [0, 1]"), ("abc", "pixels must be an array")]:
         refused = run.post("/api/predict", pixels=pixels)
@@ -181,7 +180,7 @@ def test_a_stuck_server_or_stuck_pages_never_hold_training_up(live):
     before = run.trainer.total_iterations
     time.sleep(1)
     assert run.trainer.total_iterations > before + 50  # training went on meanwhile
-    assert len(run.monitor.board.inbox) <= 4096  # bounded: the oldest entries make room
+    assert len(run.hook.board.inbox) <= 4096  # bounded: the oldest entries make room
     for page in stuck:
         page.close()
     run.wait_for(lambda: not run.server.pages, what="closed pages to be forgotten")
@@ -189,14 +188,14 @@ def test_a_stuck_server_or_stuck_pages_never_hold_training_up(live):
 
 
 def test_several_trainers_in_one_process_share_one_server_with_a_tab_each(built):
-    environment, monitors = Environment("two"), []
-    for name in ("left", "right"):
-        run = built(name=name, epochs=2)
-        monitors.append(WebMonitor())
-        environment.add_trainer(run.trainer, run.handler, epochs=2, monitors=[monitors[-1]])
-    environment.run(concurrent=True)
-    server = monitors[0].server
-    assert monitors[1].server is server
+    hooks, loops = [WebHook(), WebHook()], []
+    for name, hook in zip(("left", "right"), hooks):
+        loops.append(Loop(built(name=name, epochs=2).trainer, epochs=2, hooks=[hook]))
+        loops[-1].start()
+    for loop in loops:
+        loop.join(60)
+    server = hooks[0].server
+    assert hooks[1].server is server
     # Boards join on the server's thread (call_soon_threadsafe), maybe after training ended: read them once
     # that thread is done. It stops by itself, half a second after the last run; 30 s: a starved CI machine.
     server.thread.join(30)
@@ -222,7 +221,7 @@ def test_another_address_needs_the_host_option_and_warns(live, caplog):
         run = live(host="0.0.0.0")
     assert run.server.host == "0.0.0.0"
     assert "web: serving on 0.0.0.0" in caplog.text and "reachable from other machines" in caplog.text
-    assert WebMonitor().host == "127.0.0.1"
+    assert WebHook().host == "127.0.0.1"
 
 
 def test_bad_options_are_one_line_errors(run_file, capsys):
@@ -244,7 +243,7 @@ def test_bad_options_are_one_line_errors(run_file, capsys):
 def test_a_fast_run_costs_the_server_no_more_points_than_a_slow_one():
     def values(step):
         return {"time": step / 1000, "epoch": 0, "iteration": step, "total_iterations": step,
-                "optimiser.cost_total": 1.0, "optimiser.learning_rate": 0.1}
+                "cost": 1.0, "learning_rate": 0.1}
 
     board = Board("fast", {}, max_points=300)
     report = EpochReport(epoch=1, cost=1.0, seconds=1.0, iterations=1000)
@@ -269,7 +268,7 @@ def test_what_the_page_is_told_about_the_network():
     assert guess_image((5,)) is None and guess_image((10, 3)) is None and guess_image(None) is None
     assert bounds("number in [0, 1)") == {"min": 0.0, "max": 1.0, "min_open": False, "max_open": True}
     assert bounds("number >= 0") == {"min": 0.0, "min_open": False} and bounds("number") == {}
-    assert plugins.get("monitor", "web").distribution == "sigmann-web"
+    assert plugins.get("hook", "web").distribution == "sigmann-web"
     assert plugins.get("command", "dashboard").distribution == "sigmann-web"
 
 

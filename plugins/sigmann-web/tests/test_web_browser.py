@@ -117,10 +117,10 @@ def test_the_dashboard_watches_and_steers_a_live_run(page, live, screenshots):
 
     refused = page.evaluate("fetch('/api/control', {method: 'POST', headers: {'Content-Type': 'application/json'}, "
                             "body: JSON.stringify({action: 'resume'})}).then(r => r.status)")
-    assert refused == 403 and run.operator.state.value == "paused"  # no token, no effect
+    assert refused == 403 and run.loop.state.value == "paused"  # no token, no effect
     page.click(f'{RUN} [data-action="extend"]')
     expect(page.locator("#toast")).to_have_text("extended to 100005 epochs")
-    assert run.operator.epochs == 100_005
+    assert run.loop.epochs == 100_005
 
     page.fill(f'{RUN} [data-field="watch"]', "network.layers.*.weights")
     page.press(f'{RUN} [data-field="watch"]', "Enter")

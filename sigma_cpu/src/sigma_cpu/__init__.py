@@ -5,3 +5,20 @@ group (see :mod:`sigma_cpu.plugin`); ``auto`` then prefers it over the NumPy
 handler. Removing it changes nothing else. Importing this package imports
 neither numba nor the handler: :mod:`sigma_cpu.handler` does, on first use.
 """
+
+import importlib
+
+#: What a plugin's numba kernels for the ``cpu`` handler build on (the ``cpu`` kernel of an op it registers
+#: through ``register_ops``), imported on first use as they import numba:
+#: the compiler's fast-math flags, a ``prange`` loop compiled serial and parallel, the choice between the two
+#: for an array size, and the contiguity check every compiled kernel makes before it runs.
+_LAZY = {"FASTMATH": "FASTMATH", "serial_and_parallel": "_serial_and_parallel", "pick": "_pick",
+         "c_contiguous": "_c_contiguous"}
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'sigma_cpu' has no attribute {name!r}")
+    value = getattr(importlib.import_module("sigma_cpu.kernels"), _LAZY[name])
+    globals()[name] = value
+    return value

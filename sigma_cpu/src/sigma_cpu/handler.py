@@ -10,7 +10,8 @@ class NumbaHandler(Handler):
 
     Everything but the kernels is inherited: autodiff, sessions and buffer
     reuse behave exactly as on the NumPy handler, which the conformance kit
-    checks op by op.
+    (``sigmann_testing.HandlerConformance``, in tests/test_cpu_handler.py)
+    checks op by op, plugin ops included.
     """
 
     name = "cpu"

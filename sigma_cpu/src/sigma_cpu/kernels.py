@@ -41,9 +41,7 @@ import types
 
 import numpy
 
-from sigma_core.errors import ShapeError
-from sigma_core.kernels import UPDATE_SCALARS, ArrayKernels, CompiledUpdates
-from sigma_core.streams import GOLDEN, CounterStreams
+from sigma_core import GOLDEN, UPDATE_SCALARS, ArrayKernels, CompiledUpdates, CounterStreams, ShapeError
 
 from . import blas_pool, numba_cache
 
@@ -366,13 +364,6 @@ class NumbaKernels(ArrayKernels):
     """:class:`ArrayKernels` with the training step's hot paths compiled by numba."""
 
     updates_class = NumbaUpdates
-
-    @property
-    def recurrent_class(self):
-        """The fused LSTM cells; imported here because :mod:`sigma_cpu.recurrent` builds on this module."""
-        from .recurrent import NumbaRecurrent
-
-        return NumbaRecurrent
 
     def __init__(self, dtype, seed=None):
         super().__init__(dtype, seed)

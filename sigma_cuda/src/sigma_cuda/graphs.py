@@ -1,10 +1,11 @@
 """Recorded training steps as CUDA graphs: one launch per step.
 
-:mod:`sigma_core.replay` records a training step's kernel calls; on the
-``cuda`` handler (:meth:`CudaKernels.capture <sigma_cuda.kernels.CudaKernels.capture>`)
-they are captured once as a CUDA graph, on a stream of their own (CuPy stream
-capture). Nothing runs while capturing and nothing may be allocated: a
-:class:`~sigma_core.replay.ReplayPool` hands every kernel the buffers it had
+sigmann-replay (the ``replay`` step compiler, :mod:`sigmann_replay.replay`) records a training step's
+kernel calls; on the ``cuda`` handler it asks :meth:`CudaKernels.capture
+<sigma_cuda.kernels.CudaKernels.capture>`, and they are captured once as a CUDA graph, on a stream of
+their own (CuPy stream capture). This module runs only then, so it imports sigmann-replay (an optional
+dependency: ``pip install 'sigmann-cuda[replay]'``). Nothing runs while capturing and nothing may be
+allocated: a :class:`~sigmann_replay.ReplayPool` hands every kernel the buffers it had
 when recorded, so the graph's memory is the recording's, and CuPy's allocator
 refuses while capturing (memory a graph kept would be handed out again by the
 pool). Each later step of that signature is then
@@ -13,7 +14,7 @@ pool). Each later step of that signature is then
    :data:`TURNS` sets used by turns) on the graph's stream, the labels' range
    taken on the host;
 2. the recording's host checks (class labels) and the optimiser's counters, as
-   :meth:`Recording.replay <sigma_core.replay.Recording.replay>` does them;
+   :meth:`Recording.replay <sigmann_replay.Recording.replay>` does them;
 3. the scalars that change from step to step written into one pinned array and
    copied to the device in one transfer: each dropout call's stream key (fresh
    masks), each update's hyperparameters (a schedule takes effect), the weight
@@ -40,8 +41,8 @@ import cupy
 import cupyx
 import numpy
 
-from sigma_core.kernels import UPDATE_SCALARS
-from sigma_core.replay import NotReplayable, ReplayPool
+from sigma_core import UPDATE_SCALARS
+from sigmann_replay import NotReplayable, ReplayPool
 
 from .upload import is_pinned
 
@@ -60,7 +61,7 @@ class _Turn:
 
 
 class GraphStep:
-    """One recorded step (a :class:`~sigma_core.replay.Recording` and its calls, one per record) as a CUDA graph."""
+    """One recorded step (a :class:`~sigmann_replay.Recording` and its calls, one per record) as a CUDA graph."""
 
     def __init__(self, kernels, recording, calls):
         self.kernels, self.recording = kernels, recording
@@ -84,7 +85,7 @@ class GraphStep:
                 try:
                     for step in steps[:recording.mark]:
                         self._add(*step)
-                    recording.trainer._check_cost(recording.cost)  # the deferred device check, in the graph
+                    recording.trainer.check_cost(recording.cost)  # the deferred device check, in the graph
                     for step in steps[recording.mark:]:
                         self._add(*step)
                 except BaseException:
@@ -168,7 +169,7 @@ class GraphStep:
             host[0] = k.streams.next()
         for check, args, _ in self.checks:
             check(*args)
-        self.recording._optimiser_prologue()
+        self.recording.optimiser_prologue()
         for hosts, values in self.rules:
             for host, value in zip(hosts, values()):
                 host[0] = value

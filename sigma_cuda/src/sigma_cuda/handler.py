@@ -16,7 +16,8 @@ class CudaHandler(Handler):
     """Device memory, cuBLAS matrix products, the fused kernels of :mod:`sigma_cuda.kernels` (float32 or float64).
 
     Autodiff, sessions and every op the kernels do not override are inherited,
-    so the conformance kit checks it op by op against the NumPy handler. Work is
+    so the conformance kit (``sigmann_testing.HandlerConformance``) checks it
+    op by op, plugin ops included, against the NumPy handler. Work is
     queued on the device and read back only when asked (``to_numpy``, a hook
     reading a value, the progress display). ``device`` picks the GPU (``cuda:1``).
     """

@@ -328,7 +328,8 @@ class CudaKernels(ArrayKernels):
                 self._scalar(1.0 / keep)))
 
     def capture(self, recording, calls):
-        """A recorded step as a CUDA graph (:mod:`sigma_core.replay` asks; :mod:`sigma_cuda.graphs` answers)."""
+        """A recorded step as a CUDA graph: sigmann-replay's step compiler asks (its ``Recording`` and the calls
+        a replay makes, one per record), :mod:`sigma_cuda.graphs` answers; it raises ``NotReplayable`` to decline."""
         from .graphs import GraphStep
 
         return GraphStep(self, recording, calls)

@@ -77,9 +77,10 @@ def make_batches(seed=1234, n=N_BATCHES, batch=BATCH):
 
 # -- Sigma ----------------------------------------------------------------------------------
 def build_trainer(spec, handler="numpy", seed=0, replay=True):
-    """A Trainer for ``spec`` on a fresh float32 handler (a name or an instance), initialised; ``replay``
-    as ``training.replay`` (on in ``sigma train``)."""
-    from sigma_core import backend
+    """A Trainer for ``spec`` on a fresh float32 handler (a name or an instance), initialised; ``replay``: its
+    steps compiled as ``sigma train`` compiles them (``training.compile = "auto"``: recorded steps replayed where
+    sigmann-replay is installed), else every step runs as written."""
+    from sigma_core import backend, step_compiler
     from sigma_core.constructs import Dense, Dropout, Input, SoftmaxCE
     from sigma_core.initialisers import Gaussian
     from sigma_core.network import Network
@@ -102,11 +103,11 @@ def build_trainer(spec, handler="numpy", seed=0, replay=True):
         optimiser,
         training_iterator=[],
         initialisers={"*.weights": Gaussian(std=0.05), "*.biases": Gaussian(std=0.01)},
-        replay=replay,
     )
     if isinstance(handler, str):
         handler = backend.create_handler(handler, dtype=str(np.dtype(DTYPE)), seed=seed)
     trainer.initialise(handler)
+    trainer.compile_step(step_compiler("auto" if replay else "none"))
     return trainer
 
 

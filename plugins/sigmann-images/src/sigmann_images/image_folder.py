@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from sigma_core.data import DataError, Dataset
+from sigma_core import DataError, Dataset
 
-IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".pgm", ".ppm"}
+from . import IMAGE_SUFFIXES
 
 
 def _pillow():

@@ -25,3 +25,17 @@ class Maxout(Layer):
 @hookimpl
 def register_layers(register):
     register("maxout", Maxout, description="max over linear pieces (Goodfellow et al. 2013)")
+
+
+def export_maxout(graph, name, layer, inputs):
+    """Maxout in ONNX, for ``sigma export --format onnx`` (sigmann-onnx): x·W + b, then each unit's max piece."""
+    x = graph.op("Flatten", inputs, f"{name}/flat", axis=1)
+    z = graph.op("Add", [graph.op("MatMul", [x, f"{name}.weights"], f"{name}/matmul"), f"{name}.biases"], f"{name}/add")
+    pieces = graph.op("Reshape", [z, graph.constant(f"{name}/shape", [-1, layer.size, layer.pieces])], f"{name}/pieces")
+    return graph.op("ReduceMax", [pieces], f"{name}/max", axes=[2], keepdims=0)
+
+
+@hookimpl
+def register_exporters(register):
+    # Joins sigmann-onnx's layer-by-layer table; registering it needs no onnx, nor sigmann-onnx itself.
+    register("onnx/maxout", export_maxout, description="a maxout layer in ONNX")

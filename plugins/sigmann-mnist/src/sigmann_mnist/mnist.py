@@ -1,8 +1,8 @@
 """MNIST from a local folder or, without one, downloaded once into ``<data dir>/mnist``.
 
 Downloads come from the first mirror that answers, each file's md5 checked
-(:func:`sigma_core.data.sources.resolve`); the log says where the files are
-stored. The files are IDX (:func:`sigma_core.data.read_idx`).
+(:func:`sigmann_data.sources.resolve`); the log says where the files are
+stored. The files are IDX (:func:`sigmann_mnist.idx.read_idx`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from sigma_core.data import DataError, Dataset, data_dir, read_idx, resolve
+from sigma_core import DataError, Dataset
+from sigmann_data.sources import data_dir, resolve
+
+from .idx import read_idx
 
 log = logging.getLogger("sigma")
 

@@ -1,4 +1,4 @@
-"""``sigma plot`` and the ``plots`` monitor (see :mod:`sigmann_plots.plot` and :mod:`sigmann_plots.monitor`).
+"""``sigma plot`` and the ``plots`` hook (see :mod:`sigmann_plots.plot` and :mod:`sigmann_plots.hook`).
 
 Building the ``sigma`` parser and discovering plugins import nothing heavy:
 matplotlib loads only when a plot is drawn.
@@ -6,7 +6,7 @@ matplotlib loads only when a plot is drawn.
 
 from __future__ import annotations
 
-from sigma_core.hookspecs import hookimpl
+from sigma_core import hookimpl
 
 
 @hookimpl
@@ -14,7 +14,7 @@ def register_commands(cli):
     parser = cli.add_parser(
         "plot",
         help="draw cost, validation accuracy and learning rate of runs as a PNG",
-        description="Draw the curves of one or more runs (the directories the metrics monitor wrote, "
+        description="Draw the curves of one or more runs (the directories the metrics hook wrote, "
         "e.g. runs/digits) into one PNG, overlaid with a legend.",
     )
     parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="a run directory holding metrics.jsonl")
@@ -24,8 +24,8 @@ def register_commands(cli):
 
 
 @hookimpl
-def register_monitors(register):
-    register("plots", "sigmann_plots.monitor:PlotsMonitor",
+def register_hooks(register):
+    register("plots", "sigmann_plots.hook:PlotsHook",
              description="redraws metrics.png (cost, accuracy, learning rate) in the run directory every epoch")
 
 

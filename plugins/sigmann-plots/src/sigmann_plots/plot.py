@@ -1,10 +1,10 @@
-"""Curves of runs from their ``metrics.jsonl`` (written by the core's ``metrics`` monitor), drawn with matplotlib.
+"""Curves of runs from their ``metrics.jsonl`` (written by the core's ``metrics`` hook), drawn with matplotlib.
 
 Three panels against epochs: training cost (each logged iteration faintly,
 each epoch's mean solid) with the held-out cost dashed; held-out accuracy;
 learning rate. Several runs are overlaid, one colour each, with a legend.
 Figures are drawn with matplotlib's object API on the Agg canvas (no pyplot,
-so no global state: safe on a monitor's thread) and replace the PNG
+so no global state: safe on a hook's thread) and replace the PNG
 atomically, so an image viewer never shows half a file.
 """
 
@@ -12,9 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sigma_core.atomic import atomic_write
-from sigma_core.errors import SigmaError
-from sigma_core.metrics import read_metrics
+from sigma_core import SigmaError, atomic_write, read_metrics
 
 
 def read_run(directory) -> list[dict]:

@@ -1,4 +1,4 @@
-"""The ``plots`` monitor's drawing process: ``python -m sigmann_plots.worker OUTPUT.png LABEL``.
+"""The ``plots`` hook's drawing process: ``python -m sigmann_plots.worker OUTPUT.png LABEL``.
 
 Reads the run's records as JSON lines on stdin and redraws ``OUTPUT.png``
 after each epoch record, unless more records are already waiting (then the
@@ -31,6 +31,6 @@ def main(output: str, label: str) -> int:
 if __name__ == "__main__":
     try:
         sys.exit(main(*sys.argv[1:]))
-    except Exception as error:  # the monitor's process is the one to report it; one line here
+    except Exception as error:  # the hook's process is the one to report it; one line here
         print(f"sigma plots: cannot draw {sys.argv[1:2]}: {type(error).__name__}: {error}", file=sys.stderr)
         sys.exit(1)

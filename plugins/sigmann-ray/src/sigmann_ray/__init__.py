@@ -6,7 +6,7 @@ and asking for the operator without Ray installed is one line saying so.
 
 import importlib.util
 
-from sigma_core.hookspecs import hookimpl
+from sigma_core import hookimpl
 
 
 def ray_installed() -> tuple[bool, str]:
@@ -17,5 +17,5 @@ def ray_installed() -> tuple[bool, str]:
 
 @hookimpl
 def register_operators(register):
-    register("ray", "sigmann_ray.operator:RayOperator", check=ray_installed,
+    register("ray", "sigmann_ray.operator:RayWorkers", check=ray_installed,
              description="data-parallel workers as Ray actors, local or on a cluster (address); gradient all-reduce")

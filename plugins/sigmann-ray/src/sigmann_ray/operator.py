@@ -1,8 +1,10 @@
 """The ``ray`` operator: data-parallel workers as Ray actors, in lockstep, gradients all-gathered.
 
-The driver keeps the global state, exactly as the core's ``threads`` operator
-with ``combine = "gradients"`` (see :mod:`sigma_core.workers`): the trainer's
-network and optimiser, which hooks read, monitors see and checkpoints save.
+It is a strategy of the loop (:class:`sigma_core.Strategy`), built from the
+workers of sigmann-threads (:class:`sigmann_threads.Worker` and its seeds,
+shards and errors). The driver keeps the global state, exactly as the
+``threads`` operator with ``combine = "gradients"`` does: the trainer's
+network and optimiser, which hooks read and checkpoints save.
 Each worker is an actor in its own process that builds the run from the run
 file itself (``build_run``: its own handler, of the trainer's kind and dtype,
 its own optimiser and its own copy of the data), so records never travel
@@ -37,7 +39,7 @@ every worker the global state, compiles the graph anew and repeats that step
 from it; a worker's random stream restarts every step from
 (seed, worker, step), so the repeat is exact. ``restarts`` bounds the
 restarts per step. An exception in a worker reaches the driver as one
-:class:`~sigma_core.workers.WorkerError` naming the worker and its error.
+:class:`~sigmann_threads.WorkerError` naming the worker and its error.
 
 ``address`` names an existing Ray cluster (``ray.init(address=...)``);
 without it a local Ray instance is started (unless Ray is already initialised
@@ -50,6 +52,7 @@ path on every node.
 from __future__ import annotations
 
 import collections
+import contextlib
 import gc
 import logging
 import math
@@ -62,9 +65,8 @@ import ray
 from ray.dag import InputNode, MultiOutputNode
 from ray.exceptions import GetTimeoutError, RayActorError, RayChannelError, RayTaskError
 
-from sigma_core.errors import SigmaError, describe
-from sigma_core.operators import SingleWorkerOperator
-from sigma_core.workers import Worker, WorkerError, base_seed, blas_threads, shard_bounds, worker_failed
+from sigma_core import SigmaError, Strategy, build_run, describe
+from sigmann_threads import Worker, WorkerError, base_seed, blas_threads, shard_bounds, worker_failed
 
 log = logging.getLogger("sigma")
 #: A local Ray instance runs its workers at the driver's priority: Ray's default (nice +15) leaves training
@@ -81,8 +83,6 @@ class RayWorker:
         try:
             if os.path.isdir(directory):
                 os.chdir(directory)
-            from sigma_core.run import build_run
-
             run = build_run(config, handler_name=handler_name)
             run.trainer.initialise(run.handler)
         except Exception as error:
@@ -174,21 +174,20 @@ def _reported(error: RayTaskError) -> SigmaError:
     return error.cause if isinstance(error.cause, SigmaError) else WorkerError(describe(error.cause or error))
 
 
-class RayOperator(SingleWorkerOperator):
+class RayWorkers(Strategy):
     """``workers`` Ray actors train the trainer's network; see the module docstring."""
 
     argument_rules = {"workers": "int >= 1", "cpus_per_worker": "number > 0", "gpus_per_worker": "number >= 0",
                       "restarts": "int >= 0", "blas_threads": "int >= 1"}
 
-    def __init__(self, trainer, *, epochs: int, hooks=(), monitors=(), workers: int = 2, address: str | None = None,
-                 cpus_per_worker: float = 1.0, gpus_per_worker: float = 0.0, restarts: int = 3,
-                 blas_threads: int = 1):
+    def __init__(self, trainer, *, workers: int = 2, address: str | None = None, cpus_per_worker: float = 1.0,
+                 gpus_per_worker: float = 0.0, restarts: int = 3, blas_threads: int = 1):
         if trainer.handler is None:
             raise SigmaError(f"trainer {trainer.name!r}: initialise it before building its operator")
         if trainer.run_config is None:
             raise SigmaError(f"operator 'ray': trainer {trainer.name!r} was not built from a run file, and each "
                              "Ray worker builds its run (and reads its data) from one; use build_run or sigma train")
-        super().__init__(trainer, epochs=epochs, hooks=hooks, monitors=monitors)
+        super().__init__(trainer)
         if not ray.is_initialized():
             ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING,
                      _system_config=None if address else LOCAL_RAY)
@@ -209,61 +208,16 @@ class RayOperator(SingleWorkerOperator):
         self._count, self._synced, self._ahead = workers, None, None  # _ahead: (counters, refs) of the next step
         self._graph = None  # the compiled graph of one global step, for the synchronised layout
         self._local, self._ready, self._paces, self._busy = False, 0.0, collections.deque(maxlen=5), 0.0
+        self._limits = contextlib.ExitStack()  # during a run: this process's BLAS kept to blas_threads
 
-    def _loop(self) -> None:
+    # -- the strategy ---------------------------------------------------------------------------------
+    def setup(self, loop) -> None:
         """Workers live for one run (started at its first step), so no run leaves actors holding CPUs. This
         process keeps to ``blas_threads`` too meanwhile: its update overlaps the workers' steps."""
-        try:
-            with blas_threads(self.blas_threads):
-                super()._loop()
-        finally:
-            self._teardown()
-            for actor in self.workers:
-                ray.kill(actor)
-            self.workers = []
-            # A read that failed (a worker died) leaves its exception in a reference cycle whose frames hold
-            # results read in place from the graph's shared memory; freed after ray.shutdown(), they crash the
-            # process (SIGSEGV in Ray's MutableObjectManager::ReadRelease). Free them while it is mapped.
-            gc.collect()
+        self._limits.enter_context(blas_threads(self.blas_threads))
 
-    def _reset(self) -> None:
-        super()._reset()
-        self._synced = None  # the workers take the reset state before the next step
-
-    def _layout(self) -> list:
-        """Where each trainable parameter's gradient sits in the flat gradient: ``(id, start, stop, shape)``."""
-        parameters, layout, start = self.trainer.network.parameters, [], 0
-        for pid in self.trainer.optimiser.trainable(list(parameters)):
-            shape = tuple(parameters[pid].shape)
-            layout.append((pid, start, start + math.prod(shape), shape))
-            start += math.prod(shape)
-        return layout
-
-    def _sync(self, layout: list) -> None:
-        """Every worker takes the global state (dropping any step started ahead), and the graph is compiled."""
-        trainer = self.trainer
-        log.debug("ray: the workers take the global state at step %d", trainer.total_iterations + 1)
-        self._teardown()
-        state = ray.put((layout, trainer.network.state_dict(), trainer.optimiser.state_dict()))
-        nodes = ray.get([actor.load.remote(state) for actor in self.workers])
-        self._local = set(nodes) == {ray.get_runtime_context().get_node_id()}
-        size = layout[-1][2] if layout else 0
-        self._total = numpy.empty(size, trainer.handler.dtype)
-        with InputNode() as order:
-            results = [actor.compute.bind(order) for actor in self.workers]
-            step = MultiOutputNode(results + [actor.gather.bind(*results) for actor in self.workers])
-        # A channel holds one result: the flat gradients and a little pickle framing.
-        self._graph = step.experimental_compile(_buffer_size_bytes=size * self._total.itemsize + (1 << 16))
-        self._synced = layout
-
-    def _teardown(self) -> None:
-        """Drop the compiled graph and any execution in flight (the workers keep their state)."""
-        if self._graph is not None:
-            self._graph.teardown()
-        self._graph, self._synced, self._ahead, self._ready = None, None, None, 0.0
-        self._paces.clear()
-
-    def _step(self, batch: dict):
+    def step(self, batch: dict):
+        """One global step: every worker's rows in one execution of the graph, their sum applied here."""
         trainer = self.trainer
         if not self.workers:  # started here, they take the global state in the first _sync
             self.workers = [self._spawn(index) for index in range(self._count)]
@@ -290,7 +244,7 @@ class RayOperator(SingleWorkerOperator):
                 if attempt == self.restarts:
                     raise WorkerError(f"Ray workers died {attempt + 1} times in global step "
                                       f"{trainer.total_iterations + 1}; giving up: {describe(error)}") from None
-                self._teardown()
+                self._drop_graph()
                 self._restart_dead(trainer.total_iterations + 1, error)
                 ahead = None
             except RayTaskError as error:
@@ -303,6 +257,58 @@ class RayOperator(SingleWorkerOperator):
         total = add_up([result[2] for result in results], self._total)
         del results, refs  # the channels' buffers are read in place: release them before the next step's read
         return trainer.apply_gradients(unflatten(total, layout), cost)
+
+    def reset(self) -> None:
+        """The trainer was reset: the workers take its state before the next step."""
+        self._synced = None
+
+    def teardown(self) -> None:
+        """The graph is torn down and the actors killed; BLAS gets its threads back."""
+        try:
+            self._drop_graph()
+            for actor in self.workers:
+                ray.kill(actor)
+            self.workers = []
+            # A read that failed (a worker died) leaves its exception in a reference cycle whose frames hold
+            # results read in place from the graph's shared memory; freed after ray.shutdown(), they crash the
+            # process (SIGSEGV in Ray's MutableObjectManager::ReadRelease). Free them while it is mapped.
+            gc.collect()
+        finally:
+            self._limits.close()
+
+    # -- the workers and their graph --------------------------------------------------------------------
+    def _layout(self) -> list:
+        """Where each trainable parameter's gradient sits in the flat gradient: ``(id, start, stop, shape)``."""
+        parameters, layout, start = self.trainer.network.parameters, [], 0
+        for pid in self.trainer.optimiser.trainable(list(parameters)):
+            shape = tuple(parameters[pid].shape)
+            layout.append((pid, start, start + math.prod(shape), shape))
+            start += math.prod(shape)
+        return layout
+
+    def _sync(self, layout: list) -> None:
+        """Every worker takes the global state (dropping any step started ahead), and the graph is compiled."""
+        trainer = self.trainer
+        log.debug("ray: the workers take the global state at step %d", trainer.total_iterations + 1)
+        self._drop_graph()
+        state = ray.put((layout, trainer.network.state_dict(), trainer.optimiser.state_dict()))
+        nodes = ray.get([actor.load.remote(state) for actor in self.workers])
+        self._local = set(nodes) == {ray.get_runtime_context().get_node_id()}
+        size = layout[-1][2] if layout else 0
+        self._total = numpy.empty(size, trainer.handler.dtype)
+        with InputNode() as order:
+            results = [actor.compute.bind(order) for actor in self.workers]
+            step = MultiOutputNode(results + [actor.gather.bind(*results) for actor in self.workers])
+        # A channel holds one result: the flat gradients and a little pickle framing.
+        self._graph = step.experimental_compile(_buffer_size_bytes=size * self._total.itemsize + (1 << 16))
+        self._synced = layout
+
+    def _drop_graph(self) -> None:
+        """Drop the compiled graph and any execution in flight (the workers keep their state)."""
+        if self._graph is not None:
+            self._graph.teardown()
+        self._graph, self._synced, self._ahead, self._ready = None, None, None, 0.0
+        self._paces.clear()
 
     def _results(self, refs: list) -> list:
         """The workers' results of one execution. Reading a compiled graph's output busy-waits, which takes a

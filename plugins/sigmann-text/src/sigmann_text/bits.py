@@ -9,29 +9,22 @@ from __future__ import annotations
 import logging
 import math
 
-from sigma_core.hooks import Hook
-from sigma_core.hooks.access import write
+from sigma_core import Hook
 
 log = logging.getLogger("sigma.hooks")
 
 
 class BitsPerCharacter(Hook):
-    """After each epoch: ``shared.bits_per_character.train`` (the epoch's mean training cost) and
-    ``shared.bits_per_character.<iterator>`` for each validation iterator, logged and kept in the registry
-    (the ``metrics`` monitor records them with ``values = ["shared.bits_per_character.*"]``)."""
+    """After each epoch: ``bits_per_character.train`` (the epoch's mean training cost) and
+    ``bits_per_character.<iterator>`` for each held-out iterator, logged and published as run values
+    (the ``metrics`` hook records them with ``values = ["bits_per_character.*"]``)."""
 
-    default_scale = "epoch"
-    default_target = "global"
+    name = "bits_per_character"
 
-    def __init__(self, *, every=None):
-        super().__init__(every, requires=("trainer.self", "epoch"))
-
-    def invoke(self, registry, resolver):
-        trainer = registry["trainer"]["self"]
-        bits = {"train": trainer.epoch_cost / max(trainer.iteration, 1) / math.log(2)}
-        for name, iterator in trainer.validation.items():
-            bits[name] = trainer.evaluate(iterator)["cost"] / math.log(2)
+    def on_epoch(self, report):
+        bits = {"train": report.cost / math.log(2)}
+        bits.update((name, scores["cost"] / math.log(2)) for name, scores in report.validation.items())
         for name, value in bits.items():
-            write(resolver, f"shared.bits_per_character.{name}", value)
-        log.info("epoch %s: bits per character: %s", registry["epoch"],
+            self.run.publish(f"bits_per_character.{name}", value)
+        log.info("epoch %s: bits per character: %s", report.epoch,
                  ", ".join(f"{name} {value:.4f}" for name, value in bits.items()))

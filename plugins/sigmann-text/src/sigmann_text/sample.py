@@ -59,7 +59,7 @@ class Sampler:
     def __init__(self, checkpoint, handler=None, dtype=None, text=None):
         from sigma_core import backend
         from sigma_core.checkpoint import load_checkpoint
-        from sigma_core.data import resolve
+        from sigma_core import resolve_path
 
         from .chars import build_vocabulary
 
@@ -73,7 +73,7 @@ class Sampler:
         path = text if text is not None else data["path"]
         if data.get("vocabulary") is None and text is None:
             try:
-                path = resolve(path)
+                path = resolve_path(path, key="data.path")
             except SigmaError as error:
                 raise SigmaError(f"{self.checkpoint.path}: its vocabulary comes from the training text, which is gone "
                                  f"({error}); give it with --text FILE") from None

@@ -1,16 +1,16 @@
-"""The ``web`` monitor and ``sigma dashboard``: Sigma's runs in the browser, watched and steered.
+"""The ``web`` hook and ``sigma dashboard``: Sigma's runs in the browser, watched and steered.
 
 Discovery imports nothing heavy: Starlette and uvicorn load when a dashboard starts.
 """
 
 from __future__ import annotations
 
-from sigma_core.hookspecs import hookimpl
+from sigma_core import hookimpl
 
 
 @hookimpl
-def register_monitors(register):
-    register("web", "sigmann_web.monitor:WebMonitor",
+def register_hooks(register):
+    register("web", "sigmann_web.hook:WebHook",
              description="a live dashboard in the browser: charts, controls, settings, draw-a-digit")
 
 
@@ -19,7 +19,7 @@ def register_commands(cli):
     parser = cli.add_parser(
         "dashboard",
         help="show finished runs' metrics in the browser (read-only)",
-        description="Serve the dashboard for run directories the metrics monitor wrote (e.g. runs/digits), "
+        description="Serve the dashboard for run directories the metrics hook wrote (e.g. runs/digits), "
         "one tab each, read-only, until Ctrl-C.",
     )
     parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="a run directory holding metrics.jsonl")

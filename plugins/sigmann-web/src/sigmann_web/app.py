@@ -16,7 +16,7 @@ from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from sigma_core.errors import ConfigError, SigmaError
+from sigma_core import ConfigError, SigmaError
 
 from .server import LOOPBACK_NAMES, STATIC, Page, dumps, is_loopback
 
@@ -97,10 +97,10 @@ def build_app(server) -> Starlette:
             board, failed = board_or_error(body.get("run"))
             if failed:
                 return failed
-            if board.monitor is None:
+            if board.hook is None:
                 return error(403, f"run {board.name!r} is shown from its metrics files: read-only")
             try:
-                result = await run_in_threadpool(action, board.monitor, body)
+                result = await run_in_threadpool(action, board.hook, body)
             except ConfigError as bad:
                 return error(400, str(bad))
             except SigmaError as refused:
@@ -110,18 +110,18 @@ def build_app(server) -> Starlette:
 
         return endpoint
 
-    def control(monitor, body):
+    def control(hook, body):
         save = body.get("save") is True
-        return {"message": monitor.control(body.get("action"), epochs=body.get("epochs"), save=save)}
+        return {"message": hook.control(body.get("action"), epochs=body.get("epochs"), save=save)}
 
-    def set_value(monitor, body):
-        return {"message": monitor.set(body.get("key"), body.get("value"))}
+    def set_value(hook, body):
+        return {"message": hook.set(body.get("key"), body.get("value"))}
 
-    def predict(monitor, body):
-        return monitor.predict(body.get("pixels"))
+    def predict(hook, body):
+        return hook.predict(body.get("pixels"))
 
-    def watch(monitor, body):
-        return {"keys": monitor.watch(body.get("key"))}
+    def watch(hook, body):
+        return {"keys": hook.watch(body.get("key"))}
 
     routes = [Route("/", index), Mount("/static", StaticFiles(directory=STATIC), name="static"),
               Route("/api/runs", runs), Route("/api/state", state), Route("/api/history", history),

@@ -1,11 +1,11 @@
 """A board: one run as the dashboard shows it, live or read from its metrics files.
 
-Its chart points are records in the format of the core's ``metrics`` monitor
-(:func:`sigma_core.metrics.record`: ``event``, ``epoch``, ``iteration``,
+Its chart points are records in the format of the core's ``metrics`` hook
+(:func:`sigma_core.record`: ``event``, ``epoch``, ``iteration``,
 ``step``, ``cost``, ``learning_rate``, ``validation.accuracy``, ...), so a
 finished run's ``metrics.jsonl`` and a live run draw the same charts.
 
-A live board is fed by a :class:`~sigmann_web.monitor.WebMonitor` through
+A live board is fed by a :class:`~sigmann_web.hook.WebHook` through
 ``inbox``, a bounded deque the training thread appends to and never waits on
 (when full, the oldest entry goes). Everything else happens on the server's
 event-loop thread: :meth:`Board.pump` turns the inbox into records, and
@@ -17,7 +17,7 @@ from __future__ import annotations
 import collections
 import time
 
-from sigma_core.metrics import read_metrics, record
+from sigma_core import read_metrics, record
 
 #: Inbox entries a live board holds before the oldest is dropped (a server stalled for a second, at every=1).
 INBOX_SIZE = 4096
@@ -28,13 +28,13 @@ PER_FLUSH = 50
 class Board:
     """One run's records, facts (``info``), latest values and weight images; see the module docstring."""
 
-    def __init__(self, name: str, info: dict, *, max_points: int = 2000, monitor=None):
-        self.name, self.info, self.monitor = name, info, monitor
+    def __init__(self, name: str, info: dict, *, max_points: int = 2000, hook=None):
+        self.name, self.info, self.hook = name, info, hook
         self.max_points = max_points
         self.records: list[dict] = []  # kept for new pages, bounded (see _thin)
         self.pending: list[dict] = []  # records not yet sent to open pages
         self.cleared = False  # a reset emptied the charts since the last broadcast
-        self.values: dict = {}  # the latest event's snapshot (sigma_core.monitors.snapshot)
+        self.values: dict = {}  # the latest event's run values (a copy, sigma_core.Values)
         self.weights = None  # {"shape": [h, w], "layer": ..., "tiles": [[-127..127] * h*w, ...]}
         self.weights_changed = False
         self.ended = None  # "finished" or "stopped" once a live run is over
@@ -46,7 +46,7 @@ class Board:
     @property
     def live(self) -> bool:
         """A run is training (or paused) and takes commands."""
-        return self.monitor is not None and self.ended is None
+        return self.hook is not None and self.ended is None
 
     # -- feeding (training thread: append only) --------------------------------------------------
     def post(self, event: str, values: dict, read: dict, extra=None) -> None:
@@ -73,7 +73,7 @@ class Board:
                 continue
             self._rate.append((values["time"], values["total_iterations"]))
             if event == "iteration":
-                self.add(record("iteration", values, read=read))
+                self.add(record("iteration", values, extra=read))
             elif event == "epoch":
                 report, scores, weights = extra
                 self.add({**record("epoch", values, report, read), **scores})
@@ -115,21 +115,21 @@ class Board:
     def state(self) -> dict:
         """The run's state, counters, speed and settings now (``GET /api/state``)."""
         values, info = self.values, self.info
-        operator = self.monitor._op if self.monitor is not None else None
-        state = self.ended or (operator.state.value if operator is not None else "finished")
-        epochs = operator.epochs if operator is not None else info.get("epochs")
+        loop = self.hook.loop if self.hook is not None else None
+        state = self.ended or (loop.state.value if loop is not None else "finished")
+        epochs = loop.epochs if loop is not None else info.get("epochs")
         per_epoch = info.get("iterations_per_epoch") or 0
         step, epoch = values.get("total_iterations", 0), values.get("epoch", 0)
         iteration = values.get("iteration", 0)
         rate = self._iterations_per_s() if state == "running" else None
         remaining = max(((epochs or 0) - epoch) * per_epoch - (iteration % per_epoch if per_epoch else 0), 0)
         latest = next((r for r in reversed(self.records) if r["event"] == "epoch"), {})
-        settings = self.monitor.settings() if self.live else {}
+        settings = self.hook.settings() if self.live else {}
         return {
             "run": self.name, "live": self.live, "state": state, "epoch": epoch, "epochs": epochs,
             "iteration": iteration, "iterations_per_epoch": per_epoch, "step": step,
-            "runtime": values.get("runtime"), "cost": _finite(values.get("optimiser.cost_total")),
-            "learning_rate": settings.get("optimiser.learning_rate", values.get("optimiser.learning_rate")),
+            "runtime": values.get("runtime"), "cost": _finite(values.get("cost")),
+            "learning_rate": settings.get("optimiser.learning_rate", values.get("learning_rate")),
             "iterations_per_s": rate, "eta_s": remaining / rate if rate else None,
             "latest_epoch": {k: v for k, v in latest.items() if k not in ("time", "event")},
             "settings": settings,

@@ -1,6 +1,6 @@
-"""The dashboard's server: a Starlette app on uvicorn, on its own thread, shared by a process's web monitors.
+"""The dashboard's server: a Starlette app on uvicorn, on its own thread, shared by a process's web hooks.
 
-Every ``web`` monitor of a process that asks for the same host (and the same
+Every ``web`` hook of a process that asks for the same host (and the same
 port, or any) joins one server, and each run is a tab on its page. The page
 and scripts talk to it only through the JSON API under ``/api/`` (the README
 documents it); updates reach open pages as Server-Sent Events, coalesced four
@@ -15,7 +15,7 @@ by DNS rebinding), and refuses every ``POST`` (controls, edits, drawings)
 without the random token it prints at start-up (``?token=`` in the page's
 URL, as Jupyter does; ``X-Sigma-Token`` for scripts) with 403.
 
-It stops when its last run ends, after telling open pages, unless a monitor
+It stops when its last run ends, after telling open pages, unless a hook
 asked it to keep serving: then it stays up read-only until Ctrl-C at exit.
 """
 
@@ -36,7 +36,7 @@ import sys
 import threading
 from pathlib import Path
 
-from sigma_core.errors import SigmaError
+from sigma_core import SigmaError
 
 log = logging.getLogger("sigma")
 
@@ -49,7 +49,7 @@ KEEP_ALIVE = 60
 BACKLOG = 256
 LOOPBACK_NAMES = ["127.0.0.1", "localhost", "::1"]
 
-_servers: list[Server] = []  # running servers of this process, shared by its monitors
+_servers: list[Server] = []  # running servers of this process, shared by its web hooks
 _lock = threading.Lock()  # guards _servers and each server's claims and stopping
 
 

@@ -1,0 +1,47 @@
+"""The ``plots`` hook: ``metrics.png`` in the run directory, redrawn after every epoch.
+
+It sends the records the ``metrics`` hook would write (the same
+:func:`sigma_core.record`: every ``every`` iterations and every
+epoch) to a drawing process, which draws them as ``sigma plot`` does into
+``<directory>/metrics.png`` (``directory`` defaults to ``runs/<run name>``).
+A separate process because drawing is mostly Python: on a thread it would
+hold the interpreter lock the training thread needs. When epochs end faster
+than it draws, it draws the newest (see :mod:`sigmann_plots.worker`), and
+always the last.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from sigma_core import MetricsHook
+
+
+class PlotsHook(MetricsHook):
+    """A :class:`~sigma_core.MetricsHook` whose records go to a drawing process instead of files."""
+
+    name = "plots"
+
+    def __init__(self, directory: str | None = None, every: int = 10):
+        super().__init__(directory, every)
+        self.worker = None
+
+    def open(self):
+        command = [sys.executable, "-m", "sigmann_plots.worker", str(self.directory / "metrics.png"), self.run.name]
+        self.worker = subprocess.Popen(command, stdin=subprocess.PIPE, text=True, bufsize=1)
+
+    def write(self, row: dict):
+        self.worker.stdin.write(json.dumps(row) + "\n")
+
+    def on_stop(self):
+        """Let the last epoch be drawn before the run is reported finished."""
+        self.worker.stdin.close()
+        self.worker.wait()
+
+    def detach(self):
+        if self.worker is not None:
+            if not self.worker.stdin.closed:
+                self.worker.stdin.close()  # it draws what it has and exits
+            self.worker = None

@@ -1,0 +1,169 @@
+"""The tensorboard hook's event files, read back with TensorBoard's own reader."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.hparams import plugin_data_pb2
+
+from sigma_core import Hook, build_run, plugins
+from sigma_core import config as run_config
+from sigma_core.cli import main
+from sigmann_tensorboard.hook import TensorBoardHook
+
+RUN_FILE = """
+name = "blobs"
+seed = 0
+[handler]
+name = "numpy"
+[data]
+source = "synthetic"
+n = 96
+shape = 5
+classes = 3
+[split]
+validation = 0.25
+[[network.layers]]
+type = "input"
+shape = [5]
+[[network.layers]]
+type = "dense"
+size = 3
+[[network.layers]]
+type = "softmax_ce"
+[optimiser]
+type = "momentum"
+learning_rate = 0.1
+[training]
+batch_size = 8
+epochs = 2
+prefetch = 0
+"""
+
+
+@pytest.fixture
+def run_file(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text(RUN_FILE)
+    return path
+
+
+def events(directory) -> EventAccumulator:
+    accumulator = EventAccumulator(str(directory), size_guidance={"histograms": 0, "scalars": 0, "tensors": 0})
+    accumulator.Reload()
+    return accumulator
+
+
+def scalars(accumulator, tag) -> dict:
+    return {event.step: event.value for event in accumulator.Scalars(tag)}
+
+
+def test_scalars_equal_the_printed_epoch_lines_and_the_metrics_files(run_file, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train", str(run_file), "--monitor", f"metrics:directory='{out}',every=3", "--monitor",
+                 f"tensorboard:directory='{out}',every=3", "--monitor", "progress"]) == 0
+    printed = re.findall(r"epoch (\d)/2  train cost (\S+)  validation accuracy (\S+)% cost (\S+)",
+                         capsys.readouterr().err)
+    board = events(out)
+    assert len(printed) == 2
+    for epoch, cost, accuracy, validation_cost in printed:
+        epoch = int(epoch)
+        assert f"{scalars(board, 'epoch/cost')[epoch]:.4f}" == cost
+        assert f"{scalars(board, 'epoch/validation.accuracy')[epoch]:.2%}" == accuracy + "%"
+        assert f"{scalars(board, 'epoch/validation.cost')[epoch]:.4f}" == validation_cost
+
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    for record in records:  # every value the metrics hook logged, at the same step (float32 in the events)
+        step = record["step"] if record["event"] == "iteration" else record["epoch"]
+        for name, value in record.items():
+            if name not in ("time", "event", "epoch", "iteration", "step"):
+                assert scalars(board, f"{record['event']}/{name}")[step] == pytest.approx(value, rel=1e-6)
+    assert sorted(scalars(board, "iteration/cost")) == [3, 6, 9, 12, 15, 18]
+    assert scalars(board, "epoch/learning_rate") == {1: pytest.approx(0.1), 2: pytest.approx(0.1)}
+
+    config = board.Tensors("config/text_summary")[0].tensor_proto.string_val[0].decode()
+    assert json.loads(config) == run_config.load(run_file, [])  # the run file as validated, indented as code
+
+
+def assert_histogram(histogram, array):
+    value = histogram.histogram_value
+    assert (value.num, value.min, value.max) == (array.size, pytest.approx(array.min()), pytest.approx(array.max()))
+    assert value.sum == pytest.approx(array.sum(), abs=1e-6)
+
+
+class Live(Hook):
+    """Inline: the parameters (and published updates) as the training thread had them at start and each epoch."""
+
+    def __init__(self):
+        self.seen = []
+
+    def on_start(self):
+        self.on_epoch(None)
+
+    def on_epoch(self, report):
+        values = self.run.values
+        self.seen.append({"weights": values["network.layers.2-dense.weights"],
+                          "biases": values["network.layers.2-dense.biases"],
+                          "step": values.get("optimiser.updates.2-dense.weights")})
+
+
+def test_histograms_are_the_weights_and_their_change_over_each_epoch(run_file, tmp_path):
+    run = build_run(run_config.load(run_file, []))
+    live = Live()
+    run.train([TensorBoardHook(directory=str(tmp_path)), live])
+    start, first, second = live.seen
+    board = events(tmp_path)
+    for histogram, arrays in zip(board.Histograms("weights/2-dense.weights"), (first, second)):
+        assert_histogram(histogram, arrays["weights"])
+    for histogram, arrays in zip(board.Histograms("weights/2-dense.biases"), (first, second)):
+        assert_histogram(histogram, arrays["biases"])
+    updates = board.Histograms("updates/2-dense.weights")
+    assert [h.step for h in updates] == [1, 2]
+    assert_histogram(updates[0], first["weights"] - start["weights"])
+    assert_histogram(updates[1], second["weights"] - first["weights"])
+    assert run.trainer.optimiser.publish_updates is False and first["step"] is None  # costs training nothing
+
+
+def test_step_updates_are_the_optimisers_published_update_of_each_epochs_last_step(run_file, tmp_path):
+    run = build_run(run_config.load(run_file, []))
+    live = Live()
+    run.train([TensorBoardHook(directory=str(tmp_path), updates="step"), live])
+    updates = events(tmp_path).Histograms("updates/2-dense.weights")
+    assert [h.step for h in updates] == [1, 2]
+    for histogram, arrays in zip(updates, live.seen[1:]):
+        assert_histogram(histogram, arrays["step"])
+        assert numpy.abs(arrays["step"]).max() > 0
+    assert run.trainer.optimiser.publish_updates is True
+
+
+def test_hparams_hold_the_run_settings_and_the_final_metrics(run_file, tmp_path):
+    run = build_run(run_config.load(run_file, []))
+    summary = run.train([TensorBoardHook(directory=str(tmp_path), histograms="")])
+    board = events(tmp_path / "hparams")
+    content = board.PluginTagToContent("hparams")
+    start = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"]).session_start_info
+    hparams = {name: value.WhichOneof("kind") and getattr(value, value.WhichOneof("kind"))
+               for name, value in start.hparams.items()}
+    assert hparams["optimiser.type"] == "momentum" and hparams["optimiser.learning_rate"] == pytest.approx(0.1)
+    assert hparams["training.batch_size"] == 8 and hparams["handler.name"] == "numpy"
+    assert "network.layers" not in hparams  # a list of tables is not a setting
+    assert scalars(board, "final/validation.accuracy") == {2: pytest.approx(summary["accuracy"])}
+    assert scalars(board, "final/cost") == {2: pytest.approx(summary["cost"])}
+    assert events(tmp_path).Tags()["histograms"] == []  # histograms = "" turns them off
+
+
+def test_sigma_plugins_lists_the_hook_with_its_distribution():
+    component = plugins.get("hook", "tensorboard")
+    assert component.distribution == "sigmann-tensorboard"
+
+
+def test_bad_arguments_are_one_line_errors(run_file, capsys):
+    for option, message in (("every=-2", "--monitor[0].every: expected an integer >= 0, got -2"),
+                            ("histograms=1", "--monitor[0].histograms: expected a string, got 1"),
+                            ("updates=all", "tensorboard: updates must be \"epoch\", \"step\" or \"\", got 'all'")):
+        assert main(["train", str(run_file), "--quiet", "--monitor", f"tensorboard:{option}"]) == 2
+        assert capsys.readouterr().err.strip().splitlines()[-1] == f"error: {message}"

@@ -1,0 +1,35 @@
+"""Sigma's test kit for plugin and backend authors (distribution ``sigmann-testing``).
+
+:func:`check_layer` (:mod:`sigmann_testing.layers`) checks a layer's shapes,
+determinism and gradients on every installed handler.
+:mod:`sigmann_testing.conformance` holds the handler conformance kit: a pytest
+base class that a backend subclasses in its own test suite to check that it
+computes what the NumPy reference handler computes, that every gradient is
+right (the core's ops and every op a plugin registers), and that it honours
+Sigma's dtype, random-number and session contracts. :func:`fuzz_loader`
+(:mod:`sigmann_testing.loaders`) feeds a file loader seeded corruptions of a valid file.
+
+The distribution is a pytest plugin (:mod:`sigmann_testing.plugin`), so pytest
+imports this package in every session of the environment: the names below are
+imported on first use, and a session that never uses the kit pays nothing for it.
+"""
+
+import importlib
+
+_LAZY = {
+    **dict.fromkeys(["CASES", "TOLERANCES", "HandlerConformance", "OpCase", "op_cases", "differentiable_ops",
+                     "missing_gradient_cases"], "sigmann_testing.conformance"),
+    **dict.fromkeys(["check_layer", "available_handlers"], "sigmann_testing.layers"),
+    **dict.fromkeys(["fuzz_loader", "mutants"], "sigmann_testing.loaders"),
+}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sigmann_testing' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,100 @@
+"""The NumPy reference handler passes the conformance kit (in float32 and float64), and the kit's coverage rule.
+
+The kit compares handlers with NumPy, so for this handler the reference
+comparisons are trivially exact; what it really checks here is every gradient
+against finite differences (the core's ops and every registered op installed)
+and the dtype, random, session and copy contracts.
+"""
+
+import sys
+
+import pytest
+
+from sigma_core import NumpyHandler
+from sigma_core.plugins import reset
+from sigmann_testing import CASES, HandlerConformance, missing_gradient_cases, op_cases
+
+
+class TestNumpyHandler(HandlerConformance):
+    handler_factory = NumpyHandler
+
+
+class CubingHandler(NumpyHandler):
+    """A handler with one extra differentiable method and no gradient case for it."""
+
+    def cube(self, a):
+        return self._apply(lambda x: x**3, None, (a,))
+
+
+OPS_PLUGIN = '''
+from sigma_core import Op, hookimpl
+
+
+class Cube(Op):
+    """x**3, with one example."""
+
+    def forward(self, k, x, scale=1.0):
+        return scale * x**3, None
+
+    def backward(self, k, g, inputs, out, saved, needs, scale=1.0):
+        return (3 * scale * inputs[0] ** 2 * g,)
+
+    def examples(self):
+        return [("scaled", lambda rng: [rng.standard_normal((3, 4))], {"scale": 0.5})]
+
+
+class Square(Op):
+    """x**2, without examples."""
+
+    def forward(self, k, x):
+        return x * x, None
+
+    def backward(self, k, g, inputs, out, saved, needs):
+        return (2 * inputs[0] * g,)
+
+
+@hookimpl
+def register_ops(register):
+    register("kit_cube", Cube)
+    register("kit_square", Square)
+'''
+
+
+@pytest.fixture
+def ops_plugin(tmp_path, monkeypatch):
+    """An installed distribution ``kit-ops`` (and no other) registering the ops kit_cube (one example) and
+    kit_square (none), found by plugin discovery as any distribution's are."""
+    info = tmp_path / "kit_ops-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: kit-ops\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[sigma]\nkit_ops = kit_ops_mod\n")
+    (tmp_path / "kit_ops_mod.py").write_text(OPS_PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("SIGMA_PLUGINS", "kit-ops")
+    reset()
+    yield
+    reset()
+    sys.modules.pop("kit_ops_mod", None)
+
+
+def test_coverage_check_flags_registered_ops_and_handler_methods_without_a_gradient_case(ops_plugin):
+    assert missing_gradient_cases(NumpyHandler, CASES) == {"kit_cube", "kit_square"}
+    assert missing_gradient_cases(CubingHandler, CASES + op_cases()) == {"cube", "kit_square"}
+
+
+def test_registered_ops_are_cases_and_one_without_examples_fails_the_kit(ops_plugin):
+    (case,) = op_cases()
+    assert (case.id, case.op) == ("kit_cube-scaled", "kit_cube")
+    kit = TestNumpyHandler()
+    kit.test_gradient_matches_finite_differences(case)
+    kit.test_gradient_matches_reference(NumpyHandler("float32", 0), NumpyHandler("float32", 0), case)
+    with pytest.raises(AssertionError, match=r"a registered op: give it examples\(\).*\['kit_square'\]"):
+        kit.test_every_differentiable_op_has_a_gradient_case()
+
+
+def test_a_wrong_vjp_of_a_registered_op_fails_the_finite_differences(ops_plugin, monkeypatch):
+    (case,) = op_cases()
+    cube = sys.modules["kit_ops_mod"].Cube
+    monkeypatch.setattr(cube, "backward", lambda self, k, g, inputs, out, saved, needs, scale=1.0: (inputs[0] * g,))
+    with pytest.raises(AssertionError, match="kit_cube-scaled: gradient of input 0"):
+        TestNumpyHandler().test_gradient_matches_finite_differences(case)

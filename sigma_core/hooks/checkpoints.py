@@ -1,0 +1,61 @@
+"""The ``checkpoint`` hook: the one way a run writes checkpoints (:mod:`sigma_core.checkpoint`) as it trains.
+
+A run file's ``[checkpoint]`` section becomes these hooks, and a ``[[hooks]]``
+table adds more: ``{ type = "checkpoint", best = "validation.accuracy" }``
+keeps the best epochs so far.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..checkpoint import checkpoint_path, checkpoints, save_checkpoint
+from ..errors import ConfigError
+from .base import Hook, schedule
+from .values import Best
+
+
+class CheckpointHook(Hook):
+    """Saves a checkpoint (:func:`~sigma_core.checkpoint.checkpoint_path` names it) ``every`` n epochs
+    (``[n, "epoch"]``, the default) or n iterations (``n``), keeping the newest ``keep`` in ``directory``.
+
+    With ``best``, the name of a run value (``"validation.accuracy"``), it saves
+    only when that value reaches a new best (``mode`` ``"max"`` or ``"min"``).
+    """
+
+    name = "checkpoint"
+    order = 50  # after the hooks that publish what `best` reads, before the stoppers
+
+    def __init__(self, directory: str = "checkpoints", *, keep: int = 3, every=(1, "epoch"), best: str | None = None,
+                 mode: str = "max"):
+        if not isinstance(keep, int) or isinstance(keep, bool) or keep < 1:
+            raise ConfigError(f"checkpoint: keep must be an integer >= 1, got {keep!r}")
+        self.directory, self.keep, self.every = Path(directory), keep, every
+        self.best = None if best is None else Best(best, mode, "checkpoint")
+        self.per_epoch = schedule(self)[0] == 0
+
+    def on_iteration(self):
+        self.maybe_save()
+
+    def on_epoch(self, report):
+        if self.per_epoch:
+            self.maybe_save()
+
+    def maybe_save(self):
+        if self.best is None or self.best.update(self.run.values):
+            self.save(self.run.trainer)
+
+    def save(self, trainer) -> Path:
+        """Save now, then delete all but the newest ``keep`` checkpoints of this trainer."""
+        path = save_checkpoint(trainer, trainer.run_config, checkpoint_path(self.directory, trainer))
+        for old in checkpoints(self.directory, trainer.name)[:-self.keep]:
+            old.unlink(missing_ok=True)
+        return path
+
+
+def checkpoint_hooks_from_config(config: dict) -> list[CheckpointHook]:
+    """The hooks a run file's ``[checkpoint]`` section asks for: one per time scale set (none when off)."""
+    section = config["checkpoint"]
+    everies = [every for every, interval in ((section["every_iterations"], section["every_iterations"]),
+                                             ([section["every_epochs"], "epoch"], section["every_epochs"])) if interval]
+    return [CheckpointHook(section["directory"], keep=section["keep"], every=every) for every in everies]

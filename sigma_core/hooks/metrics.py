@@ -1,0 +1,155 @@
+"""The ``metrics`` hook: every reported value, appended to a CSV and a JSON-lines file.
+
+Both go into the run directory, ``directory`` (default ``runs/<run name>``
+under the current directory, where the ``tensorboard`` and ``plots`` hooks
+write too and ``sigma plot`` reads): ``metrics.csv`` and ``metrics.jsonl``.
+
+Each event is one record (:func:`record`). Every ``every``-th iteration
+(default 10; 0: none): that iteration's ``cost`` and the ``learning_rate``.
+After each epoch: the epoch's mean training ``cost``, ``learning_rate``,
+``iterations_per_s``, ``seconds`` and each held-out iterator's scores as
+``<iterator>.<score>`` (``validation.accuracy``, ``validation.cost``). Both
+also carry the run values named in ``values`` (wildcards allowed:
+``values = ["network.layers.*.weights", "bits_per_character.*"]``): numbers,
+and arrays as their mean. A record's ``epoch`` is the epoch it belongs to (1
+for the first), ``iteration`` the iteration within it and ``step`` the
+iterations trained in all.
+
+``metrics.jsonl`` has one object per record. ``metrics.csv`` is long: one
+value per row under the fixed header ``time,event,epoch,iteration,step,name,value``,
+so a key that appears mid-run needs no new column, and a resumed run
+(``--resume``) appends under the header already there. Both are flushed after
+every record: a crash loses at most the record being written. The hook runs
+on its own thread (``threaded``), so a slow disk never holds training up.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy
+
+from ..errors import SigmaError
+from .base import Hook, HookError
+from .values import epoch_values
+
+HEADER = ("time", "event", "epoch", "iteration", "step", "name", "value")
+
+
+def record(event: str, values, report=None, extra: dict | None = None) -> dict:
+    """One ``iteration`` or ``epoch`` event as the files hold it, from the event's run ``values`` (and ``report``).
+
+    Of ``extra`` (more run values by name), numbers are kept and arrays become their mean.
+    """
+    row = {"time": round(values["time"], 3), "event": event, "step": values["total_iterations"]}
+    if report is None:
+        row.update(epoch=values["epoch"] + 1, iteration=values["iteration"], cost=values["cost"])
+    else:
+        row.update(epoch=report.epoch, iteration=report.iterations, **epoch_values(report))
+    row["learning_rate"] = values["learning_rate"]
+    for key, value in (extra or {}).items():
+        if key in row:
+            continue
+        if isinstance(value, numpy.ndarray) and value.dtype.kind in "biuf":
+            row[key] = float(value.mean())
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            row[key] = value
+    return row
+
+
+class MetricsHook(Hook):
+    """Appends a record per iteration (every ``every``) and per epoch to ``metrics.csv`` and ``metrics.jsonl``."""
+
+    name = "metrics"
+    HEADER = HEADER  # the columns every record has; for hooks that write the same records elsewhere
+    threaded = True
+    argument_rules = {"every": "int >= 0", "values": "names"}  # checked when built from a run file or --monitor
+
+    def __init__(self, directory: str | None = None, every: int = 10, values: list | str = ()):
+        self.patterns = [values] if isinstance(values, str) else list(values)
+        self.directory, self.every = directory, every
+        self.reads = {"on_iteration": ("cost", *self.patterns), "on_epoch": tuple(self.patterns)}
+        self._csv = self._jsonl = None
+
+    def attach(self, run):
+        super().attach(run)
+        self.directory = Path(self.directory or Path("runs") / run.name)
+
+    def on_start(self):
+        self.open()
+
+    def open(self):
+        """Open both files for appending, checking that an existing CSV is one of ours."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        csv_path = self.directory / "metrics.csv"
+        fresh = not csv_path.exists() or csv_path.stat().st_size == 0
+        if not fresh:
+            with csv_path.open(newline="") as stream:
+                if next(csv.reader(stream), None) != list(HEADER):
+                    raise HookError(f"{csv_path}: not a metrics file (its first line is not {','.join(HEADER)}); "
+                                    "choose another directory")
+        self._csv = _append(csv_path)
+        self._writer = csv.writer(self._csv, lineterminator="\n")
+        if fresh:
+            self._writer.writerow(HEADER)
+        self._jsonl = _append(self.directory / "metrics.jsonl")
+
+    def on_iteration(self):
+        values = self.run.values
+        self.write(record("iteration", values, extra=values.matching(self.patterns)))
+
+    def on_epoch(self, report):
+        values = self.run.values
+        self.write(record("epoch", values, report, values.matching(self.patterns)))
+
+    def write(self, row: dict):
+        head = [row[key] for key in HEADER[:5]]
+        self._writer.writerows([*head, name, value] for name, value in row.items() if name not in HEADER)
+        self._jsonl.write(json.dumps(row) + "\n")
+        self._csv.flush()  # once per record: each write lets the training thread in and out again
+        self._jsonl.flush()
+
+    def detach(self):
+        for stream in (self._csv, self._jsonl):
+            if stream is not None:
+                stream.close()
+        self._csv = self._jsonl = None
+
+
+def _append(path: Path):
+    """``path`` opened for appending; a line cut short by a crash is ended first."""
+    stream = path.open("a", newline="", encoding="utf-8")
+    if stream.tell() > 0:
+        with path.open("rb") as tail:
+            tail.seek(-1, 2)
+            if tail.read(1) != b"\n":
+                stream.write("\n")
+    return stream
+
+
+def read_metrics(directory) -> tuple[Path, list[dict]]:
+    """The records of ``directory``'s ``metrics.jsonl`` (or of that file itself), in step order.
+
+    What ``sigma plot`` and ``sigma dashboard`` read back. A line cut short by a
+    crash is skipped; a step logged twice (trained again after a resume) keeps
+    its last record.
+    """
+    path = Path(directory)
+    path = path / "metrics.jsonl" if path.is_dir() else path
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        raise SigmaError(f"{path}: cannot read it ({error.strerror or error}); train with --monitor metrics "
+                         "and give the run directory it wrote, e.g. runs/digits") from None
+    records = {}
+    for line in lines:
+        try:
+            row = json.loads(line)
+            records[row["event"], row["step"]] = row
+        except (ValueError, KeyError, TypeError):
+            continue
+    if not records:
+        raise SigmaError(f"{path}: no metrics records in it")
+    return path, sorted(records.values(), key=lambda r: (r["step"], r["event"] == "epoch"))
