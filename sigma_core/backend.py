@@ -60,6 +60,16 @@ def _best_available() -> plugins.Component:
     raise HandlerUnavailableError(f"no handler can run here ({'; '.join(reasons) or 'none registered'})")
 
 
+def available_handlers() -> list[str]:
+    """Names of the installed handlers that can run here, best-ranked first (ties by name): what ``auto`` picks from."""
+    return [c.name for c in sorted(plugins.components("handler"), key=lambda c: (-c.rank, c.name)) if _can_run(c)[0]]
+
+
+def handler_availability(name: str) -> tuple[bool, str]:
+    """Whether the installed handler ``name`` can run here, and if not, why (unknown names raise, naming the choices)."""
+    return _can_run(plugins.get("handler", name))
+
+
 def _can_run(component: plugins.Component) -> tuple[bool, str]:
     """``(available, reason)``; a handler that fails to import is unavailable (a broken plugin must not stop auto)."""
     available, reason = component.availability()

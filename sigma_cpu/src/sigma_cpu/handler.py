@@ -1,6 +1,6 @@
 """The ``cpu`` handler: the NumPy reference handler with numba kernels on the hot paths."""
 
-from sigma_core.handler import Handler
+from sigma_core import Handler
 
 from .kernels import NumbaKernels
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from sigma_core.hookspecs import hookimpl
+from sigma_core import hookimpl
 
 
 def numba_installed() -> tuple[bool, str]:

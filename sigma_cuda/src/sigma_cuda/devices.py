@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass
 from importlib import metadata
 
-from sigma_core.errors import SigmaError
+from sigma_core import SigmaError
 
 INSTALL_HINT = "pip install 'sigmann-cuda[cuda12]', or [cuda13] for a CUDA 13 driver"
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import cupy
 import numpy
 
-from sigma_core.errors import SigmaError
-from sigma_core.handler import Handler
+from sigma_core import Handler, SigmaError
 
 from . import devices, upload
 from .kernels import CudaKernels

@@ -40,9 +40,7 @@ import cupy
 import cupyx
 import numpy
 
-from sigma_core.errors import NonFiniteError, ShapeError, SigmaError
-from sigma_core.kernels import ArrayKernels, CompiledUpdates
-from sigma_core.streams import CounterStreams
+from sigma_core import ArrayKernels, CompiledUpdates, CounterStreams, NonFiniteError, ShapeError, SigmaError
 
 from .devices import out_of_memory_message
 from .upload import Uploader

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sigma_core.hookspecs import hookimpl
+from sigma_core import hookimpl
 
 from . import devices
 

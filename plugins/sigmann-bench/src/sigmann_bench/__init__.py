@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from sigma_core.hookspecs import hookimpl
+from sigma_core import hookimpl
 
 
 @hookimpl

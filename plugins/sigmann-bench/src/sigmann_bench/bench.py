@@ -80,12 +80,8 @@ def build_trainer(spec, handler="numpy", seed=0, replay=True):
     """A Trainer for ``spec`` on a fresh float32 handler (a name or an instance), initialised; ``replay``: its
     steps compiled as ``sigma train`` compiles them (``training.compile = "auto"``: recorded steps replayed where
     sigmann-replay is installed), else every step runs as written."""
-    from sigma_core import backend, step_compiler
-    from sigma_core.constructs import Dense, Dropout, Input, SoftmaxCE
-    from sigma_core.initialisers import Gaussian
-    from sigma_core.network import Network
-    from sigma_core.optimisers import Adagrad, GradientDescent
-    from sigma_core.trainer import Trainer
+    from sigma_core import (Adagrad, Dense, Dropout, Gaussian, GradientDescent, Input, Network, SoftmaxCE, Trainer,
+                            create_handler, step_compiler)
 
     layers = Input(28, 28)
     sizes = spec["hidden"] + (10,)
@@ -105,7 +101,7 @@ def build_trainer(spec, handler="numpy", seed=0, replay=True):
         initialisers={"*.weights": Gaussian(std=0.05), "*.biases": Gaussian(std=0.01)},
     )
     if isinstance(handler, str):
-        handler = backend.create_handler(handler, dtype=str(np.dtype(DTYPE)), seed=seed)
+        handler = create_handler(handler, dtype=str(np.dtype(DTYPE)), seed=seed)
     trainer.initialise(handler)
     trainer.compile_step(step_compiler("auto" if replay else "none"))
     return trainer
@@ -385,13 +381,11 @@ def time_round(step, batches, start, iterations):
 
 def sigma_handlers(names=None) -> list[str]:
     """Installed handlers that can run here (or the ones asked for), best-ranked first."""
-    from sigma_core import plugins
-    from sigma_core.backend import _can_run
+    from sigma_core import available_handlers, handler_availability
 
-    components = sorted(plugins.components("handler"), key=lambda c: (-c.rank, c.name))
     if names:
-        components = [plugins.get("handler", name) for name in names]
-    return [c.name for c in components if _can_run(c)[0]]
+        return [name for name in names if handler_availability(name)[0]]
+    return available_handlers()
 
 
 def system_names(handlers) -> list[str]:
@@ -545,7 +539,7 @@ def machine() -> str:
 
 def run(handlers=None, workloads=None, quick=False, first_iteration=True, log=sys.stderr) -> list[dict]:
     """Every measurement as JSON-ready records (see the module docstring)."""
-    from sigma_core.errors import SigmaError
+    from sigma_core import SigmaError
 
     unknown = sorted(set(workloads or ()) - set(WORKLOADS))
     if unknown:

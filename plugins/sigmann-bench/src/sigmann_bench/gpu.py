@@ -278,7 +278,7 @@ def device_name() -> str:
 
 def run(workloads=None, quick=False, log=sys.stderr) -> list[dict]:
     """Every GPU measurement as JSON-ready records (see the module docstring)."""
-    from sigma_core.errors import SigmaError
+    from sigma_core import SigmaError
 
     names = [w for w in GPU_WORKLOADS if not workloads or w in workloads or GPU_WORKLOADS[w][0] in workloads]
     if not names:

@@ -3,7 +3,7 @@
 Registered lazily, so plugin discovery imports neither NumPy nor scikit-learn.
 """
 
-from sigma_core.hookspecs import hookimpl
+from sigma_core import hookimpl
 
 
 @hookimpl

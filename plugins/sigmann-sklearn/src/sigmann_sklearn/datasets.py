@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sigma_core.data import DataError, Dataset
+from sigma_core import DataError, Dataset
 
 # Sigma name -> scikit-learn loader suffix. ``wdbc`` is the UCI name the
 # original Sigma used for the Wisconsin breast-cancer data.

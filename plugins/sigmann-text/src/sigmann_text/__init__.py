@@ -6,7 +6,7 @@ The ``chars`` extractor (:mod:`sigmann_text.chars`), the ``one_hot`` layer
 registered without importing NumPy.
 """
 
-from sigma_core.hookspecs import hookimpl
+from sigma_core import hookimpl
 
 
 @hookimpl

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sigma_core.data import DataError
+from sigma_core import DataError
 
 CHUNK_BYTES = 1 << 20
 

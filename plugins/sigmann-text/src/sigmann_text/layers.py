@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import numpy
 
-from sigma_core import Layer
-from sigma_core.errors import ShapeError
+from sigma_core import Layer, ShapeError
 
 
 class OneHot(Layer):

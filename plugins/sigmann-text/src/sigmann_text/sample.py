@@ -14,11 +14,11 @@ from __future__ import annotations
 import math
 import sys
 
-from sigma_core.errors import SigmaError
+from sigma_core import SigmaError
 
 
 def add_parser(cli) -> None:
-    from sigma_core.cli import options
+    from sigma_core import cli_options as options
 
     parser = cli.add_parser("sample", parents=[options.HANDLER, options.DEBUG],
                             help="generate text from a character-model checkpoint",
@@ -57,9 +57,7 @@ class Sampler:
     """A checkpoint's network and vocabulary, ready to :meth:`sample` (see the module docstring)."""
 
     def __init__(self, checkpoint, handler=None, dtype=None, text=None):
-        from sigma_core import backend
-        from sigma_core.checkpoint import load_checkpoint
-        from sigma_core import resolve_path
+        from sigma_core import create_handler, load_checkpoint, resolve_handler_name, resolve_path
 
         from .chars import build_vocabulary
 
@@ -85,16 +83,15 @@ class Sampler:
             raise SigmaError(f"{self.checkpoint.path}: the network's input layer must take shape [sequence], "
                              f"it takes {shape}")
         self.window = shape[0]
-        name, source = backend.resolve_handler_name(cli=handler)
+        name, source = resolve_handler_name(cli=handler)
         saved = self.checkpoint.metadata["handler"]["dtype"]
-        self.handler = backend.create_handler(name, dtype=dtype or saved, seed=0, source=source)
+        self.handler = create_handler(name, dtype=dtype or saved, seed=0, source=source)
         self._networks = {}
 
     def _network(self, steps: int):
         """The network with its input ``steps`` long (parameter shapes do not depend on it), built once."""
         if steps not in self._networks:
-            from sigma_core.architecture import from_layer_list
-            from sigma_core.network import Network
+            from sigma_core import Network, from_layer_list
 
             layers = [dict(spec, shape=[steps]) if spec["type"] == "input" else spec for spec in self.layers]
             network = Network(from_layer_list(layers), name=self.checkpoint.config["name"])

@@ -1,0 +1,43 @@
+"""The core's shape, checked: plugins and backends reach it only through ``sigma_core`` itself.
+
+``sigma_core/__init__.py`` (lazy) is the one public surface, so moving a module inside the core
+breaks no plugin. A plugin that imports ``sigma_core.<module>``, or a name the surface does not
+export (a submodule reached as an attribute), fails here with the file and line.
+"""
+
+import ast
+from pathlib import Path
+
+import sigma_core
+
+ROOT = Path(__file__).resolve().parents[1]
+OUTSIDE = [*ROOT.glob("plugins/*/src"), ROOT / "sigma_cpu" / "src", ROOT / "sigma_cuda" / "src"]
+
+
+def _imports_of_the_core(path: Path):
+    """(line, module, names) of each import of sigma_core in ``path``."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "sigma_core":
+            yield node.lineno, node.module, [alias.name for alias in node.names]
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "sigma_core":
+                    yield node.lineno, alias.name, []
+
+
+def test_plugins_and_backends_import_only_the_public_surface():
+    found = []
+    for source in OUTSIDE:
+        for path in source.rglob("*.py"):
+            for line, module, names in _imports_of_the_core(path):
+                where = f"{path.relative_to(ROOT)}:{line}"
+                if module != "sigma_core":
+                    found.append(f"{where}: imports {module}")
+                found += [f"{where}: sigma_core has no public {name!r}" for name in names
+                          if name not in sigma_core.__all__]
+    assert not found, "\n".join(found)
+
+
+def test_every_public_name_resolves():
+    for name in sigma_core.__all__:
+        assert getattr(sigma_core, name) is not None, name
