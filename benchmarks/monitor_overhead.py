@@ -10,6 +10,12 @@ Configurations:
 * ``slow``: a threaded hook that sleeps 1 s in every event, sent every
   iteration (the issue's "blocks 1 s per event"): it falls behind at once,
   so this measures queueing and dropping;
+* ``busy``: a threaded hook that computes in Python for 1 s in every event
+  (issue 24's slow hook): its thread wants the interpreter lock the whole
+  time, so this measures how well the hook thread's throttle keeps it to its
+  ``share`` (:class:`sigma_core.hooks.dispatch.Throttle`);
+* ``busy, share = 1``: the same hook unthrottled, as every threaded hook was
+  before issue 24;
 * ``metrics``: the core's metrics hook (every 10 iterations, files in a
   temporary directory);
 * ``metrics+tensorboard``: plus sigmann-tensorboard, histograms included
@@ -64,8 +70,28 @@ class Slow(Hook):
         time.sleep(1.0)
 
 
+class Busy(Slow):
+    """Computes in Python for a second per event (a busy loop: what holds the interpreter lock)."""
+
+    name = "busy"
+    ended = False  # set once the run has ended: its last event stops, not to weigh on the next configuration
+
+    def __init__(self, share: float | None = None):
+        if share is not None:  # else the default, Hook.share
+            self.share = share
+
+    def on_iteration(self):
+        end = time.perf_counter() + 1.0
+        while time.perf_counter() < end and not self.ended:
+            pass
+
+    def on_epoch(self, report):
+        self.on_iteration()
+
+
 def configurations(directory: str) -> dict:
-    found = {"none": lambda: [], "slow": lambda: [Slow()],
+    found = {"none": lambda: [], "slow": lambda: [Slow()], "busy": lambda: [Busy()],
+             "busy, share = 1": lambda: [Busy(share=1)],
              "metrics": lambda: [MetricsHook(directory=f"{directory}/m")]}
     try:
         from sigmann_tensorboard.hook import TensorBoardHook
@@ -82,6 +108,8 @@ def seconds(hooks: list, handler: str = "auto") -> tuple[float, str]:
     run.trainer.initialise(run.handler)
     loop = Loop(run.trainer, epochs=RUN["training"]["epochs"], hooks=hooks)
     loop.run()
+    for hook in hooks:
+        hook.ended = True
     return loop.seconds, run.handler.name
 
 
@@ -100,15 +128,15 @@ def main() -> None:
         for round_ in range(args.rounds):  # each round in another order: no configuration always goes first
             for name in names[round_ % len(names):] + names[:round_ % len(names)]:
                 times[name].append(seconds(configs[name](), args.handler)[0])
-    rows = [{"monitors": name, "handler": handler, "best": round(min(values), 4),
+    rows = [{"hooks": name, "handler": handler, "best": round(min(values), 4),
              "median": round(statistics.median(values), 4), "ratio": round(min(values) / min(times["none"]), 3)}
             for name, values in times.items()]
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    print(f"{'monitors':<22}{'best s':>8}{'median s':>10}{'best vs none':>14}   ({handler} handler, {args.rounds} rounds)")
+    print(f"{'hooks':<22}{'best s':>8}{'median s':>10}{'best vs none':>14}   ({handler} handler, {args.rounds} rounds)")
     for row in rows:
-        print(f"{row['monitors']:<22}{row['best']:>8.3f}{row['median']:>10.3f}{row['ratio']:>14.3f}")
+        print(f"{row['hooks']:<22}{row['best']:>8.3f}{row['median']:>10.3f}{row['ratio']:>14.3f}")
 
 
 if __name__ == "__main__":

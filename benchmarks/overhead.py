@@ -1,7 +1,7 @@
 """Framework overhead: one Sigma training iteration against a hand-written NumPy loop.
 
 Two workloads run through the real framework path (constructs -> Network ->
-Trainer.run_iteration on the NumPy handler, Gaussian initialisers, a real
+Trainer.run_iteration on the numpy handler, Gaussian initialisers, a real
 optimiser) and, in the same process, as plain NumPy code of the kind a
 competent NumPy programmer writes (preallocated buffers, ``out=`` everywhere,
 inverted dropout masks from a NumPy Generator, numerically stable softmax

@@ -24,7 +24,7 @@ _LAZY = {  # a plugin author needs only these: hookimpl, Layer, ForwardContext, 
     "load": "sigma_core.inference",
     "Trainer": "sigma_core.trainer",
     # what the test kit (sigmann-testing) checks handlers and layers with
-    "NumpyHandler": "sigma_core.handlers.numpy_handler",
+    "NumpyHandler": "sigma_core.handler",
     "ACTIVATIONS": "sigma_core.kernels",
     "ExpiredArrayError": "sigma_core.ndarray",
     "ShapeError": "sigma_core.errors",
@@ -56,13 +56,16 @@ _LAZY = {  # a plugin author needs only these: hookimpl, Layer, ForwardContext, 
     # what data plugins (sigmann-data, sigmann-mnist, sigmann-images) build on
     **dict.fromkeys(["Dataset", "Records", "split_bounds", "check_finite"], "sigma_core.data.dataset"),
     "DataError": "sigma_core.data.errors",
-    "Preprocessing": "sigma_core.data.config",
+    "Preprocessing": "sigma_core.data.preprocessing",
     **dict.fromkeys(["resolve_path", "COMPRESSED_SUFFIXES"], "sigma_core.data.sources"),
     "DEFLATE_RATIO": "sigma_core.data.numpy_files",
-    "require": "sigma_core.arguments",  # a run-file value checked against a rule ("int >= 1"), one line if not
+    "require": "sigma_core.config",  # a run-file value checked against a rule ("int >= 1"), one line if not
     "require_memory": "sigma_core.memory:require",  # an allocation checked against the memory available
-    **dict.fromkeys(["atomic_path", "atomic_write", "remove_stale", "partial_prefix"], "sigma_core.atomic"),
+    **dict.fromkeys(["atomic_path", "atomic_write", "remove_stale", "partial_prefix", "check_writable", "WriteError",
+                     "write_error"],
+                    "sigma_core.atomic"),
     "one_line": "sigma_core.errors",
+    "check_readable": "sigma_core.reading",  # a file a user hands us is a regular file (not a FIFO, device, folder)
     # what hook plugins (sigmann-tensorboard, -plots, -web, -criteria) build on: the protocol, the run's values,
     # the metrics records, checkpoints
     **dict.fromkeys(["Hook", "HookError"], "sigma_core.hooks.base"),
@@ -72,7 +75,7 @@ _LAZY = {  # a plugin author needs only these: hookimpl, Layer, ForwardContext, 
     **dict.fromkeys(["save_checkpoint", "load_checkpoint", "checkpoint_path"], "sigma_core.checkpoint"),
     "NDArray": "sigma_core.ndarray",
     # what the web dashboard edits: the rules of arguments with one meaning everywhere, dropout layers' p
-    "ARGUMENT_CONVENTIONS": "sigma_core.arguments:CONVENTIONS",
+    "ARGUMENT_CONVENTIONS": "sigma_core.config:CONVENTIONS",
     "DropoutLayer": "sigma_core.layers.dropout:Dropout",
 }
 
@@ -80,10 +83,10 @@ __all__ = ["__version__", *_LAZY]
 
 
 def __getattr__(name):
-    target = _LAZY.get(name)  # "module", or "module:attr" where the public name differs from the module's own
-    if target is None:
+    location = _LAZY.get(name)  # "module", or "module:attr" where the public name differs from the module's own
+    if location is None:
         raise AttributeError(f"module 'sigma_core' has no attribute {name!r}")
-    module, _, attribute = target.partition(":")
+    module, _, attribute = location.partition(":")
     value = getattr(importlib.import_module(module), attribute or name)
     globals()[name] = value
     return value

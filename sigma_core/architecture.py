@@ -17,7 +17,7 @@ import copy
 from collections import Counter
 
 from . import plugins
-from .arguments import require
+from .config import require
 from .errors import ArchitectureError, UnknownComponentError
 
 
@@ -149,6 +149,9 @@ def from_layer_list(specs: list[dict]) -> Architecture:
         construct.where = where
         constructs.append((construct, sources))
         by_name[construct.name] = construct
+    names = Architecture([c for c, _ in constructs]).resolved_names()
+    for construct, _ in constructs:  # errors name the layer as the network and its summary will: '2-dense'
+        construct.where += f" ({names[id(construct)]!r})"
     for position, (construct, sources) in enumerate(constructs):
         if sources is None:
             if position > 0 and construct.layer_type != "input":
@@ -157,7 +160,7 @@ def from_layer_list(specs: list[dict]) -> Architecture:
         for source in [sources] if isinstance(sources, str) else sources:
             if source not in by_name:
                 named = ", ".join(n for n in by_name if "#" not in n) or "none"
-                raise ArchitectureError(f"network.layers[{position}] ({construct.name!r}): input {source!r} is not a "
-                                        f"layer name (named layers: {named})")
+                raise ArchitectureError(f"{construct.where}: input {source!r} is not a layer name "
+                                        f"(named layers: {named})")
             construct.link(by_name[source])
     return Architecture([c for c, _ in constructs])

@@ -1,6 +1,6 @@
 """Choosing the computation handler: by name, or ``auto`` for the best that runs.
 
-Whether a handler can run is asked cheaply first (its registry ``check``, no
+Whether a handler can run is asked cheaply first (the ``check`` it was registered with, no
 heavy imports), then by the loaded class's ``availability()``, which may look
 at the hardware.
 """

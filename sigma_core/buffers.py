@@ -6,9 +6,12 @@ session begins those buffers go back into a free list keyed by (shape, dtype)
 and the next step takes them from there instead of asking the allocator. After
 one warm-up step a step of unchanged shapes therefore allocates nothing.
 
-Buffers created outside a session (parameters, optimiser state) are never
-recycled; that is Sigma's "limbo". :meth:`Handler.keep` moves an array made
-inside a session into limbo by copying it once.
+Buffers created outside a session (parameters, optimiser state, evaluation,
+predictions) are never recycled; that is Sigma's "limbo". The pool does not
+even note them: they are plain memory, freed with the last array holding them,
+so however many steps run between two sessions (a compiled step replays
+without one) nothing piles up. :meth:`Handler.keep` moves an array made inside
+a session into limbo by copying it once.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""Sigma's own components, registered through the same public hooks as any plugin's.
+"""Sigma's own components, registered through the same public ``register_*`` functions as any plugin's.
 
 :mod:`sigma_core.plugins` registers this module directly, for the ``sigmann``
-distribution. Going through the hooks keeps the core honest: anything built in
-could have been a plugin. Targets are lazy so that discovery imports nothing heavy.
+distribution. Going through the ``register_*`` functions keeps the core honest:
+anything built in could have been a plugin. Implementations are lazy ``"module:attr"``
+strings, so that discovery imports nothing heavy.
 """
 
 from sigma_core.hookspecs import hookimpl
@@ -10,7 +11,7 @@ from sigma_core.hookspecs import hookimpl
 
 @hookimpl
 def register_handlers(register):
-    register("numpy", "sigma_core.handlers.numpy_handler:NumpyHandler", description="NumPy on the CPU; runs everywhere")
+    register("numpy", "sigma_core.handler:NumpyHandler", description="NumPy on the CPU; runs everywhere")
 
 
 @hookimpl
@@ -63,7 +64,8 @@ def register_initialisers(register):
 def register_extractors(register):
     data = "sigma_core.data"
     register("csv", f"{data}.csv_extractor:read_csv", description="columns of a delimited text file")
-    register("numpy", f"{data}.numpy_files:load_numpy", aliases=("npy",), description=".npy or .npz, no pickle")
+    register("npy", f"{data}.numpy_files:load_numpy", aliases=("numpy",),  # "numpy" names the handler now
+             description=".npy or .npz, no pickle")
     register("npz", f"{data}.numpy_files:load_npz", description="inputs and targets arrays of an .npz archive")
     register("xor", f"{data}.synthetic:xor", description="the four XOR cases")
     register("and", f"{data}.synthetic:and_", description="the four AND cases")
@@ -89,7 +91,8 @@ def register_hooks(register):
     register("early_stopping", f"{hooks}.stoppers:EarlyStopping", description="stops when a value stops improving")
     register("stop_on_non_finite", f"{hooks}.stoppers:StopOnNonFinite", aliases=("nan_stopper",),
              description="stops with an error naming the first NaN/Inf parameter")
-    register("step_schedule", f"{hooks}.schedules:StepSchedule", description="learning rate × gamma every n")
+    register("staircase_schedule", f"{hooks}.schedules:StaircaseSchedule", aliases=("step_schedule",),
+             description="learning rate × gamma every n")
     register("exponential_schedule", f"{hooks}.schedules:ExponentialSchedule", description="learning rate × gamma^t")
     register("cosine_schedule", f"{hooks}.schedules:CosineSchedule", description="cosine-annealed learning rate")
     register("warm_up", f"{hooks}.schedules:WarmUp", aliases=("warmup",), description="linear learning-rate warm-up")

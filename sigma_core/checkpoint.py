@@ -9,8 +9,8 @@ pickle, and arrays go through NumPy, so a checkpoint loads on any handler.
 Nothing a file says is trusted: member sizes are held against the file and
 the memory available before anything is read (a zip bomb is refused unread),
 the checksum is compared before any member is parsed, arrays are read by
-:func:`~sigma_core.data.numpy_files.read_array`, and the metadata must have
-the types written. Every failure is one :class:`CheckpointError` naming the
+:func:`~sigma_core.data.numpy_files.read_array`, and the metadata must follow
+:data:`METADATA_RULES`. Every failure is one :class:`CheckpointError` naming the
 file. Writes are atomic and never hold a non-finite value, so the newest
 checkpoint is always one a run can resume from.
 """
@@ -32,10 +32,11 @@ from pathlib import Path
 import numpy
 
 from . import memory
-from .arguments import accepts
-from .atomic import atomic_write, remove_stale
+from .atomic import WriteError, atomic_write, check_writable, remove_stale, write_error
+from .config import accepts, require
 from .data.numpy_files import read_array
-from .errors import NonFiniteError, SigmaError
+from .errors import ConfigError, NonFiniteError, SigmaError
+from .reading import check_readable
 
 log = logging.getLogger("sigma")
 
@@ -104,12 +105,11 @@ def save_checkpoint(trainer, run_config: dict | None, path) -> Path:
     members[METADATA] = json.dumps(metadata, indent=1).encode()
     members[CHECKSUM] = json.dumps({"sha256": _digest(members)}).encode()
     try:
-        with atomic_write(path) as stream, zipfile.ZipFile(stream, "w", zipfile.ZIP_STORED) as archive:
+        with atomic_write(path, what="checkpoint") as stream, zipfile.ZipFile(stream, "w", zipfile.ZIP_STORED) as archive:
             for name, data in members.items():
                 archive.writestr(name, data)
-    except OSError as error:
-        raise CheckpointError(f"checkpoint {path}: cannot write it ({error.strerror or error}); "
-                              "the previous checkpoints are kept") from None
+    except WriteError as error:
+        raise CheckpointError(f"{error}; the previous checkpoints are kept") from None
     return path
 
 
@@ -134,18 +134,19 @@ def load_checkpoint(path) -> Checkpoint:
         if metadata.get("version") != VERSION:
             raise CheckpointError(f"checkpoint {path}: format version {metadata.get('version')!r} "
                                   f"is not supported (this Sigma reads version {VERSION})")
-        _check_types(metadata, _METADATA, "metadata")
+        require("metadata", METADATA_RULES, metadata, complete=True)
         parameters = {pid: _array(members, f"parameters/{pid}.npy", "f") for pid in metadata["parameters"]}
         optimiser = {**metadata["optimiser"], "memory": {
             pid: {name: _array(members, f"optimiser/{pid}/{name}.npy", "biuf") for name in names}
             for pid, names in metadata["optimiser"]["memory"].items()}}
-    except (ValueError, KeyError, TypeError) as error:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+    except (ConfigError, ValueError, KeyError, TypeError) as error:  # JSON's and UTF-8's errors are ValueErrors
         raise CheckpointError(f"checkpoint {path}: malformed ({error})") from None
     return Checkpoint(path, metadata, parameters, optimiser)
 
 
 def _read_members(path: Path) -> dict:
     """Every member's bytes, read once their sizes fit the file and the memory available; checksum verified."""
+    check_readable(path, CheckpointError, "checkpoint")
     try:
         stream = open(path, "rb")
     except OSError as error:
@@ -200,36 +201,16 @@ def _array(members: dict, name: str, kinds: str) -> numpy.ndarray:
     return array
 
 
-_COUNT, _NUMBER = "a count", (int, float)  # a count: a non-negative int, not a bool
-_METADATA = {
-    "handler": {"name": str, "dtype": str},
-    "trainer": {"epoch": _COUNT, "iteration": _COUNT, "total_iterations": _COUNT, "last_cost": _NUMBER,
-                "epoch_cost": _NUMBER, "in_epoch": bool, "training_iterator": dict, "validation_iterators": dict,
-                "rng": {"handler": str, "state": object}},
-    "optimiser": {"optimiser": str, "hyperparameters": dict, "memory": {str: [str]}},
-    "parameters": [str],
-    "config": (dict, type(None)),
+#: What the metadata must hold, in the rules of :mod:`sigma_core.config` (a count: an integer >= 0).
+METADATA_RULES = {
+    "handler": {"name": "str", "dtype": "str"},
+    "trainer": {"epoch": "int >= 0", "iteration": "int >= 0", "total_iterations": "int >= 0", "last_cost": "real",
+                "epoch_cost": "real", "in_epoch": "bool", "training_iterator": "table", "validation_iterators": "table",
+                "rng": {"handler": "str", "state": "any"}},
+    "optimiser": {"optimiser": "str", "hyperparameters": "table", "memory": {...: ["str"]}},
+    "parameters": ["str"],
+    "config": "table or null",
 }
-
-
-def _check_types(value, rule, where: str) -> None:
-    """Raise ValueError naming ``where`` unless ``value`` has the shape ``rule`` describes."""
-    if isinstance(rule, dict):  # a table: fixed keys, or {str: rule} for any keys
-        _check_types(value, dict, where)
-        for key, item in ({key: rule[str] for key in value} if str in rule else rule).items():
-            if key not in value:
-                raise ValueError(f"{where}.{key} is missing")
-            _check_types(value[key], item, f"{where}.{key}")
-    elif isinstance(rule, list):
-        _check_types(value, list, where)
-        for index, item in enumerate(value):
-            _check_types(item, rule[0], f"{where}[{index}]")
-    elif rule is _COUNT:
-        if type(value) is not int or value < 0:
-            raise ValueError(f"{where} is {value!r}, not a count")
-    elif isinstance(value, bool) and rule is _NUMBER or not isinstance(value, rule):
-        expected = {dict: "a table", list: "a list", str: "a string", bool: "true or false", _NUMBER: "a number"}
-        raise ValueError(f"{where} is {value!r}, not {expected.get(rule, 'a table or null')}")
 
 
 def restore(trainer, checkpoint: Checkpoint) -> None:
@@ -294,30 +275,30 @@ def latest_checkpoint(directory, name: str) -> Path | None:
 
 
 @contextlib.contextmanager
-def directory_lock(directory):
-    """Hold ``directory`` for one run, so two runs never rotate each other's files away.
+def run_lock(directory, name: str):
+    """Hold the run ``name``'s checkpoints in ``directory``, so that two runs of one name never rotate each
+    other's files away, while runs of other names share the directory (rotation goes by name too).
 
-    A lock on ``<directory>/.lock``, released when the run ends or its process
-    dies; another run gets a :class:`CheckpointError`. Once held, the
-    leftovers of writes killed midway are removed.
+    A lock on ``<directory>/.<name>.lock``, released when the run ends or its
+    process dies; another run of that name gets a :class:`CheckpointError`.
+    Once held, the leftovers of writes killed midway are removed.
     """
     import fcntl
 
-    directory = Path(directory)
+    directory = check_writable(directory, folder=True, what="checkpoint directory")
+    path = directory / f".{name}{LOCK}"
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        lock = open(directory / LOCK, "a+")
+        lock = open(path, "a+")
     except OSError as error:
-        reason = "a file is in the way" if isinstance(error, FileExistsError) else error.strerror or error
-        raise CheckpointError(f"checkpoint directory {directory}: cannot write there ({reason})") from None
+        raise write_error(path, error) from None
     with lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             lock.seek(0)
-            raise CheckpointError(f"checkpoint directory {directory} is in use by another run "
-                                  f"({lock.read().strip() or 'unknown process'}); wait for it to end or "
-                                  "set another checkpoint.directory") from None
+            raise CheckpointError(f"run {name!r} is already training into checkpoint directory {directory} "
+                                  f"({lock.read().strip() or 'unknown process'}); wait for it to end, or give this "
+                                  "run another name (--set name=...)") from None
         lock.truncate(0)
         lock.write(f"pid {os.getpid()}\n")
         lock.flush()

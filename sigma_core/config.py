@@ -1,42 +1,221 @@
-"""Run files: one TOML file describes a whole run (the README's run-file reference lists every key).
+"""The one validator: run files, component arguments and checkpoint metadata follow the same rules.
 
-Every key is checked against :data:`SCHEMA`, so a typo is an error that names
-the key. ``--set training.epochs=3`` overrides any key, ``network.layers.1.size``
-a list entry; the value is read as a TOML value (``3``, ``0.5``, ``"adam"``,
-``[1, 2]``) and otherwise as a string.
+Whatever a user or a file configures is held against a *rule* before it is
+used, so a bad value is one line naming its key (``run.toml: training.epochs:
+expected an integer >= 1, got 0``), not a traceback from deep inside. A rule is
+
+- a string: a type (``int``; ``number``, finite; ``real``, any number, NaN too;
+  ``bool``; ``str``; ``table``; ``array``; ``any``; ``shape``, a positive integer
+  or an array of them; ``names``, a string or an array of them; ``interval``,
+  ``[min, max]``), optionally
+  followed by a range: ``>= a``, ``> a``, ``<= a``, ``< a`` or ``in [a, b)`` with
+  either bracket at either end, and by ``or null`` (JSON's null);
+- a tuple: one of its values (``("keep", "drop")``);
+- a list of one rule: an array whose every item follows it;
+- a dict: a table whose keys follow their rules; the key ``...`` gives the rule
+  of any key the dict does not list.
+
+:func:`require` holds one value against a rule. :func:`check` holds a component's
+arguments against its signature, each parameter's rule found by :func:`rule_of`.
+:func:`load` reads a run file and holds it against :data:`SCHEMA`; ``--set
+training.epochs=3`` overrides any key, ``network.layers.1.size`` a list entry,
+the value read as a TOML value (``3``, ``0.5``, ``"adam"``, ``[1, 2]``) and
+otherwise as a string.
 """
 
 from __future__ import annotations
 
 import copy
+import inspect
+import math
+import operator
+import re
 import tomllib
+from numbers import Integral, Real
 from pathlib import Path
 
 from .errors import ConfigError
+from .reading import check_readable
 
-#: key -> rule: a type (``dict``: a table the component it builds checks), a tuple of the allowed values,
-#: a dict of the table's keys and their rules, or None (anything: its reader checks it).
-SCHEMA = {
-    "name": str,
-    "seed": int,
-    "handler": {"name": str, "dtype": ("float32", "float64")},
-    "data": dict,
-    "split": {"validation": None, "train": None, "shuffle": bool, "seed": int},
-    "network": {"layers": list},
-    "initialisers": dict,
-    "optimiser": dict,
-    "training": {"batch_size": int, "epochs": int, "last_batch": ("keep", "drop"), "shuffle": bool,
-                 "validation_batch_size": int, "prefetch": int, "compile": str, "replay": bool},
-    "checkpoint": {"directory": str, "every_iterations": int, "every_epochs": int, "keep": int},
-    "hooks": list,  # [[hooks]] tables, see sigma_core.hooks.tables
-    "monitors": list,  # [[monitors]] tables: the older name for [[hooks]]
-    "operator": dict,  # how the loop trains an iteration, see sigma_core.loop
+# --- the rules --------------------------------------------------------------
+
+#: A string rule's type -> (what a message calls it, whether a value is of it).
+TYPES = {
+    "int": ("an integer", lambda v: isinstance(v, Integral) and not isinstance(v, bool)),
+    "number": ("a finite number", lambda v: isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(v)),
+    "real": ("a number", lambda v: isinstance(v, Real) and not isinstance(v, bool)),
+    "bool": ("true or false", lambda v: isinstance(v, bool)),
+    "str": ("a string", lambda v: isinstance(v, str)),
+    "table": ("a table", lambda v: isinstance(v, dict)),
+    "array": ("an array", lambda v: isinstance(v, list)),
+    "any": ("anything", lambda v: True),
+    "shape": ("a positive integer or an array of them",
+              lambda v: accepts("int >= 1", v)
+              or isinstance(v, (list, tuple)) and len(v) > 0 and all(accepts("int >= 1", n) for n in v)),
+    "names": ("a string or an array of strings",
+              lambda v: isinstance(v, str) or isinstance(v, (list, tuple)) and all(isinstance(n, str) for n in v)),
+    "interval": ("[min, max], two finite numbers",
+                 lambda v: isinstance(v, (list, tuple)) and len(v) == 2 and all(accepts("number", n) for n in v)),
 }
+_COMPARE = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
+_NULL = " or null"
 
-#: lower bounds of numeric settings
-MINIMUMS = {"seed": 0, "split.seed": 0, "checkpoint.every_iterations": 0, "checkpoint.every_epochs": 0,
-            "checkpoint.keep": 1, "training.epochs": 1, "training.batch_size": 1, "training.validation_batch_size": 1,
-            "training.prefetch": 0}
+
+def accepts(rule: str, value) -> bool:
+    """Whether ``value`` follows the string ``rule`` (see the module docstring)."""
+    if rule.endswith(_NULL) and value is None:
+        return True
+    kind, _, bounds = rule.removesuffix(_NULL).partition(" ")
+    if not TYPES[kind][1](value):
+        return False
+    if not bounds:
+        return True
+    interval = re.fullmatch(r"in ([\[(])(.+), (.+)([\])])", bounds)
+    if interval:
+        low_bracket, low, high, high_bracket = interval.groups()
+        return (_COMPARE[">=" if low_bracket == "[" else ">"](value, float(low))
+                and _COMPARE["<=" if high_bracket == "]" else "<"](value, float(high)))
+    comparison, limit = bounds.split()
+    return _COMPARE[comparison](value, float(limit))
+
+
+def describe_rule(rule: str) -> str:
+    """What the string ``rule`` accepts, in words: ``"an integer >= 1"``, ``"a table or null"``."""
+    kind, _, bounds = rule.partition(" ")
+    return f"{TYPES[kind][0]}{' ' * bool(bounds)}{bounds}"
+
+
+def require(key: str, rule, value, *, complete: bool = False) -> None:
+    """Raise :class:`ConfigError` naming ``key`` (or the key inside it) unless ``value`` follows ``rule``.
+
+    A table rule's keys are optional and no others are allowed (a run file's: its defaults fill the rest,
+    and a key it does not list is a typo) unless ``complete``: then each must be there and others are let
+    be (a checkpoint's metadata, which Sigma writes whole and a later version may add to).
+    """
+    if isinstance(rule, str):
+        if not accepts(rule, value):
+            raise ConfigError(f"{key}: expected {describe_rule(rule)}, got {value!r}")
+    elif isinstance(rule, tuple):
+        if value not in rule:
+            raise ConfigError(f"{key}: expected one of {', '.join(map(str, rule))}, got {value!r}")
+    elif isinstance(rule, list):
+        require(key, "array", value)
+        for index, item in enumerate(value):
+            require(f"{key}[{index}]", rule[0], item, complete=complete)
+    else:
+        require(key, "table", value)
+        inner = f"{key}." if key else ""
+        for name, item in value.items():
+            if name in rule or ... in rule:
+                require(f"{inner}{name}", rule.get(name, rule.get(...)), item, complete=complete)
+            elif not complete:
+                raise ConfigError(f"unknown key {inner}{name}; allowed: {', '.join(rule)}")
+        missing = [name for name in rule if name is not ... and name not in value] if complete else []
+        if missing:
+            raise ConfigError(f"{inner}{missing[0]} is missing")
+
+
+# --- component arguments ----------------------------------------------------
+
+#: Argument names with one meaning across components (rules follow PyTorch's checks).
+CONVENTIONS = {
+    "size": "int >= 1", "shape": "shape", "seed": "int >= 0", "freeze": "names",
+    "learning_rate": "number >= 0", "weight_decay": "number >= 0", "momentum": "number >= 0", "eps": "number >= 0",
+    "std": "number >= 0", "importance": "number >= 0", "gain": "number > 0", "mean": "number", "low": "number",
+    "high": "number", "rho": "number in [0, 1]", "beta1": "number in [0, 1)", "beta2": "number in [0, 1)",
+    "p": "number in [0, 1)",
+}
+#: Keys older run files give a kind of component that no component of it takes now, and what to do instead.
+RETIRED = {
+    "hook": {  # the first four: Sigma's declarative hooks (the sigmann-criteria distribution) still take them
+        "on": "criteria gate sigmann-criteria's hooks; the checkpoint hook keeps the best epochs itself "
+              "(best = \"validation.accuracy\", mode = \"max\")",
+        "priority": "hooks run in the order they are listed",
+        "background": "a hook decides itself whether it runs on its own thread",
+        "target": "every hook runs once per event, on the run's state",
+        "step": "a schedule's length is its period now",  # step_schedule's (staircase_schedule now)
+        "steps": "a schedule's length is its period now",  # warm_up's
+    },
+    "layer": {"alias": "an input or output layer names its external array with external = \"...\" now"},
+}
+_ANNOTATIONS = {"int": "int", "float": "number", "bool": "bool", "str": "str"}
+
+
+def check(where: str, component, arguments: dict, *, label: str, kind: str = "", skip: int = 0, given=(),
+          shared=()) -> None:
+    """Raise :class:`ConfigError` unless ``arguments`` suit the signature of ``component`` (a class or function).
+
+    ``where`` is the table's key path (``"network.layers[1]"``), ``label`` what it
+    builds (``"optimiser 'adam'"``), ``kind`` its kind (for :data:`RETIRED` keys). The
+    caller passes the first ``skip`` parameters and those in ``given`` itself;
+    ``shared`` are keys it reads besides.
+    """
+    try:
+        parameters = inspect.signature(component).parameters
+    except (TypeError, ValueError):  # no introspectable signature: nothing to hold it against
+        return
+    open_ended = any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+    named = {key: p for key, p in list(parameters.items())[skip:]
+             if key not in given and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+    for key in arguments:
+        if key not in named and not open_ended:
+            if key in RETIRED.get(kind, {}):
+                raise ConfigError(f"{where}.{key}: {label} does not take {key!r}: {RETIRED[kind][key]}")
+            raise ConfigError(f"unknown key {where}.{key} for {label}; allowed: {', '.join([*shared, *named]) or 'none'}")
+    for key, parameter in named.items():
+        if key not in arguments:
+            if parameter.default is parameter.empty:
+                raise ConfigError(f"{where}.{key} is required for {label}")
+            continue
+        value, rule = arguments[key], rule_of(component, key, parameter)
+        if rule and not (value is None and parameter.default is None):
+            require(f"{where}.{key}", rule, value)
+
+
+def rule_of(component, name: str, parameter: inspect.Parameter):
+    """The rule for one parameter of ``component``, or None: anything goes.
+
+    The first of: the component's ``argument_rules`` class attribute (``{"size":
+    "int >= 1"}``); :data:`CONVENTIONS`, unless an annotation says another type;
+    its annotation (``int``, ``float``, ``bool`` or ``str``, optionally ``| None``);
+    its default's type (an int default takes only integers).
+    """
+    declared = getattr(component, "argument_rules", {}).get(name)
+    if declared:
+        return declared
+    annotation = parameter.annotation
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+    parts = {part.strip() for part in text.split("|")} - {"None"}
+    typed = _ANNOTATIONS.get(parts.pop()) if len(parts) == 1 else None
+    convention = CONVENTIONS.get(name)
+    if convention and (typed == convention.partition(" ")[0] or annotation is parameter.empty):
+        return convention
+    default = parameter.default
+    return typed or ("bool" if isinstance(default, bool) else "int" if isinstance(default, int)
+                     else "number" if isinstance(default, float) else None)
+
+
+# --- run files --------------------------------------------------------------
+
+#: Every key a run file may have, and its rule (the README's run-file reference says what each does). A
+#: "table" is checked by what it builds: its extractor (data), its component (optimiser, operator).
+SCHEMA = {
+    "name": "str",
+    "seed": "int >= 0",
+    "handler": {"name": "str", "dtype": ("float32", "float64")},
+    "data": "table",
+    "split": {"validation": "any", "train": "any", "shuffle": "bool", "seed": "int >= 0"},  # see run.split_dataset
+    "network": {"layers": "array"},  # of tables, see architecture.from_layer_list
+    "initialisers": {...: "table"},  # pattern = { type = "gaussian", std = 0.1 }
+    "optimiser": "table",
+    "training": {"batch_size": "int >= 1", "epochs": "int >= 1", "last_batch": ("keep", "drop"), "shuffle": "bool",
+                 "validation_batch_size": "int >= 1", "prefetch": "int >= 0", "compile": "str",
+                 "replay": "bool"},  # the older spelling of compile
+    "checkpoint": {"directory": "str", "every_iterations": "int >= 0", "every_epochs": "int >= 0", "keep": "int >= 1"},
+    "hooks": ["table"],  # [[hooks]] tables, see sigma_core.hooks.tables
+    "monitors": ["table"],  # [[monitors]] tables: the older name for [[hooks]]
+    "operator": "table",  # how the loop trains an iteration, see sigma_core.loop
+}
 
 DEFAULTS = {
     "name": "run",
@@ -57,7 +236,7 @@ DEFAULTS = {
 
 def load(path, overrides=()) -> dict:
     """Read, override and validate a run file; errors name the file and the key."""
-    path = Path(path)
+    path = check_readable(path, ConfigError, "run file")
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
@@ -104,19 +283,20 @@ def apply_override(config: dict, assignment: str):
 
 
 def validate(raw: dict, source: str = "config") -> dict:
-    """Check every key against :data:`SCHEMA` and fill in defaults."""
-    for key, value in raw.items():
-        if key not in SCHEMA:
-            raise ConfigError(f"{source}: unknown key {key!r} (allowed: {', '.join(SCHEMA)})")
-        _check(key, value, SCHEMA[key], source)
+    """Hold a run file's tables against :data:`SCHEMA` and fill in :data:`DEFAULTS`."""
+    try:
+        require("", SCHEMA, raw)
+    except ConfigError as error:
+        raise ConfigError(f"{source}: {error}") from None
     for required in ("data", "network"):
         if required not in raw:
             raise ConfigError(f"{source}: missing [{required}] section")
     if not raw["network"].get("layers"):
         raise ConfigError(f"{source}: network.layers is empty; list the layers with [[network.layers]]")
     config = copy.deepcopy(DEFAULTS)
-    for key, value in raw.items():  # a section with a schema keeps the defaults of the keys it leaves out
-        config[key] = {**config.get(key, {}), **value} if isinstance(SCHEMA[key], dict) else value
+    for key, value in raw.items():  # a table of listed keys keeps the defaults of those it leaves out
+        listed = isinstance(SCHEMA[key], dict) and ... not in SCHEMA[key]
+        config[key] = {**config.get(key, {}), **value} if listed else value
     _older_replay_key(raw.get("training", {}), config["training"], source)
     return config
 
@@ -130,18 +310,3 @@ def _older_replay_key(given: dict, training: dict, source: str) -> None:
     if "compile" in given:
         raise ConfigError(f"{source}: training.replay is the older spelling of training.compile; give only compile")
     training["compile"] = "auto" if training.pop("replay") else "none"
-
-
-def _check(key: str, value, rule, source: str):
-    expected = dict if isinstance(rule, dict) else rule
-    if isinstance(expected, type) and (not isinstance(value, expected) or expected is int and isinstance(value, bool)):
-        name = "a table" if expected is dict else expected.__name__
-        raise ConfigError(f"{source}: {key} must be {name}, got {value!r}")
-    if isinstance(rule, tuple) and value not in rule:
-        raise ConfigError(f"{source}: {key} must be one of {', '.join(rule)}, got {value!r}")
-    for sub, subvalue in value.items() if isinstance(rule, dict) else ():
-        if sub not in rule:
-            raise ConfigError(f"{source}: unknown key {key}.{sub} (allowed: {', '.join(rule)})")
-        _check(f"{key}.{sub}", subvalue, rule[sub], source)
-    if key in MINIMUMS and value < MINIMUMS[key]:
-        raise ConfigError(f"{source}: {key} must be at least {MINIMUMS[key]}, got {value}")

@@ -8,12 +8,12 @@ from __future__ import annotations
 from .architecture import Construct
 
 
-def Input(*shape, name=None, alias="inputs"):
-    return Construct("input", name, shape=shape, alias=alias)
+def Input(*shape, name=None, external="inputs"):
+    return Construct("input", name, shape=shape, external=external)
 
 
-def Output(name=None, alias="outputs"):
-    return Construct("output", name, alias=alias)
+def Output(name=None, external="outputs"):
+    return Construct("output", name, external=external)
 
 
 def Dense(size, activation="none", name=None, bias=True, time_distributed=False):

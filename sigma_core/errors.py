@@ -47,7 +47,7 @@ class NonFiniteError(SigmaError, FloatingPointError):
 
 
 class ComponentLoadError(SigmaError, ImportError):
-    """A registered component's lazy target could not be imported; names the component."""
+    """A registered component's lazy implementation could not be imported; names the component."""
 
 
 def one_line(text) -> str:

@@ -68,7 +68,9 @@ class Handler:
         #: Bumped whenever an array gets another buffer (:meth:`share`): whatever holds on to raw buffers (a
         #: compiled training step) compares it.
         self.version = 0
-        self._session_arrays = None  # arrays made in the current session, or None
+        # Who owns an array: see "sessions" below.
+        self._session_arrays = None  # arrays made in the open session; None while none is open
+        self._ended_arrays = ()  # the last ended session's arrays: readable until the next session begins
         self._ops = {}  # plugin op name -> (Op, its VJP), resolved on first use
 
     @classmethod
@@ -360,12 +362,12 @@ class Handler:
         """Record a forward pass: ``with h.tape() as tape: tape.watch(w); ...; tape.gradient(cost, [w])``."""
         return Tape(self)
 
-    def backward(self, records, slots, target, sources, seed=None) -> list:
-        """Replay a tape's ``records`` backwards from ``target``: fresh, contiguous gradients of ``sources``
-        (zeros where the target does not reach them), summed over every use of a value."""
+    def backward(self, records, slots, output, sources, seed=None) -> list:
+        """Replay a tape's ``records`` backwards from ``output``: fresh, contiguous gradients of ``sources``
+        (zeros where the output does not reach them), summed over every use of a value."""
         k = self.kernels
         grads = [None] * slots
-        grads[target._node] = k.full(target.shape, 1.0) if seed is None else self._raw(seed)
+        grads[output._node] = k.full(output.shape, 1.0) if seed is None else self._raw(seed)
         for out_slot, input_slots, raw_inputs, raw_out, vjp, saved in reversed(records):
             g = grads[out_slot]
             if g is None:
@@ -392,17 +394,24 @@ class Handler:
         return _NoGrad(self)
 
     # -- sessions: buffer reuse between iterations ---------------------------------------------------
+    # A session is one training iteration: its arrays take recycled buffers (sigma_core.buffers) and expire when
+    # the next session begins. Arrays made outside every session (parameters, evaluation, predictions, what hooks
+    # read, steps a compiled step runs without the handler) belong to no session and to no list: they live as
+    # long as someone holds them, however many steps run, replayed or not, before the next session. (A view made
+    # between sessions of a session's array, a reshape of the last cost, shares that array's buffer: keep() it.)
     def begin_session(self):
         """Start an iteration: the previous one's buffers are recycled and its arrays expire unless kept (:meth:`keep`)."""
-        if self._session_arrays is not None:
-            for array in self._session_arrays:
-                if not array._kept:
-                    array._data = None
-        self._session_arrays = []
+        _expire(self._ended_arrays)
+        if self._session_arrays is not None:  # begun again without an end: the open session ends here
+            _expire(self._session_arrays)
+        self._ended_arrays, self._session_arrays = (), []
         self.kernels.pool.begin()
 
     def end_session(self):
-        """End an iteration; its arrays stay readable until the next begin_session."""
+        """End an iteration; its arrays stay readable until the next begin_session. Arrays made from now until
+        then belong to no session."""
+        if self._session_arrays is not None:
+            self._ended_arrays, self._session_arrays = self._session_arrays, None
         self.kernels.pool.end()
 
     @contextlib.contextmanager
@@ -416,10 +425,19 @@ class Handler:
     def detach_session(self, *arrays) -> None:
         """Take the buffers of the session just ended out of reuse for good, and ``arrays`` made in it out of
         expiry, without a copy (:meth:`keep` copies): for a compiled training step that will run the session's
-        kernel calls again on the same buffers, which it owns from now on. Later sessions allocate afresh."""
+        kernel calls again on the same buffers, which it owns from now on. The session's other arrays expire
+        now (the compiled step rewrites their buffers); later sessions allocate afresh."""
         self.kernels.pool.detach()
         for array in arrays:
             array._kept = True
+        _expire(self._ended_arrays)
+        self._ended_arrays = ()
+
+    @property
+    def session_arrays(self) -> int:
+        """How many arrays the sessions hold for expiry now: those of the open session, or of the last one until
+        the next begins. Bounded by one iteration's arrays, however long a run (tests check it)."""
+        return len(self._session_arrays if self._session_arrays is not None else self._ended_arrays)
 
     @contextlib.contextmanager
     def record(self, recorder, kernels):
@@ -454,6 +472,13 @@ class Handler:
         return self.kernels.pool.allocations
 
 
+def _expire(arrays):
+    """Arrays of an ended session lose their buffers (to be recycled), except those kept."""
+    for array in arrays:
+        if not array._kept:
+            array._data = None
+
+
 class _NoGrad:
     """:meth:`Handler.no_grad`'s context: a class, ~1 µs cheaper than a generator (the optimiser enters it every step)."""
 
@@ -467,4 +492,12 @@ class _NoGrad:
         self.handler._tape = self.tape
 
 
-__all__ = ["Handler", "DTYPES", "autodiff"]
+class NumpyHandler(Handler):
+    """The reference handler: always installed, the embedded default. Every op runs through
+    :class:`~sigma_core.kernels.ArrayKernels` over NumPy unchanged (host memory, BLAS matmul); other handlers
+    are checked against this one op by op."""
+
+    name = "numpy"
+
+
+__all__ = ["Handler", "NumpyHandler", "DTYPES", "autodiff"]

@@ -1,7 +1,8 @@
-"""The plugin contract: the hooks through which components reach Sigma.
+"""The plugin contract: the ``register_*`` functions through which components reach Sigma.
 
 A plugin is a module (or object) named by an entry point in the group
-``"sigma"``. Sigma's own components arrive through the same hooks
+``"sigma"`` that implements some of them (pluggy's hookspecs, each marked
+``@hookimpl``). Sigma's own components arrive through the same functions
 (:mod:`sigma_core.builtins`), so a plugin can do anything the core can::
 
     from sigma_core.hookspecs import hookimpl
@@ -10,9 +11,9 @@ A plugin is a module (or object) named by an entry point in the group
     def register_layers(register):
         register("maxout", "sigmann_maxout:Maxout", description="max over k linear pieces")
 
-Discovery runs every plugin's hooks at start-up, so a hook must only
-*describe* its components: a lazy ``"package.module:attr"`` target rather
-than an import of heavy modules, and a ``check`` that looks for a dependency
+Discovery runs every plugin's ``register_*`` functions at start-up, so they
+must only *describe* its components: a lazy ``"package.module:attr"`` string
+rather than an import of heavy modules, and a ``check`` that looks for a dependency
 (``importlib.util.find_spec("numba") is not None``) rather than importing it.
 """
 
@@ -29,17 +30,17 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 class Register(Protocol):
-    """What every ``register_*`` hook but ``register_commands`` receives; one call registers one component.
+    """What every ``register_*`` function but ``register_commands`` receives; one call registers one component.
 
-    ``name`` and the ``aliases`` must be unique within the kind. ``target`` is
-    the object, or a ``"package.module:attr"`` string imported on first use.
+    ``name`` and the ``aliases`` must be unique within the kind. ``implementation``
+    is the class or function, or a ``"package.module:attr"`` string imported on first use.
     ``check`` returns ``(available, reason)`` cheaply, without importing heavy
     dependencies; ``reason`` says why not in a few words (``"no CUDA device"``);
     ``None``: always available. ``rank`` orders handlers for ``auto`` (higher
     wins). ``description`` is one line for ``sigma plugins``.
     """
 
-    def __call__(self, name: str, target: object, *, aliases: Iterable[str] = (),
+    def __call__(self, name: str, implementation: object, *, aliases: Iterable[str] = (),
                  check: Callable[[], tuple[bool, str]] | None = None, rank: int = 0, description: str = "") -> None: ...
 
 
@@ -121,7 +122,7 @@ def register_readers(register: Register) -> None:
     ``-`` part, as in MNIST's ``t10k-images-idx3-ubyte``). The core reads ``.npy``, ``.npz``, ``.csv`` and
     JSON on stdin itself. Called as ``reader(path, network=, preprocessing=)``, a reader returns the file's
     records as a NumPy array shaped for the network's input; ``preprocessing`` (a ``sigma_core.Preprocessing``)
-    holds the run's saved steps, for raw inputs such as images.
+    holds the run's saved preprocess transforms, for raw inputs such as images.
     """
 
 
@@ -148,10 +149,10 @@ def register_operators(register: Register) -> None:
 def register_ops(register: Register) -> None:
     """Differentiable operations (``sigma_core.Op`` subclasses) that layers run with ``handler.op(name, ...)``.
 
-    ``register(name, target, *, kernels={}, description="")``: ``target`` is the
-    portable rule, written over the handler's kernels (``k.xp``), which runs on
-    every handler; ``kernels`` maps a handler name (``"cpu"``) to a faster
-    ``Op`` subclass (a lazy target too) that runs on that handler instead. A
+    ``register(name, implementation, *, kernels={}, description="")``: the
+    implementation is the portable rule, written over the handler's kernels
+    (``k.xp``), which runs on every handler; ``kernels`` maps a handler name
+    (``"cpu"``) to a faster ``Op`` subclass (lazy too) that runs on that handler instead. A
     kernel that cannot be loaded is an error naming the op, the handler and
     the distribution, never a quiet fall back to the rule.
     """
@@ -167,12 +168,12 @@ def register_compilers(register: Register) -> None:
 
 @hookspec
 def register_commands(cli) -> None:
-    """Add ``sigma`` subcommands to ``cli``, the command's argparse sub-parsers (as llm's hook of the name does)::
+    """Add ``sigma`` subcommands to ``cli``, the command's argparse sub-parsers (as llm's function of the name does)::
 
         parser = cli.add_parser("bench", help="one line for sigma --help")
         parser.add_argument("--quick", action="store_true")
         parser.set_defaults(run=lambda args: 0)  # takes the parsed arguments, returns the exit status
 
-    Every ``sigma`` invocation runs this hook to build its parser, so import heavy modules inside
+    Every ``sigma`` invocation runs this function to build its parser, so import heavy modules inside
     ``run``. Taking a built-in command's name is an error naming the plugin's distribution.
     """

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import numpy
 
-from .errors import SigmaError
+from .config import require
+from .errors import ConfigError, SigmaError
+from .reading import check_readable
 
 
 def load(path, handler=None, *, dtype: str | None = None):
@@ -39,7 +41,10 @@ def load(path, handler=None, *, dtype: str | None = None):
     if handler is None or isinstance(handler, str):
         handler_name, source = backend.resolve_handler_name(cli=handler)
         handler = backend.create_handler(handler_name, dtype=dtype or saved_dtype, seed=0, source=source)
-    network = Network(from_layer_list(layers), name=name)
+    try:
+        network = Network(from_layer_list(layers), name=name)
+    except SigmaError as error:  # the layer list a file holds: name the file
+        raise SigmaError(f"{path}: {error}") from None
     network.initialise(handler)
     try:
         network.load_state_dict(parameters)
@@ -61,8 +66,10 @@ def export_safetensors(source, path) -> Path:
     (the built-in ``safetensors`` exporter of ``sigma export``)."""
     from .checkpoint import load_checkpoint
 
+    from .atomic import atomic_write
+
     try:
-        from safetensors.numpy import save_file
+        from safetensors.numpy import save
     except ImportError:
         raise SigmaError("exporting to safetensors needs the safetensors package: pip install 'sigmann[export]'") from None
     checkpoint = load_checkpoint(source)
@@ -70,12 +77,14 @@ def export_safetensors(source, path) -> Path:
         raise SigmaError(f"checkpoint {checkpoint.path}: saved from code without a run config, so it holds no architecture")
     metadata = {"format": "sigma-network", "name": checkpoint.config["name"], "dtype": checkpoint.metadata["handler"]["dtype"],
                 "layers": json.dumps(checkpoint.config["network"]["layers"]), "preprocess": json.dumps(_preprocess(checkpoint))}
-    save_file({pid: numpy.asarray(a, order="C") for pid, a in checkpoint.parameters.items()}, str(path), metadata)
+    data = save({pid: numpy.asarray(a, order="C") for pid, a in checkpoint.parameters.items()}, metadata)
+    with atomic_write(path) as stream:
+        stream.write(data)
     return Path(path)
 
 
 def saved_preprocess(path) -> list:
-    """The run's ``data.preprocess`` steps, saved in a checkpoint or an export, for raw inputs such as images."""
+    """The run's ``data.preprocess`` transforms, saved in a checkpoint or an export, for raw inputs such as images."""
     path = Path(path)
     if path.suffix == ".safetensors":
         return _read_safetensors(path)[4]
@@ -88,6 +97,7 @@ def _preprocess(checkpoint) -> list:
 
 
 def _read_safetensors(path: Path):
+    check_readable(path, SigmaError, "export")
     try:
         from safetensors import SafetensorError
         from safetensors.numpy import load_file, safe_open
@@ -98,7 +108,10 @@ def _read_safetensors(path: Path):
             metadata = stream.metadata() or {}
         if metadata.get("format") != "sigma-network":
             raise SigmaError(f"{path}: not a network exported by `sigma export` (no sigma-network metadata)")
-        return (metadata["name"], json.loads(metadata["layers"]), metadata["dtype"], load_file(str(path)),
-                json.loads(metadata.get("preprocess", "[]")))
-    except (OSError, SafetensorError, KeyError, ValueError) as error:
+        layers, preprocess = json.loads(metadata["layers"]), json.loads(metadata.get("preprocess", "[]"))
+        require("layers", ["table"], layers)
+        require("dtype", ("float32", "float64"), metadata["dtype"])
+        require("preprocess", "array", preprocess)
+        return metadata["name"], layers, metadata["dtype"], load_file(str(path)), preprocess
+    except (OSError, SafetensorError, ConfigError, KeyError, ValueError, RecursionError) as error:  # Recursion: JSON
         raise SigmaError(f"{path}: cannot read it as a safetensors export ({error})") from None

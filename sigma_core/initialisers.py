@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import numpy
 
-from sigma_core import plugins
 from sigma_core.errors import ConfigError, ShapeError
 
 
@@ -146,7 +145,3 @@ def check_patterns(patterns, ids, what: str) -> None:
             raise ConfigError(f"{what}: pattern {pattern!r} matches no parameter "
                               f"(parameters: {', '.join(ids) or 'none'})")
 
-
-def initialiser_from_config(config: dict) -> Initialiser:
-    """A registered initialiser from ``{"type": name, **arguments}``, e.g. ``{"type": "gaussian", "std": 0.1}``."""
-    return plugins.build("initialiser", config)

@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from . import plugins
-from .arguments import require, rule_of
+from .config import require, rule_of
 from .errors import SigmaError
 from .hooks.dispatch import Dispatcher
 

@@ -1,6 +1,6 @@
 """Network: an architecture instantiated on a handler, with its parameters.
 
-Parameters have ids ``"<layer>.<param>"`` (in the registry
+Parameters have ids ``"<layer>.<param>"`` (as run values
 ``network.layers.<layer>.<param>``), which optimiser filters and initialiser
 bindings match with glob patterns.
 """
@@ -56,7 +56,7 @@ class Network:
             self.layers[name] = layer = plugins.build("layer", spec, name, input_shapes, where=construct.where or name)
             layer._network = self  # so that an edit of the layer changes self.version
             self._sources[name] = sources
-        if not any(getattr(layer, "alias", None) is not None and not layer.input_shapes
+        if not any(getattr(layer, "external", None) is not None and not layer.input_shapes
                    for layer in self.layers.values()):
             raise ArchitectureError("the network has no input layer")
 
@@ -102,7 +102,7 @@ class Network:
         for name, layer, sources, params in self._plan():
             inputs = [values[s] for s in sources]
             if layer.is_cost:
-                if layer.targets_alias not in externals:
+                if layer.targets_external not in externals:
                     continue
                 cost = layer.forward(handler, inputs, params, context)
                 result.partial_costs[name] = cost
@@ -111,9 +111,9 @@ class Network:
                 result.outputs.setdefault("predictions", inputs[0])
                 continue
             values[name] = layer.forward(handler, inputs, params, context)
-            alias = getattr(layer, "alias", None)
-            if alias is not None and layer.input_shapes:  # an Output layer
-                result.outputs[alias] = values[name]
+            external = getattr(layer, "external", None)
+            if external is not None and layer.input_shapes:  # an Output layer
+                result.outputs[external] = values[name]
         if "predictions" not in result.outputs:
             last = next(reversed([n for n, layer in self.layers.items() if not layer.is_cost]))
             result.outputs["predictions"] = values[last]
@@ -167,15 +167,15 @@ class Network:
     def predict(self, inputs, batch_size: int = 1000) -> numpy.ndarray:
         """The ``predictions`` output for a batch of ``inputs`` (records on axis 0), in inference mode, as NumPy."""
         handler = self._require_handler()
-        alias = next(layer.alias for layer in self.layers.values()
-                     if getattr(layer, "alias", None) is not None and not layer.input_shapes)
+        external = next(layer.external for layer in self.layers.values()
+                        if getattr(layer, "external", None) is not None and not layer.input_shapes)
         inputs = numpy.asarray(inputs, dtype=handler.dtype)
         if inputs.ndim == 0 or len(inputs) == 0:
             raise SigmaError(f"network {self.name!r}: predict needs a batch of one or more records, got shape {inputs.shape}")
         parts = []
         with handler.no_grad():
             for start in range(0, len(inputs), batch_size):
-                batch = {alias: handler.asarray(inputs[start:start + batch_size])}
+                batch = {external: handler.asarray(inputs[start:start + batch_size])}
                 parts.append(self.forward(batch).outputs["predictions"].to_numpy())
         return numpy.concatenate(parts)
 

@@ -48,7 +48,7 @@ class Op:
         """Conformance cases: ``(case id, make(rng) -> list of float64 NumPy inputs, params)``.
 
         The conformance kit runs each on every handler against finite
-        differences and the NumPy handler; cover each branch of the rule.
+        differences and the numpy handler; cover each branch of the rule.
         """
         return []
 

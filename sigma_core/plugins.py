@@ -1,10 +1,10 @@
-"""The process-wide component registry: which handlers, layers, ... exist.
+"""The registered components of this process: which handlers, layers, ... exist.
 
 The core (:mod:`sigma_core.builtins`) and every installed plugin register
-components through the hooks of :mod:`sigma_core.hookspecs`. Discovery runs
-once per process, on first use, and is cached (:func:`reset` forgets it). Every
-``sigma`` command pays for it, so plugins register lazy ``"module:attr"``
-targets and ``check`` callables that only look for heavy dependencies. One
+components through the ``register_*`` functions of :mod:`sigma_core.hookspecs`.
+Discovery runs once per process, on first use, and is cached (:func:`reset`
+forgets it). Every ``sigma`` command pays for it, so plugins register lazy
+``"module:attr"`` strings and ``check`` callables that only look for heavy dependencies. One
 broken plugin must not take the others down: each loads on its own and a
 failure is recorded (:func:`failures`).
 
@@ -32,11 +32,11 @@ from typing import Any, Callable
 import pluggy
 
 from sigma_core import builtins, hookspecs
-from sigma_core.arguments import check, require
+from sigma_core.config import check, require
 from sigma_core.errors import (ComponentClashError, ComponentLoadError, ConfigError, PluginError, SigmaError,
                                UnknownComponentError, describe, one_line)
 
-#: Component kinds: kind ``x`` is registered through the hook ``register_xs``. The last,
+#: Component kinds: kind ``x`` is registered through the function ``register_xs``. The last,
 #: "command", is a ``sigma`` subcommand: ``register_commands(cli)`` adds it to the argparse parser.
 KINDS = ("handler", "layer", "activation", "optimiser", "initialiser", "hook", "extractor", "source", "cache",
          "reader", "exporter", "operator", "op", "compiler", "command")
@@ -51,13 +51,14 @@ _log = logging.getLogger("sigma")
 class Component:
     """One registered component and where it came from.
 
-    ``target`` is the object itself or a lazy ``"module:attr"`` string: use :meth:`load`. An op's
-    ``handler_kernels`` are ``(handler name, target)`` pairs: its faster versions per handler (:meth:`load_kernel`).
+    ``implementation`` is the class or function itself or a lazy ``"module:attr"`` string naming it: use
+    :meth:`load`. An op's ``handler_kernels`` are ``(handler name, implementation)`` pairs: its faster versions per
+    handler (:meth:`load_kernel`).
     """
 
     kind: str
     name: str
-    target: Any
+    implementation: Any
     distribution: str
     version: str
     aliases: tuple[str, ...] = ()
@@ -71,36 +72,36 @@ class Component:
         for name in (self.name, *self.aliases, *[handler for handler, _ in self.handler_kernels]):
             if not isinstance(name, str) or not name:
                 raise ValueError(f"{self.kind} names must be non-empty strings, got {name!r}")
-        for target in (self.target, *[target for _, target in self.handler_kernels]):
-            module, _, attribute = str(target).partition(":")
-            if isinstance(target, str) and not (module and attribute):
-                raise ValueError(f"{self.kind} {self.name!r}: a lazy target must look like "
-                                 f"'package.module:attr', got {target!r}")
+        for implementation in (self.implementation, *[lazy for _, lazy in self.handler_kernels]):
+            module, _, attribute = str(implementation).partition(":")
+            if isinstance(implementation, str) and not (module and attribute):
+                raise ValueError(f"{self.kind} {self.name!r}: a lazy implementation must look like "
+                                 f"'package.module:attr', got {implementation!r}")
         if not isinstance(self.rank, int):
             raise TypeError(f"{self.kind} {self.name!r}: rank must be an int, got {self.rank!r}")
         if self.check is not None and not callable(self.check):
             raise TypeError(f"{self.kind} {self.name!r}: check must be callable or None")
 
     def load(self) -> Any:
-        """The component, importing a lazy target now."""
-        return self._import(self.target, f"{self.kind} {self.name!r}")
+        """The component, importing a lazy implementation now."""
+        return self._import(self.implementation, f"{self.kind} {self.name!r}")
 
     def load_kernel(self, handler: str) -> Any:
         """An op's kernel for the handler named ``handler``, imported now; None if it registered none."""
-        target = dict(self.handler_kernels).get(handler)
-        return None if target is None else self._import(target, f"the {handler!r} kernel of {self.kind} {self.name!r}")
+        kernel = dict(self.handler_kernels).get(handler)
+        return None if kernel is None else self._import(kernel, f"the {handler!r} kernel of {self.kind} {self.name!r}")
 
-    def _import(self, target, what: str) -> Any:
-        if not isinstance(target, str):
-            return target
-        module, _, attributes = target.partition(":")
+    def _import(self, implementation, what: str) -> Any:
+        if not isinstance(implementation, str):
+            return implementation
+        module, _, attributes = implementation.partition(":")
         try:
             obj = importlib.import_module(module)
             for attribute in attributes.split("."):
                 obj = getattr(obj, attribute)
         except Exception as exc:
             raise ComponentLoadError(f"{what} from {self.distribution} {self.version} "
-                                     f"cannot be loaded from {target!r}: {describe(exc)}") from exc
+                                     f"cannot be loaded from {implementation!r}: {describe(exc)}") from exc
         return obj
 
     def availability(self) -> tuple[bool, str]:
@@ -126,14 +127,14 @@ class PluginFailure:
 
 def components(kind: str | None = None) -> list[Component]:
     """Every registered component (of one kind), ordered by kind then name."""
-    tables = _registry().tables
+    tables = _discovered().tables
     return [c for k in (KINDS if kind is None else (_checked_kind(kind),))
             for key, c in sorted(tables[k].items()) if key == c.name]  # aliases are keys too
 
 
 def get(kind: str, name: str) -> Component:
     """The component registered as ``name`` (or with that alias) for ``kind``."""
-    table = _registry().tables[_checked_kind(kind)]
+    table = _discovered().tables[_checked_kind(kind)]
     if not isinstance(name, str):  # e.g. a run file's ``type = 3``
         raise UnknownComponentError(f"{kind} names are strings, not {name!r}")
     if name not in table:
@@ -147,12 +148,12 @@ def load(kind: str, name: str) -> Any:
 
 def failures() -> list[PluginFailure]:
     """Plugins that failed to load in this process, in load order."""
-    return list(_registry().failures)
+    return list(_discovered().failures)
 
 
 def load_seconds() -> dict[str, float]:
     """Seconds each plugin distribution took to load in this process: a slow one slows every command."""
-    return dict(_registry().load_seconds)
+    return dict(_discovered().load_seconds)
 
 
 def reset() -> None:
@@ -168,7 +169,7 @@ def build(kind: str, config: dict, *context, where: str | None = None, **context
 
     Run files describe optimisers, initialisers, operators and hooks
     this way. ``context`` and ``context_keywords`` are what the caller supplies
-    (an operator's trainer). Every argument is checked (:func:`sigma_core.arguments.check`)
+    (an operator's trainer). Every argument is checked (:func:`sigma_core.config.check`)
     before the constructor runs, so a bad one is a :class:`ConfigError` naming
     its run-file key (``where``).
     """
@@ -183,7 +184,7 @@ def build(kind: str, config: dict, *context, where: str | None = None, **context
     if not available:
         raise ConfigError(f"{where}: {kind} {name!r} cannot run here: {reason}")
     cls = component.load()
-    check(where, cls, arguments, label=f"{kind} {name!r}", skip=len(context), given=context_keywords)
+    check(where, cls, arguments, label=f"{kind} {name!r}", kind=kind, skip=len(context), given=context_keywords)
     try:
         return cls(*context, **arguments, **context_keywords)
     except SigmaError:
@@ -194,11 +195,11 @@ def build(kind: str, config: dict, *context, where: str | None = None, **context
 
 # --- discovery ------------------------------------------------------------
 
-_cached: _Registry | None = None
-_lock = threading.RLock()  # re-entrant, so a plugin that queries the registry while loading cannot deadlock
+_cached: _Discovery | None = None
+_lock = threading.RLock()  # re-entrant, so a plugin that asks for components while loading cannot deadlock
 
 
-class _Registry:
+class _Discovery:
     """Components by kind, keyed by name and alias, plus the plugins that failed."""
 
     def __init__(self):
@@ -217,7 +218,7 @@ class _Registry:
             table.update(dict.fromkeys(keys, component))
 
 
-def _registry() -> _Registry:
+def _discovered() -> _Discovery:
     global _cached
     with _lock:
         if _cached is None:
@@ -225,10 +226,10 @@ def _registry() -> _Registry:
         return _cached
 
 
-def _discover() -> _Registry:
-    registry = _Registry()
+def _discover() -> _Discovery:
+    discovery = _Discovery()
     # The built-ins are the core: if they fail, that is a bug, shown with its traceback.
-    registry.add(_collect(builtins, CORE_DISTRIBUTION, _core_version()))
+    discovery.add(_collect(builtins, CORE_DISTRIBUTION, _core_version()))
     strict = os.environ.get("SIGMA_STRICT_PLUGINS", "").strip().lower() in {"1", "true", "yes", "on"}
     for entry_point in _selected_entry_points():
         distribution, version = _distribution_of(entry_point)
@@ -244,16 +245,16 @@ def _discover() -> _Registry:
             if strict:
                 raise PluginError(message) from exc
             _log.warning("%s", message)
-            registry.failures.append(failure)
+            discovery.failures.append(failure)
         seconds = time.perf_counter() - started
-        registry.load_seconds[distribution] = registry.load_seconds.get(distribution, 0.0) + seconds
+        discovery.load_seconds[distribution] = discovery.load_seconds.get(distribution, 0.0) + seconds
         _log.debug("plugin %r (%s %s) took %.3f s to load", entry_point.name, distribution, version, seconds)
-        registry.add(found)  # outside the try: a clash is not this plugin's failure alone
-    return registry
+        discovery.add(found)  # outside the try: a clash is not this plugin's failure alone
+    return discovery
 
 
 def _collect(plugin: object, distribution: str, version: str) -> list[Component]:
-    """Run one plugin's hooks and return what it registered, committing nothing.
+    """Run one plugin's ``register_*`` functions and return what it registered, committing nothing.
 
     Each plugin gets its own plugin manager, so every component is attributed to its distribution.
     """
@@ -263,37 +264,37 @@ def _collect(plugin: object, distribution: str, version: str) -> list[Component]
         raise PluginError("register_monitors is gone: monitors are hooks now; register them with register_hooks "
                           "(sigma_core.Hook)")
     manager.register(plugin)
-    manager.check_pending()  # a misspelt hook name is an error, not a no-op
+    manager.check_pending()  # a misspelt register_* name is an error, not a no-op
     found: list[Component] = []
 
-    def register(kind, name, target, *, aliases=(), check=None, rank=0, description="", kernels=None):  # hookspecs
-        aliases = (aliases,) if isinstance(aliases, str) else tuple(aliases)
+    def register(kind, name, implementation, *, aliases=(), check=None, rank=0, description="", kernels=None):
+        aliases = (aliases,) if isinstance(aliases, str) else tuple(aliases)  # see hookspecs.Register
         if kernels is not None and (kind != "op" or not isinstance(kernels, dict)):
-            raise TypeError(f"{kind} {name!r}: kernels (a dict of handler name -> target) are for ops only")
-        found.append(Component(kind, name, target, distribution, version, aliases, rank, description, check,
+            raise TypeError(f"{kind} {name!r}: kernels (a dict of handler name -> implementation) are for ops only")
+        found.append(Component(kind, name, implementation, distribution, version, aliases, rank, description, check,
                                tuple((kernels or {}).items())))
 
-    for kind in KINDS[:-1]:  # all but "command", whose hook is handed the argparse parser
+    for kind in KINDS[:-1]:  # all but "command", whose register_commands is handed the argparse parser
         getattr(manager.hook, f"register_{kind}s")(register=functools.partial(register, kind))
     if manager.hook.register_commands.get_hookimpls():
         found += _commands(manager.hook.register_commands, distribution, version)
     return found
 
 
-def _commands(hook, distribution: str, version: str) -> list[Component]:
+def _commands(register_commands, distribution: str, version: str) -> list[Component]:
     """Run a plugin's ``register_commands`` on a scratch parser to learn which commands it adds.
 
-    The target is the hook itself: the CLI calls it again with the real parser.
+    The implementation is ``register_commands`` itself: the CLI calls it again with the real parser.
     """
     import argparse
 
     scratch = argparse.ArgumentParser(prog="sigma").add_subparsers()
-    hook(cli=scratch)
+    register_commands(cli=scratch)
     helps = {action.dest: action.help or "" for action in scratch._get_subactions()}
     by_parser: dict[int, list[str]] = {}
     for name, parser in scratch.choices.items():  # an alias maps to its command's parser
         by_parser.setdefault(id(parser), []).append(name)
-    return [Component("command", name, hook, distribution, version, tuple(aliases), description=helps.get(name, ""))
+    return [Component("command", name, register_commands, distribution, version, tuple(aliases), description=helps.get(name, ""))
             for name, *aliases in by_parser.values()]
 
 

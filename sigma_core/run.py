@@ -21,7 +21,6 @@ from .hooks.tables import hooks_from_tables
 from .initialisers import check_patterns
 from .loop import Loop, strategy_from_config
 from .network import Network
-from .optimisers import optimiser_from_config
 from .trainer import Trainer
 
 log = logging.getLogger("sigma")
@@ -124,14 +123,9 @@ def split_dataset(dataset, split: dict, seed: int):
 
 
 def build_initialisers(spec: dict) -> dict:
-    if not isinstance(spec, dict):
-        raise ConfigError("initialisers must be a table of pattern = { type = ..., ... }")
-    bindings = {}
-    for pattern, init in spec.items():
-        if not isinstance(init, dict):
-            raise ConfigError(f"initialisers.{pattern!r} must be a table like {{ type = \"gaussian\", std = 0.1 }}")
-        bindings[pattern] = plugins.build("initialiser", init, where=f'initialisers."{pattern}"')
-    return bindings
+    """The validated ``[initialisers]`` table (pattern = { type = ..., ... }) as pattern -> initialiser."""
+    return {pattern: plugins.build("initialiser", init, where=f'initialisers."{pattern}"')
+            for pattern, init in spec.items()}
 
 
 def step_compiler(name: str):
@@ -159,7 +153,7 @@ def build_run(config: dict, *, handler_name: str | None = None) -> Run:
     # Everything a run file can get wrong is checked before the handler is created (which logs its
     # choice), so a bad config is reported as the CLI's one error line and nothing else.
     network = Network(from_layer_list(config["network"]["layers"]), name=config["name"])
-    optimiser = optimiser_from_config(config["optimiser"])
+    optimiser = plugins.build("optimiser", config["optimiser"])
     initialisers = build_initialisers(config["initialisers"])
     hooks = [*hooks_from_tables(config["hooks"]), *checkpoint_hooks_from_config(config),
              *hooks_from_tables(config["monitors"], "monitors")]  # [[monitors]]: the older name for [[hooks]]

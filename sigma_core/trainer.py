@@ -36,8 +36,8 @@ class Trainer:
         self.training_iterator = training_iterator
         self.validation = dict(validation or {})
         self.initialisers = dict(initialisers or {})
-        self.inputs_alias = inputs
-        self.targets_alias = targets
+        self.inputs_external = inputs
+        self.targets_external = targets
         self.handler = None
         self.epoch = 0
         self.iteration = 0  # iterations in the current epoch
@@ -137,9 +137,9 @@ class Trainer:
     # -- the training step -----------------------------------------------------------------
     def _externals(self, batch: dict) -> dict:
         h = self.handler
-        externals = {self.inputs_alias: h.adopt(batch["inputs"])}
+        externals = {self.inputs_external: h.adopt(batch["inputs"])}
         if "targets" in batch:
-            externals[self.targets_alias] = h.adopt(batch["targets"])
+            externals[self.targets_external] = h.adopt(batch["targets"])
         return externals
 
     def run_iteration(self, batch: dict):
@@ -201,8 +201,8 @@ class Trainer:
         """A data-parallel worker's trainer: copies of this network and optimiser state on ``handler``, no data."""
         optimiser = type(self.optimiser)(**self.optimiser.hyperparameters())
         optimiser.load_state_dict(self.optimiser.state_dict(), handler)
-        twin = Trainer(self.network.copy(handler), optimiser, None, name=name, inputs=self.inputs_alias,
-                       targets=self.targets_alias)
+        twin = Trainer(self.network.copy(handler), optimiser, None, name=name, inputs=self.inputs_external,
+                       targets=self.targets_external)
         twin.handler = handler
         twin._costs = _cost_numbers(handler)
         twin.refresh_trainable()
@@ -315,6 +315,10 @@ class Trainer:
         with ``target > 0.5``. The ranks of every class are kept until the next step,
         (re)initialisation or restore, so evaluations at the same moment share one
         pass (parameters changed by hand in between are not noticed).
+
+        It runs between training steps, outside every buffer session: its arrays belong to no session
+        (:meth:`Handler.begin_session <sigma_core.handler.Handler.begin_session>`) and are freed batch by batch,
+        however the steps run (a replayed step has no session), so a long run's evaluations keep nothing.
         """
         key = (id(iterator), self.total_iterations, self._parameter_generation, threshold)
         if self._evaluation is None or self._evaluation[0] != key:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy
 import pytest
 
+from sigma_core import NumpyHandler
 from sigma_core.architecture import Architecture, Construct, from_layer_list
 from sigma_core.constructs import Add, Concatenate, Dense, Dropout, Input, SoftmaxCE
 from sigma_core.errors import ArchitectureError, ConfigError, ShapeError, SigmaError
-from sigma_core.handlers.numpy_handler import NumpyHandler
 from sigma_core.network import Network
 
 
@@ -117,10 +117,10 @@ def test_layers_with_the_wrong_number_of_inputs_are_errors():
 
 
 def test_concatenate_of_incompatible_shapes_is_a_shape_error():
-    a, b = Input(3, 4, name="a"), Input(5, name="b", alias="b")
+    a, b = Input(3, 4, name="a"), Input(5, name="b", external="b")
     with pytest.raises(ShapeError, match="'joined'.*\\(3, 4\\).*\\(5,\\)"):
         Network(Architecture([a, b, Concatenate(name="joined").link(a, b)]))
-    c, d = Input(3, 4, name="c"), Input(2, 4, name="d", alias="d")
+    c, d = Input(3, 4, name="c"), Input(2, 4, name="d", external="d")
     with pytest.raises(ShapeError, match="'joined'"):
         Network(Architecture([c, d, Concatenate(name="joined").link(c, d)]))
 

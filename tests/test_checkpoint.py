@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy
 import pytest
 
+from sigma_core import CheckpointHook, Hook, NumpyHandler, build
 from sigma_core import config as run_config
 from sigma_core.checkpoint import (
     CheckpointError,
@@ -24,10 +25,7 @@ from sigma_core.cli import main
 from sigma_core.constructs import Dense, Input, SquaredDifference
 from sigma_core.data import MinibatchIterator, from_arrays
 from sigma_core.errors import ConfigError, SigmaError
-from sigma_core.handlers.numpy_handler import NumpyHandler
-from sigma_core import CheckpointHook, Hook
 from sigma_core.network import Network
-from sigma_core.optimisers import optimiser_from_config
 from sigma_core.run import build_run
 from sigma_core.trainer import Trainer
 
@@ -76,7 +74,7 @@ def tiny_trainer(seed=0, dtype="float32") -> Trainer:
     rng = numpy.random.default_rng(0)
     data = from_arrays(rng.normal(size=(20, 4)).astype("float32"), rng.normal(size=(20, 3)).astype("float32"))
     trainer = Trainer(Network(Input(4) + Dense(3) + SquaredDifference()),
-                      optimiser_from_config({"type": "adam", "learning_rate": 0.01}),
+                      build("optimiser", {"type": "adam", "learning_rate": 0.01}),
                       MinibatchIterator(data, 8, seed=seed), name="tiny")
     trainer.initialise(NumpyHandler(dtype, seed=seed))
     return trainer
@@ -223,7 +221,7 @@ def test_checkpoint_hooks_name_and_keep_the_newest(tmp_path):
     assert names == ["tiny-e2-i0.ckpt", "tiny-e2-i2.ckpt", "tiny-e3-i0.ckpt"]
     assert latest_checkpoint(tmp_path, "tiny").name == "tiny-e3-i0.ckpt"
     assert not list(tmp_path.glob(".*"))  # no temporary files left behind
-    with pytest.raises(SigmaError, match="keep must be an integer >= 1"):
+    with pytest.raises(SigmaError, match="checkpoint: keep: expected an integer >= 1, got 0"):
         CheckpointHook(tmp_path, keep=0)
 
 
@@ -233,7 +231,7 @@ def test_checkpoint_section_builds_one_hook_per_time_scale(tmp_path):
     assert checkpoint_hooks_from_config(digits_config()) == []
     hooks = checkpoint_hooks_from_config(digits_config(tmp_path))  # every 15 iterations and every epoch
     assert [(h.directory, h.keep, h.every) for h in hooks] == [(tmp_path, 100, 15), (tmp_path, 100, [1, "epoch"])]
-    with pytest.raises(ConfigError, match="checkpoint.every_epochs must be at least 0, got -1"):
+    with pytest.raises(ConfigError, match="checkpoint.every_epochs: expected an integer >= 0, got -1"):
         digits_config(checkpoint__every_epochs=-1)  # checked with the run file, before any data is read
 
 

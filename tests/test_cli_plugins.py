@@ -92,10 +92,29 @@ def test_debug_reraises_sigma_errors(good_and_broken, monkeypatch):
 
 
 def test_a_subcommand_is_required(capsys):
-    with pytest.raises(SystemExit) as caught:
-        cli.main([])
-    assert caught.value.code == 2
-    assert "plugins" in capsys.readouterr().err
+    assert cli.main([]) == 2
+    assert capsys.readouterr().err == ("error: sigma: the following arguments are required: command; "
+                                       "see sigma --help\n")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["predict", "x.ckpt", "x.npy", "--top", "0"], "sigma predict: argument --top: expected an integer >= 1, got '0'"),
+    (["predict", "x.ckpt", "x.npy", "--top", "-3"], "sigma predict: argument --top: expected an integer >= 1, got '-3'"),
+    (["predict", "x.ckpt", "x.npy", "--batch-size", "0"],
+     "sigma predict: argument --batch-size: expected an integer >= 1, got '0'"),
+    (["predict", "x.ckpt", "x.npy", "--batch-size", "1e3"],
+     "sigma predict: argument --batch-size: expected an integer >= 1, got '1e3'"),
+    (["sample", "x.ckpt", "--length", "-1"], "sigma sample: argument --length: expected an integer >= 0, got '-1'"),
+    (["sample", "x.ckpt", "--temperature", "inf"],
+     "sigma sample: argument --temperature: expected a finite number >= 0, got 'inf'"),
+    (["dashboard", "runs/x", "--port", "65536"],
+     "sigma dashboard: argument --port: expected an integer in [0, 65535], got '65536'"),
+    (["train", "run.toml", "--no-such-option"], "sigma: unrecognized arguments: --no-such-option"),
+])
+def test_a_bad_command_line_is_one_line_and_exit_2(capsys, argv, message):
+    """Numeric options are range-checked before anything runs; every usage error is one line."""
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err.splitlines() == [f"error: {message}; see {message.split(':')[0]} --help"]
 
 
 # -- commands added by plugins (register_commands) ------------------------------------------------
@@ -129,17 +148,24 @@ def test_a_plugin_command_runs_and_is_listed_with_its_distribution(fake_site, ca
     assert (hello["aliases"], hello["distribution"], hello["description"]) == (["hi"], "hello-plugin", "greets someone")
 
 
-def test_a_plugin_command_named_like_a_built_in_is_one_error_line_naming_the_distribution(fake_site, capsys):
+def test_a_plugin_command_named_like_a_built_in_is_left_out_with_one_line_naming_the_distribution(fake_site, capsys):
     command_plugin(fake_site, "shadow-plugin", """
         from sigma_core.hookspecs import hookimpl
 
         @hookimpl
         def register_commands(cli):
             cli.add_parser("train").set_defaults(run=lambda args: 0)
+            cli.add_parser("shadow", aliases=["eval"]).set_defaults(run=lambda args: 0)  # an alias clashes too
+            cli.add_parser("fine").set_defaults(run=lambda args: 5)
     """)
-    assert cli.main(["plugins"]) == 2
-    assert capsys.readouterr().err == ("error: command 'train' of shadow-plugin clashes with sigma's built-in 'train'; "
-                                       "uninstall shadow-plugin, or leave it out with SIGMA_PLUGINS\n")
+    assert cli.main(["fine"]) == 5  # its other command works, and so does every built-in one
+    err = capsys.readouterr().err
+    assert sorted(line for line in err.splitlines() if "shadow-plugin" in line) == [
+        f"sigma: command {name!r} of shadow-plugin is left out: it clashes with sigma's built-in {name!r}; "
+        "uninstall shadow-plugin, or leave it out with SIGMA_PLUGINS" for name in ("eval", "train")]
+    assert cli.main(["train"]) == 2  # the built-in, which needs a run file (the plugin's would return 0)
+    assert "required: config" in capsys.readouterr().err
+    assert cli.main(["shadow"]) == 2  # left out with its clashing alias
 
 
 def test_a_register_commands_hook_that_raises_is_reported_like_any_plugin_failure(fake_site, capsys):

@@ -11,10 +11,10 @@ import numpy
 import pytest
 from sklearn import datasets
 
+from sigma_core import NumpyHandler
 from sigma_core.constructs import Dense, Input, SquaredDifference
 from sigma_core.data.dataset import Dataset
 from sigma_core.data.iterators import MinibatchIterator, UndividedIterator
-from sigma_core.handlers.numpy_handler import NumpyHandler
 from sigma_core.network import Network
 from sigma_core.optimisers import Adam
 from sigma_core.trainer import Trainer

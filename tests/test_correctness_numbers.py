@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy
 import pytest
 
+from sigma_core import NumpyHandler
 from sigma_core.constructs import Dense, Input, SoftmaxCE, SquaredDifference
-from sigma_core.handlers.numpy_handler import NumpyHandler
 from sigma_core.network import Network
 from sigma_core.optimisers import Adam
 

@@ -13,8 +13,7 @@ from pathlib import Path
 import numpy
 import pytest
 
-from sigma_core import backend, cli, plugins
-from sigma_core.handlers.numpy_handler import NumpyHandler
+from sigma_core import NumpyHandler, backend, cli, plugins
 from sigma_cpu import numba_cache
 from sigma_cpu.handler import NumbaHandler
 from sigma_cpu.kernels import NumbaKernels

@@ -74,7 +74,7 @@ def test_missing_file_is_named(tmp_path):
     with pytest.raises(DataError, match=r"cannot read CSV file .*absent.csv"):
         list(read_csv(tmp_path / "absent.csv"))
     with pytest.raises(DataError, match=r"file not found: .*absent.npy"):
-        dataset_from_config({"source": "numpy", "path": str(tmp_path / "absent.npy")})
+        dataset_from_config({"source": "npy", "path": str(tmp_path / "absent.npy")})
 
 
 # --- NumPy, IDX, synthetic --------------------------------------------------------
@@ -136,7 +136,7 @@ def test_config_preprocess_steps():
     assert digits.section("inputs").max() == 1.0
     iris = dataset_from_config({"source": "iris", "preprocess": [{"normalise": {"per_feature": True}}]})
     np.testing.assert_allclose(iris.section("inputs").max(axis=0), 1)
-    with pytest.raises(ConfigError, match=r"data.preprocess.normalise.input_range must be \[min, max\]"):
+    with pytest.raises(ConfigError, match=r"data.preprocess.normalise.input_range: expected \[min, max\]"):
         dataset_from_config({"source": "iris", "preprocess": [{"normalise": {"input_range": 3}}]})
 
 

@@ -11,7 +11,7 @@ from sigma_core import cli, plugins
 from sigma_core.data import dataset_from_config
 from sigma_core.errors import ConfigError
 
-CORE = {"csv", "numpy", "npz", "xor", "and", "synthetic"}
+CORE = {"csv", "npy", "npz", "xor", "and", "synthetic"}
 ROOT = Path(__file__).resolve().parents[1]
 
 RING_PLUGIN = """
@@ -88,7 +88,7 @@ def test_training_the_main_job_without_sigmann_sklearn_is_one_line_naming_it(mon
     plugins.reset()
     assert cli.main(["train", str(ROOT / "examples" / "digits.toml"), "--quiet"]) == 2
     assert capsys.readouterr().err.splitlines() == [
-        "error: data.source: unknown extractor 'sklearn' (available: and, csv, npz, numpy, synthetic, xor); "
+        "error: data.source: unknown extractor 'sklearn' (available: and, csv, npy, npz, synthetic, xor); "
         "the README lists the plugins that provide more"]
 
 

@@ -7,8 +7,8 @@ import math
 import numpy
 import pytest
 
+from sigma_core import NumpyHandler, build
 from sigma_core.errors import ConfigError, ShapeError
-from sigma_core.handlers.numpy_handler import NumpyHandler
 from sigma_core.initialisers import (
     Constant,
     Custom,
@@ -18,7 +18,6 @@ from sigma_core.initialisers import (
     Xavier,
     apply_initialisers,
     fans,
-    initialiser_from_config,
     specificity,
 )
 
@@ -148,13 +147,13 @@ def test_initialising_inside_a_session_leaves_parameters_valid():
         assert numpy.all(params["1-dense.weights"].to_numpy() != 0)
 
 
-def test_initialiser_from_config():
-    gaussian = initialiser_from_config({"type": "gaussian", "std": 0.1})
+def test_an_initialiser_is_built_from_its_table():
+    gaussian = build("initialiser", {"type": "gaussian", "std": 0.1})
     assert isinstance(gaussian, Gaussian) and gaussian.std == 0.1
-    assert isinstance(initialiser_from_config({"type": "normal"}), Gaussian)
-    assert isinstance(initialiser_from_config({"type": "glorot", "gain": 2}), Xavier)
-    assert isinstance(initialiser_from_config({"type": "he"}), He)
+    assert isinstance(build("initialiser", {"type": "normal"}), Gaussian)
+    assert isinstance(build("initialiser", {"type": "glorot", "gain": 2}), Xavier)
+    assert isinstance(build("initialiser", {"type": "he"}), He)
     with pytest.raises(ConfigError, match="unknown key initialiser.sdt for initialiser 'gaussian'; allowed: std, mean"):
-        initialiser_from_config({"type": "gaussian", "sdt": 0.1})
+        build("initialiser", {"type": "gaussian", "sdt": 0.1})
     with pytest.raises(ConfigError, match="initialiser.high is required for initialiser 'uniform'"):
-        initialiser_from_config({"type": "uniform", "low": 0})
+        build("initialiser", {"type": "uniform", "low": 0})

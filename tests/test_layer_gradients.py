@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy
 import pytest
 
+from sigma_core import NumpyHandler
 from sigma_core.architecture import Architecture, Construct
 from sigma_core.constructs import (
     Add,
@@ -22,7 +23,6 @@ from sigma_core.constructs import (
     SoftmaxCE,
     SquaredDifference,
 )
-from sigma_core.handlers.numpy_handler import NumpyHandler
 from sigma_core.network import Network
 
 EPS = 1e-6
@@ -370,7 +370,7 @@ def test_two_costs_weighted_by_importance():
 
 def test_branching_graph_with_concatenate_and_residual_add():
     in_a = Input(4, name="in_a")
-    in_b = Input(2, 3, name="in_b", alias="side")
+    in_b = Input(2, 3, name="in_b", external="side")
     dense_a = Dense(5, "tanh", name="dense_a").link(in_a)
     dense_b = Dense(6, "sigmoid", name="dense_b").link(in_b)
     joined = Concatenate(name="joined").link(dense_a, dense_b)

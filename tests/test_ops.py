@@ -153,7 +153,7 @@ def test_kernels_are_for_ops_only(fake_site):
             register("odd", "odd_layer:Odd", kernels={"cpu": "odd_layer:Fast"})
     """})
     assert [f.error for f in plugins.failures() if f.distribution == "sigmann-odd"] == [
-        "TypeError: layer 'odd': kernels (a dict of handler name -> target) are for ops only"]
+        "TypeError: layer 'odd': kernels (a dict of handler name -> implementation) are for ops only"]
 
 
 def test_sigma_plugins_lists_ops_with_their_distribution(fake_site, capsys):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy
 import pytest
 
+from sigma_core import NumpyHandler, build
 from sigma_core.errors import ConfigError, ShapeError, SigmaError, UnknownComponentError
-from sigma_core.handlers.numpy_handler import NumpyHandler
 from sigma_core.optimisers import (
     Adadelta,
     Adagrad,
@@ -15,7 +15,6 @@ from sigma_core.optimisers import (
     Momentum,
     Nesterov,
     RMSProp,
-    optimiser_from_config,
 )
 
 
@@ -120,7 +119,7 @@ def test_reduces_a_quadratic_loss(name, lr):
     h, rng = make_handler(), numpy.random.default_rng(2)
     target = h.asarray(rng.standard_normal(10))
     param = h.asarray(rng.standard_normal(10) * 3)
-    optimiser = optimiser_from_config({"type": name, "learning_rate": lr})
+    optimiser = build("optimiser", {"type": name, "learning_rate": lr})
 
     def loss():
         return float(((param - target) * (param - target)).sum()) / 2
@@ -258,18 +257,18 @@ def test_missing_or_misshapen_gradients_name_the_parameter():
         Adam().step(h, params, {"1-dense.weights": h.zeros(3)})
 
 
-def test_optimiser_from_config():
-    optimiser = optimiser_from_config({"type": "adagrad", "learning_rate": 0.02, "freeze": ["*.biases"]})
+def test_an_optimiser_is_built_from_its_table():
+    optimiser = build("optimiser", {"type": "adagrad", "learning_rate": 0.02, "freeze": ["*.biases"]})
     assert isinstance(optimiser, Adagrad)
     assert optimiser.learning_rate == 0.02 and optimiser.filters == ("*.biases",)
-    assert isinstance(optimiser_from_config({"type": "gradient_descent"}), GradientDescent)
-    assert isinstance(optimiser_from_config({"type": "nesterov"}), Nesterov)
+    assert isinstance(build("optimiser", {"type": "gradient_descent"}), GradientDescent)
+    assert isinstance(build("optimiser", {"type": "nesterov"}), Nesterov)
     with pytest.raises(ConfigError, match="unknown key.*lerning_rate"):
-        optimiser_from_config({"type": "adam", "lerning_rate": 0.1})
+        build("optimiser", {"type": "adam", "lerning_rate": 0.1})
     with pytest.raises(ConfigError, match="'type'"):
-        optimiser_from_config({"learning_rate": 0.1})
+        build("optimiser", {"learning_rate": 0.1})
     with pytest.raises(UnknownComponentError, match="adamw"):
-        optimiser_from_config({"type": "adamw"})
+        build("optimiser", {"type": "adamw"})
 
 
 def test_hyperparameters_and_repr():

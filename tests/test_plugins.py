@@ -25,7 +25,7 @@ def test_builtin_numpy_handler_is_registered_available_and_attributed_to_sigmann
     numpy_handler = plugins.get("handler", "numpy")
     assert numpy_handler.distribution == "sigmann"
     assert numpy_handler.version == metadata.version("sigmann")
-    assert numpy_handler.target == "sigma_core.handlers.numpy_handler:NumpyHandler"
+    assert numpy_handler.implementation == "sigma_core.handler:NumpyHandler"
     assert numpy_handler.availability() == (True, "")
     assert numpy_handler in plugins.components("handler")
 
@@ -155,7 +155,7 @@ def test_an_alias_clashing_with_a_builtin_name_is_a_clash(fake_site):
         plugins.components()
 
 
-def test_lazy_target_is_imported_only_on_load(fake_site):
+def test_a_lazy_implementation_is_imported_only_on_load(fake_site):
     fake_site.add(
         "lazy-plugin",
         entry_points={"lazy": "lazy_plugin_mod"},
@@ -165,16 +165,16 @@ def test_lazy_target_is_imported_only_on_load(fake_site):
 
                 @hookimpl
                 def register_optimisers(register):
-                    register("lazyopt", "lazy_target_mod:Optimiser")
-                    register("missing", "lazy_target_mod:Nope")
+                    register("lazyopt", "lazy_implementation_mod:Optimiser")
+                    register("missing", "lazy_implementation_mod:Nope")
             """,
-            "lazy_target_mod": "class Optimiser:\n    pass\n",
+            "lazy_implementation_mod": "class Optimiser:\n    pass\n",
         },
     )
     component = plugins.get("optimiser", "lazyopt")
-    assert "lazy_target_mod" not in sys.modules
+    assert "lazy_implementation_mod" not in sys.modules
     assert component.load().__name__ == "Optimiser"
-    assert "lazy_target_mod" in sys.modules
+    assert "lazy_implementation_mod" in sys.modules
 
     with pytest.raises(ComponentLoadError, match=r"optimiser 'missing' from lazy-plugin 0.1 .*AttributeError"):
         plugins.load("optimiser", "missing")

@@ -108,3 +108,85 @@ def test_export_safetensors_loads_back_with_its_architecture(trained, capsys, tm
     np.testing.assert_array_equal(exported.predict(inputs), sigma_core.load(checkpoint, "numpy").predict(inputs))
     status, _, err = sigma(capsys, "predict", checkpoint.parent / "x.npy", checkpoint.parent / "x.npy")
     assert status == 2 and err.startswith(f"error: checkpoint {checkpoint.parent / 'x.npy'}: truncated or corrupted")
+
+
+# -- issue 24: bad input is one line, exit 2, and nothing lost --------------------------------------------------------
+
+def test_empty_input_is_reported_as_empty(trained, capsys, tmp_path, monkeypatch):
+    checkpoint, inputs, _ = trained
+    for stdin in ("[]", "", "[[]]"):
+        status, out, err = sigma(capsys, "predict", checkpoint, "-", stdin=stdin, monkeypatch=monkeypatch)
+        assert (status, out, errors(err)) == (2, "", ["error: stdin: empty: no input values in it"]), stdin
+    np.save(tmp_path / "none.npy", inputs[:0])
+    status, out, err = sigma(capsys, "predict", checkpoint, tmp_path / "none.npy")
+    assert (status, out, errors(err)) == (2, "", [f"error: {tmp_path / 'none.npy'}: empty: no input values in it"])
+
+
+def errors(err: str) -> list[str]:
+    """stderr without the info lines (``sigma: handler auto -> cpu``)."""
+    return [line for line in err.splitlines() if not line.startswith("sigma: ")]
+
+
+#: Paths a file cannot be written at, made in ``tmp``, and the reason the one line gives.
+UNWRITABLE = {
+    "a directory": (lambda tmp: (tmp / "folder").mkdir() or tmp / "folder", "it is a directory: name a file"),
+    "under a file": (lambda tmp: (tmp / "file").write_text("x") and tmp / "file" / "out.x", "{tmp}/file is a file, not a folder"),
+    "a name too long": (lambda tmp: tmp / ("n" * 300 + ".x"), "its name is too long for the file system"),
+}
+
+
+@pytest.mark.parametrize("case", UNWRITABLE)
+@pytest.mark.parametrize("command", [["predict", "{checkpoint}", "{inputs}"], ["export", "{checkpoint}"],
+                                     ["export", "{checkpoint}", "--format", "onnx"]])
+def test_an_unwritable_out_is_one_line_before_any_work(trained, capsys, tmp_path, monkeypatch, command, case):
+    checkpoint = trained[0]
+    make, reason = UNWRITABLE[case]
+    out = make(tmp_path)
+    before = sorted(tmp_path.rglob("*"))
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the checkpoint was read before --out was checked")
+
+    monkeypatch.setattr("sigma_core.checkpoint.load_checkpoint", no_work)
+    argv = [a.format(checkpoint=checkpoint, inputs=checkpoint.parent / "x.npy") for a in command]
+    status, stdout, err = sigma(capsys, *argv, "--out", out)
+    assert (status, stdout) == (2, "")
+    assert errors(err) == [f"error: --out {out}: cannot write it ({reason.format(tmp=tmp_path)})"]
+    assert sorted(tmp_path.rglob("*")) == before  # nothing written, nothing left behind
+
+
+@pytest.mark.parametrize("command", [["predict", "{checkpoint}", "{inputs}"], ["export", "{checkpoint}"]])
+def test_out_makes_missing_folders_and_a_refused_write_is_one_line(trained, capsys, tmp_path, monkeypatch, command):
+    checkpoint = trained[0]
+    argv = [a.format(checkpoint=checkpoint, inputs=checkpoint.parent / "x.npy") for a in command]
+    out = tmp_path / "new" / "deeper" / "out.x"
+    assert sigma(capsys, *argv, "--out", out)[0] == 0 and out.stat().st_size > 0
+    refused = tmp_path / "refused.x"
+
+    def permission_denied(source, target):  # as a read-only or foreign folder does (the tests run as root)
+        raise PermissionError(13, "Permission denied", str(source))
+
+    monkeypatch.setattr("os.replace", permission_denied)
+    status, stdout, err = sigma(capsys, *argv, "--out", refused)  # the exporter names the path it was given
+    option = "--out " if command[0] == "predict" else ""
+    assert (status, stdout, errors(err)) == (2, "", [f"error: {option}{refused}: cannot write it (Permission denied)"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new"]  # the partial file is gone too
+
+
+@pytest.mark.parametrize("metadata, message", [
+    ({"layers": "5"}, "cannot read it as a safetensors export (layers: expected an array, got 5)"),
+    ({"layers": "[" * 100_000}, "cannot read it as a safetensors export (maximum recursion depth exceeded"),
+    ({"dtype": "int7"}, "cannot read it as a safetensors export (dtype: expected one of float32, float64, got 'int7')"),
+    ({"layers": json.dumps([{"type": "input", "shape": [2]}, {"type": "dense", "size": "x"}])},
+     "network.layers[1] ('2-dense').size: expected an integer >= 1, got 'x'"),
+])
+def test_a_bad_safetensors_export_is_one_line_naming_it(capsys, tmp_path, metadata, message):
+    from safetensors.numpy import save_file
+
+    path = tmp_path / "bad.safetensors"
+    save_file({"2-dense.weights": np.zeros((2, 3), np.float32)}, str(path), {
+        "format": "sigma-network", "name": "bad", "dtype": "float32",
+        "layers": json.dumps([{"type": "input", "shape": [2]}, {"type": "dense", "size": 3}]), **metadata})
+    np.save(tmp_path / "x.npy", np.zeros((1, 2)))
+    status, out, err = sigma(capsys, "predict", path, tmp_path / "x.npy", "--handler", "numpy")
+    assert status == 2 and out == "" and errors(err)[0].startswith(f"error: {path}: {message}") and len(errors(err)) == 1

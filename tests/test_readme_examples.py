@@ -5,7 +5,7 @@ Shell lines run ``sigma`` in-process (``sigma_core.cli.main``, what the console 
 ``echo TEXT | sigma ...`` feeds TEXT on stdin, and ``A && B`` runs both. An untagged block of ``$ sigma ...``
 lines runs each command and must print the lines under it. Not run here, on purpose:
 - creating a venv or installing packages (``python3 -m venv``, ``pip install``): CI (``.ci/run``) does exactly that;
-- ``python -m pytest``: the test suite itself, or a scaffolded plugin's tests (``tests/test_scaffold.py`` runs them);
+- ``python -m pytest``: the test suite itself, or a scaffolded plugin's tests (sigmann-testing's ``tests/test_scaffold.py`` runs them);
 - ``tensorboard`` and ``curl`` (a third-party server; requests to a live dashboard, which sigmann-web's tests make).
 ``sigma dashboard`` serves until Ctrl-C, so it runs in a subprocess that gets Ctrl-C once it serves. Tests do not
 download: the MNIST example reads a stand-in of the official files from ``SIGMA_DATA_DIR``, where the

@@ -24,10 +24,8 @@ from sigma_core.cli import main
 from sigma_core.constructs import Dense, Input, SquaredDifference
 from sigma_core.data import MinibatchIterator, from_arrays
 from sigma_core.errors import NonFiniteError
-from sigma_core.handlers.numpy_handler import NumpyHandler
-from sigma_core import CheckpointHook
+from sigma_core import CheckpointHook, NumpyHandler, build
 from sigma_core.network import Network
-from sigma_core.optimisers import optimiser_from_config
 from sigma_core.trainer import Trainer
 
 CHECKSUM, METADATA, WEIGHTS = "checksum.json", "metadata.json", "parameters/2-dense.weights.npy"
@@ -37,7 +35,7 @@ def tiny_trainer(seed=0) -> Trainer:
     rng = numpy.random.default_rng(0)
     data = from_arrays(rng.normal(size=(20, 4)).astype("float32"), rng.normal(size=(20, 3)).astype("float32"))
     trainer = Trainer(Network(Input(4) + Dense(3) + SquaredDifference()),
-                      optimiser_from_config({"type": "adam", "learning_rate": 0.01}),
+                      build("optimiser", {"type": "adam", "learning_rate": 0.01}),
                       MinibatchIterator(data, 8, seed=seed), name="tiny")
     trainer.initialise(NumpyHandler("float32", seed=seed))
     return trainer
@@ -290,14 +288,14 @@ def test_parameters_that_are_not_floating_point_are_refused(saved, value, dtype)
 
 
 @pytest.mark.parametrize("section, key, value, expected", [
-    ("trainer", "epoch", "x", "metadata.trainer.epoch is 'x', not a count"),
-    ("trainer", "iteration", -1, "metadata.trainer.iteration is -1, not a count"),
-    ("trainer", "in_epoch", 1, "metadata.trainer.in_epoch is 1, not true or false"),
-    ("trainer", "last_cost", "0.5", "metadata.trainer.last_cost is '0.5', not a number"),
-    ("optimiser", "memory", {"2-dense.weights": "first_moment"}, "metadata.optimiser.memory.2-dense.weights is "),
-    ("handler", "dtype", None, "metadata.handler.dtype is None, not a string"),
-    (None, "parameters", [3], "metadata.parameters[0] is 3, not a string"),
-    (None, "config", [], "metadata.config is [], not a table or null"),
+    ("trainer", "epoch", "x", "metadata.trainer.epoch: expected an integer >= 0, got 'x'"),
+    ("trainer", "iteration", -1, "metadata.trainer.iteration: expected an integer >= 0, got -1"),
+    ("trainer", "in_epoch", 1, "metadata.trainer.in_epoch: expected true or false, got 1"),
+    ("trainer", "last_cost", "0.5", "metadata.trainer.last_cost: expected a number, got '0.5'"),
+    ("optimiser", "memory", {"2-dense.weights": "first_moment"}, "metadata.optimiser.memory.2-dense.weights: expected an array, got "),
+    ("handler", "dtype", None, "metadata.handler.dtype: expected a string, got None"),
+    (None, "parameters", [3], "metadata.parameters[0]: expected a string, got 3"),
+    (None, "config", [], "metadata.config: expected a table or null, got []"),
 ])
 def test_metadata_of_the_wrong_type_is_refused(saved, section, key, value, expected):
     members = members_of(saved)

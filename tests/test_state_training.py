@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from sigma_core.atomic import PARTIAL, remove_stale
-from sigma_core.checkpoint import checkpoints, directory_lock, latest_checkpoint, load_checkpoint
+from sigma_core.checkpoint import checkpoints, latest_checkpoint, load_checkpoint, run_lock
 from sigma_core.cli import main
 from sigma_core.trainer import Trainer
 
@@ -130,13 +130,25 @@ def test_a_write_killed_midway_leaves_a_leftover_that_the_next_run_removes(tmp_p
     assert not list(directory.glob(f"*{PARTIAL}{writer.pid}-*"))
 
 
-def test_a_second_run_on_a_locked_checkpoint_directory_gets_one_line(tmp_path, capsys, no_training):
+def in_use(name, directory, pid) -> str:
+    return (f"error: run {name!r} is already training into checkpoint directory {directory} (pid {pid}); wait for it "
+            "to end, or give this run another name (--set name=...)")
+
+
+def test_a_second_run_of_the_same_name_gets_one_line(tmp_path, capsys, no_training):
     directory = tmp_path / "ck"
-    with directory_lock(directory):  # as a running `sigma train` holds it
+    with run_lock(directory, "run"):  # as a running `sigma train` of run "run" holds it
         code, out, err = train(capsys, run_file(tmp_path, directory=directory))
     assert code == 2 and out == ""
-    assert err == [f"error: checkpoint directory {directory} is in use by another run (pid {os.getpid()}); "
-                   "wait for it to end or set another checkpoint.directory"]
+    assert err == [in_use("run", directory, os.getpid())]
+
+
+def test_runs_of_other_names_share_a_checkpoint_directory(tmp_path, capsys):
+    directory = tmp_path / "ck"
+    with run_lock(directory, "other"):  # another run, training into the same directory
+        code, _, err = train(capsys, run_file(tmp_path, directory=directory, epochs=1))
+    assert code == 0, err
+    assert checkpoints(directory, "run") and not checkpoints(directory, "other")
 
 
 # -- item 15: refused before training, full disk, overflow, Ctrl-C ------------------------------------------------
@@ -146,15 +158,17 @@ def test_an_unwritable_checkpoint_directory_is_refused_before_training(tmp_path,
     (tmp_path / "file").write_text("a regular file")  # the tests run as root: only a file blocks a directory
     code, out, err = train(capsys, run_file(tmp_path, directory=tmp_path / "file" / "ck"))
     assert code == 2 and out == ""
-    assert err == [f"error: checkpoint directory {tmp_path}/file/ck: cannot write there (Not a directory)"]
+    assert err == [f"error: checkpoint directory {tmp_path}/file/ck: cannot write there ({tmp_path}/file is a file, "
+                   "not a folder)"]
     code, out, err = train(capsys, run_file(tmp_path, directory=tmp_path / "file"))
-    assert err == [f"error: checkpoint directory {tmp_path}/file: cannot write there (a file is in the way)"]
+    assert err == [f"error: checkpoint directory {tmp_path}/file: cannot write there (it is a file, not a folder)"]
 
 
 @pytest.mark.parametrize("out, reason", [
-    ("file/result.json", "cannot write there ({tmp}/file is not a directory)"),
-    ("file/sub/result.json", "cannot write there (Not a directory)"),
-    (".", "is a directory; name a file such as {tmp}/result.json"),
+    ("file/result.json", "cannot write it ({tmp}/file is a file, not a folder)"),
+    ("file/sub/result.json", "cannot write it ({tmp}/file is a file, not a folder)"),
+    (".", "cannot write it (it is a directory: name a file)"),
+    ("x" * 256 + ".json", "cannot write it (its name is too long for the file system)"),
 ])
 def test_an_unwritable_out_path_is_refused_before_training(tmp_path, capsys, no_training, out, reason):
     (tmp_path / "file").write_text("a regular file")
@@ -193,15 +207,14 @@ def test_an_overflow_names_the_step_and_says_it_overflowed_without_numpy_warning
     assert "every parameter" not in err[0] and err[0].endswith("lower the learning rate")
 
 
-def test_ctrl_c_saves_says_how_to_resume_and_a_second_run_cannot_take_the_directory(tmp_path, capsys):
+def test_ctrl_c_saves_says_how_to_resume_and_a_second_run_of_its_name_cannot_start(tmp_path, capsys):
     directory = tmp_path / "ck"
     path = run_file(tmp_path, directory=directory, every=50, records=4000, epochs=1000)
     victim = sigma("train", str(path), "--quiet", "--set", "training.batch_size=8")
     try:
         wait_for(lambda: latest_checkpoint(directory, "run") is not None, victim, "a checkpoint")
         code, _, err = train(capsys, path)  # meanwhile, a second run on the same directory
-        assert code == 2 and err == [f"error: checkpoint directory {directory} is in use by another run "
-                                     f"(pid {victim.pid}); wait for it to end or set another checkpoint.directory"]
+        assert code == 2 and err == [in_use("run", directory, victim.pid)]
         victim.send_signal(signal.SIGINT)
         out, err = victim.communicate(timeout=60)
     finally:

@@ -3,6 +3,7 @@ the MNIST example's data source and the README's resume example as written."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
@@ -99,3 +100,112 @@ def test_readme_resume_example_runs_as_written(capsys, tmp_path, monkeypatch):
         status, out, err = sigma(capsys, *argv[1:])
         assert status == 0, err
     assert out.lstrip().startswith("{") and '"accuracy": 0.9' in out
+
+
+# -- issue 24: every writer and every reader of a user's file: one line naming it, exit 2, nothing lost -------------
+
+METRICS = [{"time": 1.0, "event": "iteration", "step": 1, "epoch": 1, "iteration": 1, "cost": 0.9, "learning_rate": 0.1},
+           {"time": 2.0, "event": "epoch", "step": 2, "epoch": 1, "iteration": 2, "cost": 0.8, "learning_rate": 0.1,
+            "validation.accuracy": 0.5, "validation.cost": 0.7}]
+
+
+def errors(err: str) -> list[str]:
+    return [line for line in err.splitlines() if not line.startswith("sigma: ")]
+
+
+def run_directory(tmp_path, lines, name="run") -> Path:
+    directory = tmp_path / name
+    directory.mkdir()
+    (directory / "metrics.jsonl").write_bytes(b"".join(
+        line if isinstance(line, bytes) else (json.dumps(line) + "\n").encode() for line in lines))
+    return directory
+
+
+@pytest.mark.parametrize("lines, message", [
+    ([bytes(range(256)) * 4], "{file}: no metrics records in it"),  # binary garbage
+    ([METRICS[0], "x".encode(), b'{"time": 3, "event": "ep'], None),  # lines cut short are skipped
+    ([METRICS[0], {**METRICS[1], "cost": "0.8"}], "{file} line 2: not a metrics record (cost: expected a number or "
+                                                  "null, got '0.8')"),
+    ([{key: value for key, value in METRICS[0].items() if key != "epoch"}],
+     "{file} line 1: not a metrics record (epoch is missing)"),
+    ([{**METRICS[0], "event": "lunch"}], "{file} line 1: not a metrics record (event: expected one of iteration, "
+                                         "epoch, got 'lunch')"),
+    ([{**METRICS[0], "step": -1}], "{file} line 1: not a metrics record (step: expected an integer >= 0, got -1)"),
+    ([{**METRICS[0], "learning_rate": True}], "{file} line 1: not a metrics record (learning_rate: expected a "
+                                              "number or null, got True)"),
+    ([[1, 2, 3], "[]".encode() + b"\n", b"5\n"], "{file}: no metrics records in it"),  # JSON, but not objects
+])
+@pytest.mark.parametrize("command", ["plot", "dashboard"])
+def test_a_bad_metrics_file_is_one_line_for_plot_and_dashboard(capsys, tmp_path, monkeypatch, command, lines, message):
+    directory = run_directory(tmp_path, [line if not isinstance(line, list) else json.dumps(line).encode() + b"\n"
+                                         for line in lines])
+    if message is None:  # readable: sigma plot draws it (the dashboard would serve it: not started here)
+        if command == "plot":
+            assert main(["plot", str(directory), "-o", str(tmp_path / "p.png")]) == 0
+            assert (tmp_path / "p.png").stat().st_size > 0
+        return
+    monkeypatch.setattr("sigmann_web.server.Server.serve", lambda *a, **k: pytest.fail("served a bad file"))
+    status, out, err = sigma(capsys, command, directory)
+    assert (status, out, errors(err)) == (2, "", [f"error: {message.format(file=directory / 'metrics.jsonl')}"])
+
+
+@pytest.mark.parametrize("make, reason", [
+    (lambda tmp: (tmp / "folder").mkdir() or tmp / "folder", "it is a directory: name a file"),
+    (lambda tmp: (tmp / "file").write_text("x") and tmp / "file" / "p.png", "{tmp}/file is a file, not a folder"),
+    (lambda tmp: tmp / ("p" * 300 + ".png"), "its name is too long for the file system"),
+])
+def test_plot_to_an_unwritable_path_is_one_line(capsys, tmp_path, make, reason):
+    directory = run_directory(tmp_path, METRICS)
+    output = make(tmp_path)
+    before = sorted(tmp_path.rglob("*"))
+    status, out, err = sigma(capsys, "plot", directory, "-o", output)
+    assert (status, out, errors(err)) == (2, "", [f"error: -o {output}: cannot write it ({reason.format(tmp=tmp_path)})"])
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_plugin_new_into_an_unwritable_directory_is_one_line_and_writes_nothing(capsys, tmp_path):
+    (tmp_path / "file").write_text("x")
+    for directory, reason in ((tmp_path / "file", "it is a file, not a folder"),
+                              (tmp_path / "file" / "sub", f"{tmp_path}/file is a file, not a folder")):
+        status, out, err = sigma(capsys, "plugin", "new", "layer", "demo", "--directory", directory)
+        assert (status, out, errors(err)) == (2, "", [f"error: --directory {directory}: cannot write there ({reason})"])
+    name = "d" * 250  # a valid component name, but sigmann-ddd... is longer than a file name may be
+    status, out, err = sigma(capsys, "plugin", "new", "layer", name, "--directory", tmp_path)
+    target = tmp_path / f"sigmann-{name}"
+    assert (status, out, errors(err)) == (2, "", [f"error: --directory {target}: cannot write there (its name is too "
+                                                  "long for the file system)"])
+    assert [p.name for p in tmp_path.iterdir()] == ["file"]
+
+
+def test_a_run_directory_that_cannot_be_written_is_one_line(capsys, tmp_path):
+    """The metrics hook cannot start: one line names the directory and why, and the run goes on without it."""
+    (tmp_path / "file").write_text("x")
+    status, out, err = sigma(capsys, "train", DIGITS, "--quiet", "--handler", "numpy", "--set", "training.epochs=1",
+                             "--monitor", f"metrics:directory='{tmp_path / 'file'}'")
+    assert status == 0 and out.startswith("digits: 1 epoch")
+    [line] = [line for line in err.splitlines() if "metrics" in line]
+    assert f"run directory {tmp_path / 'file'}: cannot write there (it is a file, not a folder)" in line
+
+
+@pytest.mark.parametrize("error", [PermissionError(13, "Permission denied"), OSError(30, "Read-only file system"),
+                                   OSError(28, "No space left on device")])
+def test_the_file_system_refusing_a_write_is_one_line_naming_the_path(tmp_path, monkeypatch, error):
+    """What root cannot be shown by chmod: the file system's own refusal, whichever step it comes at."""
+    from sigma_core.atomic import WriteError, atomic_write, check_writable
+
+    def refuse(*args, **kwargs):
+        raise error
+
+    with monkeypatch.context() as patch:
+        patch.setattr("tempfile.TemporaryFile", refuse)
+        with pytest.raises(WriteError) as refused:
+            check_writable(tmp_path / "out.json", what="--out")
+    assert str(refused.value) == f"--out {tmp_path / 'out.json'}: cannot write it ({error.strerror})"
+    (tmp_path / "out.json").write_text("the previous result")
+    with pytest.raises(WriteError) as refused:
+        with atomic_write(tmp_path / "out.json", "w") as stream:
+            stream.write("half")
+            raise error  # as a write to a full disk does
+    assert str(refused.value) == f"{tmp_path / 'out.json'}: cannot write it ({error.strerror})"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"] and (tmp_path / "out.json").read_text() == (
+        "the previous result")

@@ -1,4 +1,4 @@
-"""The one argument check every component built from a run file goes through (sigma_core.arguments)."""
+"""The one argument check every component built from a run file goes through (sigma_core.config)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy
 import pytest
 
 from sigma_core import plugins
-from sigma_core.arguments import check
+from sigma_core.config import check
 from sigma_core.errors import ConfigError
 
 

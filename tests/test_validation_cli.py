@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from sigma_core import cli, memory
+from sigma_core import NumpyHandler, cli, memory
 from sigma_core.errors import ArchitectureError
-from sigma_core.handlers.numpy_handler import NumpyHandler
 from sigma_core.network import Network
 from sigma_core.constructs import Dense, Input
 
@@ -66,13 +65,13 @@ def sigma_train(tmp_path, capsys, *overrides, text=RUN_FILE):
         ("optimiser.learning_rate=inf", "optimiser.learning_rate: expected a finite number >= 0, got inf"),
         ("optimiser.learning_rate=nan", "optimiser.learning_rate: expected a finite number >= 0, got nan"),
         ('optimiser.momentum="x"', "optimiser.momentum: expected a finite number >= 0, got 'x'"),
-        ("network.layers=" + LAYERS % '"banana"', "network.layers[1].size: expected an integer >= 1, got 'banana'"),
-        ("network.layers=" + LAYERS % "2.7", "network.layers[1].size: expected an integer >= 1, got 2.7"),
+        ("network.layers=" + LAYERS % '"banana"', "network.layers[1] ('2-dense').size: expected an integer >= 1, got 'banana'"),
+        ("network.layers=" + LAYERS % "2.7", "network.layers[1] ('2-dense').size: expected an integer >= 1, got 2.7"),
         ('network.layers=[{type="input",shape="64"}]',
-         "network.layers[0].shape: expected a positive integer or an array of them, got '64'"),
-        ('handler.dtype="banana"', "handler.dtype must be one of float32, float64, got 'banana'"),
-        ("seed=-1", "seed must be at least 0, got -1"),
-        ("split.seed=-3", "split.seed must be at least 0, got -3"),
+         "network.layers[0] ('1-input').shape: expected a positive integer or an array of them, got '64'"),
+        ('handler.dtype="banana"', "handler.dtype: expected one of float32, float64, got 'banana'"),
+        ("seed=-1", "seed: expected an integer >= 0, got -1"),
+        ("split.seed=-3", "split.seed: expected an integer >= 0, got -3"),
         ("data.seed=-1", "data.seed: expected an integer >= 0, got -1"),
         ('initialisers={"*.weights"={type="gaussian",std=-1}}',
          'initialisers."*.weights".std: expected a finite number >= 0, got -1'),
@@ -83,14 +82,18 @@ def sigma_train(tmp_path, capsys, *overrides, text=RUN_FILE):
         ("split.validation=[50,50]", "split.validation: the held-out set is empty (the data has 100 records)"),
         ("split.validation=[0,20]", "split.validation: the training set is empty (the data has 100 records)"),
         ('hooks=[{type="stop",priority="x"}]', "hooks[0].priority: hook 'stop' does not take 'priority'"),
+        ('hooks=[{type="step_schedule",step=2}]',  # an older run file's: the component's alias, its key renamed
+         "hooks[0].step: hook 'step_schedule' does not take 'step': a schedule's length is its period now"),
+        ('network.layers=[{type="input",shape=[4],alias="x"}]',  # the older name of external
+         ".alias: layer 'input' does not take 'alias': an input or output layer names its external array with"),
         ('hooks=[{type="accuracy_reporter",tops=["a"]}]', "hooks[0]: hook 'accuracy_reporter': invalid literal for int()"),
         ("network.layers=[1]", "network.layers[0] must be a table with a type"),
         ('network.layers=[{type="input",shape=[4],name=3}]', "network.layers[0].name: expected a string, got 3"),
         ("optimiser.type=3", "optimiser.type: expected a string, got 3"),
         ('data.one_hot="x"', "data.one_hot: expected an integer >= 1, got 'x'"),
         ("data.preprocess=[{shuffle=-1}]", "data.preprocess.shuffle: expected an integer >= 0, got -1"),
-        ('training.last_batch="x"', "training.last_batch must be one of keep, drop, got 'x'"),
-        ("checkpoint.keep=0", "checkpoint.keep must be at least 1, got 0"),
+        ('training.last_batch="x"', "training.last_batch: expected one of keep, drop, got 'x'"),
+        ("checkpoint.keep=0", "checkpoint.keep: expected an integer >= 1, got 0"),
         ("network.layers=" + LAYERS % 10**12, "layer '2-dense': the float32 parameters up to this layer with their "
                                               "gradients and optimiser memory need 60,000,000,000,000 bytes"),
     ],

@@ -134,7 +134,7 @@ def test_sigma_train_on_a_bad_data_file_prints_one_line(tmp_path, capsys):
     run_file = tmp_path / "run.toml"
     run_file.write_text(f"""
 [data]
-source = "numpy"
+source = "numpy"  # the older name of the npy extractor, still read
 path = "{tmp_path / 'notes.npy'}"
 [[network.layers]]
 type = "input"

@@ -2,7 +2,7 @@
 
 Arrays on the tape carry a slot number (``NDArray._node``). A watched array
 gets a slot; an op whose inputs have slots gives its output a slot and appends
-a record. ``gradient`` seeds the target's slot with ones, visits the records in
+a record. ``gradient`` seeds the output's slot with ones, visits the records in
 reverse, and sums gradients that reach the same slot from several uses (a
 value used twice gets both contributions). The tape is released afterwards:
 slots are cleared and the records dropped, so nothing from this pass keeps
@@ -48,15 +48,15 @@ class Tape:
         self._arrays.append(out)
         self._records.append((out._node, slots, raw_inputs, raw_out, vjp, saved))
 
-    def gradient(self, target, sources, seed=None):
-        """d target / d source for every source (new arrays, zeros where unreached), then release the tape.
+    def gradient(self, output, sources, seed=None):
+        """d output / d source for every source (new arrays, zeros where unreached), then release the tape.
 
-        ``seed`` is the incoming gradient of ``target`` (default: ones, for a cost).
+        ``seed`` is the incoming gradient of ``output`` (default: ones, for a cost).
         The handler replays the records (:meth:`Handler.backward`): only it touches raw arrays.
         """
-        if target._node is None:
-            raise SigmaError("gradient: the target was not computed from any watched array on this tape")
-        results = self.handler.backward(self._records, len(self._arrays), target, sources, seed)
+        if output._node is None:
+            raise SigmaError("gradient: the output was not computed from any watched array on this tape")
+        results = self.handler.backward(self._records, len(self._arrays), output, sources, seed)
         self.release()
         return results
 

@@ -28,13 +28,15 @@ def add_parser(subparsers) -> None:
 
 def run_export(args) -> int:
     from sigma_core import plugins
+    from sigma_core.atomic import check_writable
     from sigma_core.errors import SigmaError
 
     formats = {c.name: c for c in plugins.components("exporter") if "/" not in c.name}  # "onnx/dense": a layer's part
     if args.format not in formats:
         hint = "; ONNX export is in sigmann-onnx: pip install sigmann-onnx" if args.format == "onnx" else ""
         raise SigmaError(f"sigma export: unknown format {args.format!r} (installed: {', '.join(sorted(formats))}){hint}")
-    out = Path(args.out or Path(args.checkpoint).with_suffix(f".{args.format}"))
+    out = check_writable(args.out or Path(args.checkpoint).with_suffix(f".{args.format}"),
+                         what="--out" if args.out else "")  # before the checkpoint is read
     formats[args.format].load()(args.checkpoint, out)
     print(out)
     return 0

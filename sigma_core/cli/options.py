@@ -1,8 +1,11 @@
-"""Options several ``sigma`` subcommands share, as argparse parent parsers (one definition each)."""
+"""What every ``sigma`` command's parser shares: options several take, as argparse parent parsers (one definition
+each); the parser class, whose usage errors are one line; and :func:`ranged`, the type of every numeric option."""
 
 from __future__ import annotations
 
 import argparse
+
+from sigma_core.errors import SigmaError
 
 #: ``--debug`` after the subcommand too (``sigma train run.toml --debug``); SUPPRESS keeps ``sigma --debug``'s value.
 DEBUG = argparse.ArgumentParser(add_help=False)
@@ -16,3 +19,36 @@ HANDLER.add_argument("--dtype", choices=("float32", "float64"), help="override h
 #: Machine-readable output.
 JSON = argparse.ArgumentParser(add_help=False)
 JSON.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+class UsageError(SigmaError):
+    """A command line argparse refuses (an unknown option, a missing argument, a value out of range)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """The ``sigma`` command's parsers (sub-commands' too, plugins' included): a usage error is one line,
+    ``error: sigma predict: argument --top: expected an integer >= 1, got '0'; see sigma predict --help``,
+    and exit status 2, as every other error is."""
+
+    def error(self, message):
+        raise UsageError(f"{self.prog}: {message}; see {self.prog} --help")
+
+
+def ranged(rule: str):
+    """An argparse ``type`` for a numeric option that follows ``rule``, in the run file's rule language
+    (:mod:`sigma_core.config`): ``type=ranged("int >= 1")``, ``ranged("number in [0, 1)")``."""
+    from sigma_core.config import accepts, describe_rule
+
+    kind = rule.partition(" ")[0]
+
+    def parse(text: str):
+        try:
+            value = int(text) if kind == "int" else float(text)
+        except ValueError:
+            value = text
+        if not accepts(rule, value):
+            raise argparse.ArgumentTypeError(f"expected {describe_rule(rule)}, got {text!r}")
+        return value
+
+    parse.__name__ = rule  # what argparse's help and messages call the type
+    return parse

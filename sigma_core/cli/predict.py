@@ -24,36 +24,43 @@ def add_parser(subparsers) -> None:
     parser.add_argument("checkpoint", help="checkpoint (.ckpt) or export (.safetensors)")
     parser.add_argument("inputs", nargs="+", help="input files (their records in order), or - for JSON on stdin")
     parser.add_argument("--format", choices=("csv", "json"), default="csv", help="how to print predictions (default csv)")
-    parser.add_argument("--top", type=int, default=3, metavar="K", help="how many best classes to list (default 3)")
+    parser.add_argument("--top", type=options.ranged("int >= 1"), default=3, metavar="K",
+                        help="how many best classes to list (default 3)")
     parser.add_argument("--out", metavar="FILE.npy", help="write the probabilities as a .npy array instead of printing")
     parser.add_argument("--columns", default="0--1", help="the CSV columns holding the inputs (default all), e.g. 0-63")
-    parser.add_argument("--batch-size", type=int, default=1000, help="records per forward pass (default 1000)")
+    parser.add_argument("--batch-size", type=options.ranged("int >= 1"), default=1000,
+                        help="records per forward pass (default 1000)")
     parser.set_defaults(run=run_predict)
 
 
 def run_predict(args) -> int:
     import numpy
 
-    from sigma_core.atomic import atomic_write
+    from sigma_core.atomic import atomic_write, check_writable
     from sigma_core.data import Preprocessing
     from sigma_core.inference import class_probabilities, load, saved_preprocess
 
+    if args.out:
+        check_writable(args.out, what="--out")  # before any work
     network = load(args.checkpoint, args.handler, dtype=args.dtype)
-    # the run's saved preprocess steps, read once and only if a reader of raw files (images) needs them
+    # the run's saved preprocess transforms, read once and only if a reader of raw files (images) needs them
     preprocessing = functools.cache(lambda: Preprocessing(saved_preprocess(args.checkpoint)))
     inputs = [read_inputs(source, args.columns, network, preprocessing) for source in args.inputs]
+    for source, part in zip(args.inputs, inputs):
+        if part.size == 0:  # not the input layer's shape error for a (0,) or (1, 0) array
+            raise SigmaError(f"{'stdin' if source == '-' else source}: empty: no input values in it")
     if len({part.shape[1:] for part in inputs}) > 1:
         raise SigmaError(f"the inputs have different record shapes: {', '.join(str(p.shape[1:]) for p in inputs)}")
     inputs = numpy.concatenate(inputs)
-    probabilities = class_probabilities(network, network.predict(inputs, batch_size=max(args.batch_size, 1)))
+    probabilities = class_probabilities(network, network.predict(inputs, batch_size=args.batch_size))
     if args.out:
-        with atomic_write(args.out) as stream:
+        with atomic_write(args.out, what="--out") as stream:
             numpy.save(stream, probabilities)
         return 0
     probabilities = probabilities.reshape(len(probabilities), -1)
     # one output is a binary classifier (as in evaluation): class 1 above 0.5
     scores = numpy.hstack([1 - probabilities, probabilities]) if probabilities.shape[1] == 1 else probabilities
-    top = numpy.argsort(-scores, axis=1, kind="stable")[:, :max(args.top, 1)]
+    top = numpy.argsort(-scores, axis=1, kind="stable")[:, :args.top]
     if args.format == "json":
         for p, score, best in zip(probabilities, scores, top):
             print(json.dumps({"class": int(best[0]), "probabilities": p.tolist(),

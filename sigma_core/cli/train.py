@@ -7,12 +7,11 @@ import json
 import shlex
 import signal
 import sys
-import tempfile
 import threading
 from pathlib import Path
 
 from sigma_core import config as run_config
-from sigma_core.atomic import atomic_write
+from sigma_core.atomic import atomic_write, check_writable
 from sigma_core.errors import SigmaError
 from sigma_core.hooks import Hook
 
@@ -48,9 +47,7 @@ def run_train(args) -> int:
     if checkpoint is not None and checkpoint.trainer["epoch"] >= cfg["training"]["epochs"]:
         raise SigmaError(f"{checkpoint.path}: the checkpoint has {checkpoint.trainer['epoch']} epochs done and the run "
                          f"has training.epochs = {cfg['training']['epochs']}: nothing left to train (raise it with --set)")
-    out = Path(args.out) if args.out else None
-    if out:
-        _refuse_unwritable(out)
+    out = check_writable(args.out, what="--out") if args.out else None  # refused now, not after training
     run = build_run(cfg, handler_name=args.handler)
     if checkpoint is not None:
         run.resume(checkpoint)
@@ -66,11 +63,8 @@ def run_train(args) -> int:
     print(f"{summary['name']}: {epochs} in {summary['seconds']:.1f}s on "
           f"{summary['handler']} ({summary['dtype']}); final cost {cost}, held-out accuracy {accuracy}")
     if out:
-        try:
-            with atomic_write(out, "w") as stream:  # a crash never leaves half a file
-                json.dump(summary, stream, indent=2)
-        except OSError as error:
-            raise SigmaError(f"--out {out}: cannot write it ({error.strerror or error})") from None
+        with atomic_write(out, "w", what="--out") as stream:  # a crash never leaves half a file
+            json.dump(summary, stream, indent=2)
     return 0
 
 
@@ -99,34 +93,22 @@ def _hooks(args, run) -> list:
     return hooks_from_tables(specs, where="--monitor")
 
 
-def _refuse_unwritable(path: Path) -> None:
-    """Refuse an ``--out`` path that cannot be written before any data is read, not after training."""
-    if path.is_dir():
-        raise SigmaError(f"--out {path}: is a directory; name a file such as {path / 'result.json'}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tempfile.TemporaryFile(dir=path.parent).close()
-    except OSError as error:
-        reason = f"{path.parent} is not a directory" if isinstance(error, FileExistsError) else error.strerror or error
-        raise SigmaError(f"--out {path}: cannot write there ({reason})") from None
-
-
 def _train_guarded(args, run, hooks) -> dict | None:
-    """Train holding every checkpoint directory's lock; on Ctrl-C save, say how to resume, and return None.
+    """Train holding this run's lock in every checkpoint directory; on Ctrl-C save, say how to resume, return None.
 
     The first Ctrl-C stops the run at the next iteration boundary, the second
     aborts at once (what is on disk stays whole: writes are atomic).
     """
     import numpy
 
-    from sigma_core.checkpoint import directory_lock
+    from sigma_core.checkpoint import run_lock
     from sigma_core.hooks.checkpoints import CheckpointHook
 
     savers = [hook for hook in run.hooks if isinstance(hook, CheckpointHook)]
     ctrl_c = StopOnCtrlC()
     with contextlib.ExitStack() as locks:
         for directory in dict.fromkeys(saver.directory for saver in savers):
-            locks.enter_context(directory_lock(directory))
+            locks.enter_context(run_lock(directory, run.trainer.name))
         with numpy.errstate(all="ignore"):  # an overflow is reported by the non-finite checks, in one line
             summary = run.train([*hooks, ctrl_c])
         if not ctrl_c.interrupted:
@@ -148,6 +130,7 @@ class StopOnCtrlC(Hook):
     """Turns Ctrl-C into a stop at the next iteration boundary; a second Ctrl-C aborts at once."""
 
     name, interrupted, previous = "ctrl-c", False, None
+    order = -1_000_000  # attached first: from then on Ctrl-C stops the run, and a KeyboardInterrupt is a hook's own
 
     def attach(self, run):
         super().attach(run)

@@ -11,15 +11,14 @@ name. URLs, archives and checksums are resolved by a registered source, and
 ``[data] blocks`` by a registered cache (both from ``sigmann-data``).
 """
 
-from sigma_core.data.config import Preprocessing, dataset_from_config
 from sigma_core.data.csv_extractor import read_csv
 from sigma_core.data.dataset import Dataset, Records, from_arrays
 from sigma_core.data.errors import DataError
 from sigma_core.data.iterators import EpochIterator, MinibatchIterator, UndividedIterator
 from sigma_core.data.numpy_files import load_npz, load_numpy
 from sigma_core.data.prefetch import PrefetchIterator
-from sigma_core.data.preprocessing import normalise, one_hot, permute_axes, standardise
-from sigma_core.data.sources import resolve_path
+from sigma_core.data.preprocessing import Preprocessing, normalise, one_hot, permute_axes, standardise
+from sigma_core.data.sources import dataset_from_config, resolve_path
 from sigma_core.data.synthetic import and_, synthetic_classification, xor
 
 __all__ = [

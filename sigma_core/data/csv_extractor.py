@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from sigma_core.data.errors import DataError
+from sigma_core.reading import check_readable
 
 DEFAULT_SECTIONS = {"inputs": "0--2", "targets": -1}  # every column but the last, then the last
 
@@ -66,6 +67,7 @@ def read_csv(path, sections: Mapping[str, int | str | Sequence] | None = None, *
     path = Path(path)
     sections = DEFAULT_SECTIONS if sections is None else sections
     mapping = _mapping_table(mappings)
+    check_readable(path, DataError, "CSV file")
     try:
         file = open(path, newline="", encoding="utf-8")
     except OSError as error:

@@ -24,6 +24,7 @@ from sigma_core import memory
 from sigma_core.data.dataset import Dataset, check_finite
 from sigma_core.data.errors import DataError
 from sigma_core.errors import ConfigError
+from sigma_core.reading import check_readable
 
 #: What a damaged file or archive raises from NumPy's header parser or ``zipfile``.
 DAMAGED = (zipfile.BadZipFile, zlib.error, EOFError, OSError, RuntimeError, NotImplementedError, ValueError,
@@ -67,6 +68,7 @@ def _open(path: Path, allow_non_finite: bool):
         array = read_array(stream, size, what)
         return array if allow_non_finite else check_finite(array, what)
 
+    check_readable(path, DataError, "NumPy file")
     try:
         with open(path, "rb") as file:
             size = os.fstat(file.fileno()).st_size

@@ -1,4 +1,5 @@
-"""Array transforms applied to whole sections: one-hot, normalise, standardise, permute.
+"""Array transforms applied to whole sections: one-hot, normalise, standardise, permute; and a run file's
+``preprocess`` transforms made of them (:class:`Preprocessing`).
 
 Plain functions from array to array, shared by datasets, the run-file loader
 and extractor plugins. The adaptive ones take their statistics from
@@ -8,11 +9,18 @@ block dataset that never holds all records at once gets the same result.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sigma_core.config import require
 from sigma_core.data.errors import DataError
+from sigma_core.errors import ConfigError
+
+if TYPE_CHECKING:  # a Dataset one-hot encodes with this module's one_hot
+    from sigma_core.data.dataset import Dataset
 
 
 def _float(values) -> np.ndarray:
@@ -151,3 +159,116 @@ def permute_axes(values, axes: Sequence[int]) -> np.ndarray:
         raise DataError(f"permute: {list(axes)} is not a permutation of the record axes "
                         f"0..{values.ndim - 2} of shape {values.shape[1:]}")
     return np.transpose(values, (0, *(axis + 1 for axis in axes)))
+
+
+# --- a run file's preprocess transforms -------------------------------------------
+
+
+@dataclass
+class _Transform:
+    """One ``preprocess`` transform; its ``statistics`` (if any) must see every record's inputs before ``apply``."""
+
+    name: str
+    apply: Callable[[Dataset], Dataset]
+    statistics: Range | Moments | None = None
+
+
+def _inputs(transform: Callable[[np.ndarray], np.ndarray]) -> Callable[[Dataset], Dataset]:
+    return lambda dataset: dataset.with_section("inputs", transform(dataset.section("inputs")))
+
+
+def _normalise(value) -> _Transform:
+    if isinstance(value, (list, tuple)):
+        value = {"range": value}
+    if not isinstance(value, Mapping):
+        raise ConfigError("data.preprocess.normalise must be [min, max] or a table with range, "
+                          f"input_range and per_feature, got {value!r}")
+    require("data.preprocess.normalise", {"range": "interval", "input_range": "interval", "per_feature": "bool"},
+            dict(value))
+    bounds = value.get("range", [0, 1])
+    if "input_range" in value:
+        return _Transform("normalise", _inputs(lambda x: normalise(x, *bounds, input_range=value["input_range"])))
+    fitted = Range(value.get("per_feature", False))
+    return _Transform("normalise", _inputs(lambda x: rescale(x, fitted.bounds, *bounds)), fitted)
+
+
+def _standardise(enabled) -> _Transform:
+    require("data.preprocess.standardise", "bool", enabled)
+    if not enabled:
+        return _Transform("standardise", lambda dataset: dataset)
+    fitted = Moments()
+    return _Transform("standardise", _inputs(lambda x: standardise(x, fitted)), fitted)
+
+
+def _shuffle(seed) -> _Transform:
+    require("data.preprocess.shuffle", "int >= 0", seed)
+    return _Transform("shuffle", lambda dataset: dataset.shuffle(seed))
+
+
+def _permute(axes) -> _Transform:
+    require("data.preprocess.permute", ["int"], axes)
+    return _Transform("permute", _inputs(lambda x: permute_axes(x, axes)))
+
+
+PREPROCESSORS: dict[str, Callable[[object], _Transform]] = {
+    "normalise": _normalise, "standardise": _standardise, "shuffle": _shuffle, "permute": _permute,
+}
+
+
+def _transforms(tables) -> list[_Transform]:
+    """Validated transforms from a list of one-key tables (or one table, taken in order)."""
+    if isinstance(tables, Mapping):
+        tables = [{key: value} for key, value in tables.items()]
+    require("data.preprocess", ["table"], tables)
+    for table in tables:
+        require("data.preprocess", dict.fromkeys(PREPROCESSORS, "any"), table)
+    return [PREPROCESSORS[key](value) for table in tables for key, value in table.items()]
+
+
+class Preprocessing:
+    """A data table's ``preprocess`` transforms and ``one_hot``, validated once.
+
+    Called on a whole dataset with ``fit=True``, each adaptive transform (normalise
+    without an ``input_range``, standardise) first takes its statistics from
+    what reaches it. Records too many for memory are fitted with :meth:`fit`,
+    one streaming pass per adaptive transform, and then transformed chunk by chunk:
+    the result is what the in-memory dataset would give.
+    """
+
+    def __init__(self, transforms=None, one_hot: int | None = None):
+        self._transforms = _transforms([] if transforms is None else transforms)
+        if one_hot is not None:
+            require("data.one_hot", "int >= 1", one_hot)
+        self.one_hot = one_hot
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(transform.name for transform in self._transforms)
+
+    @property
+    def adaptive(self) -> tuple[str, ...]:
+        """The transforms that take statistics from every record, which they must see first (empty: none)."""
+        return tuple(transform.name for transform in self._transforms if transform.statistics is not None)
+
+    def fit(self, passes: Callable[[], Iterable[Dataset]]) -> None:
+        """Fit each adaptive transform over the chunks of ``passes()`` (called once per such transform), the
+        transforms before it applied to them."""
+        for position, transform in enumerate(self._transforms):
+            if transform.statistics is not None:
+                for chunk in passes():
+                    transform.statistics.update(_apply(chunk, self._transforms[:position]).section("inputs"))
+
+    def __call__(self, dataset: Dataset, *, fit: bool = False) -> Dataset:
+        """``dataset`` through every transform, then its ``targets`` one-hot; with ``fit``, each adaptive transform
+        first takes its statistics from what reaches it."""
+        dataset = _apply(dataset, self._transforms, fit)
+        return dataset if self.one_hot is None else dataset.one_hot("targets", self.one_hot)
+
+
+def _apply(dataset: Dataset, transforms: list[_Transform], fit: bool = False) -> Dataset:
+    """Run ``transforms``; with ``fit``, each one's statistics first see what reaches it."""
+    for transform in transforms:
+        if fit and transform.statistics is not None:
+            transform.statistics.update(dataset.section("inputs"))
+        dataset = transform.apply(dataset)
+    return dataset

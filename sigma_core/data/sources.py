@@ -1,24 +1,47 @@
-"""A run file's data path, resolved to a local file or folder before extraction.
+"""A run file's ``[data]`` table: the extractor it names, its path resolved, its preprocessing.
 
-The core reads a plain local path itself. Anything else goes to the *source*
-registered for its URL scheme (:func:`sigma_core.hookspecs.register_sources`):
-a URL, a list of fallbacks (by the scheme of its first entry), a compressed
-file, or a path given with an ``md5`` or ``sha256`` to check (scheme ``file``).
-``sigmann-data`` registers ``http``, ``https`` and ``file`` (downloads,
-unpacking and checksums); without it, such a value is one line saying so.
+``source`` names a registered extractor (Sigma's or a plugin's); the table's
+other keys are its keyword arguments, checked against its signature, plus keys
+every source shares::
+
+    {"source": "csv", "path": ["https://a/x.csv.gz", "mirror/x.csv.gz"], "md5": "...",
+     "sections": {"inputs": "0-3", "targets": 4}, "preprocess": [{"normalise": [0, 1]}], "one_hot": 3}
+    {"source": "csv", "path": "big.csv", "blocks": {"records": 10000, "memory_budget": 100000000}}
+
+An extractor returns a :class:`Dataset`, a dict of arrays, or an iterable of
+such chunks. ``preprocess`` and ``one_hot`` make a :class:`Preprocessing`.
+``blocks`` hands the extractor's chunks and the preprocessing to the cache
+registered as ``blocks`` (``sigmann-data``'s on-disk block cache, see
+:func:`~sigma_core.hookspecs.register_caches`), which fits the adaptive transforms in
+streaming passes and returns records read block by block within a memory budget.
+
+Arguments named ``path`` or ``*_path`` are resolved to a local file or folder
+before extraction (:func:`resolve_path`). The core reads a plain local path
+itself. Anything else goes to the *source* registered for its URL scheme
+(:func:`sigma_core.hookspecs.register_sources`): a URL, a list of fallbacks (by
+the scheme of its first entry), a compressed file, or a path given with an
+``md5`` or ``sha256`` to check (scheme ``file``). ``sigmann-data`` registers
+``http``, ``https`` and ``file`` (downloads, unpacking and checksums); without
+it, such a value is one line saying so.
 """
 
 from __future__ import annotations
 
 import os
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from sigma_core import plugins
-from sigma_core.data.errors import DataError
-from sigma_core.errors import UnknownComponentError
+import numpy as np
 
+from sigma_core import plugins
+from sigma_core.config import check
+from sigma_core.data.dataset import Dataset, Records
+from sigma_core.data.errors import DataError
+from sigma_core.data.preprocessing import Preprocessing
+from sigma_core.errors import ConfigError, UnknownComponentError
+
+COMMON_KEYS = ("source", "preprocess", "one_hot", "md5", "sha256", "blocks")
 #: What the ``file`` source unpacks; tar forms come before the plain streams they end with.
 COMPRESSED_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar", ".zip", ".gz", ".bz2", ".xz")
 #: The schemes of ``sigmann-data``, so that a value it would resolve names it.
@@ -60,3 +83,61 @@ def resolve_path(value: str | os.PathLike | Sequence[str | os.PathLike], *, md5:
         raise DataError(f"{key} {value!r}: no source for {scheme!r} URLs is installed "
                         f"(installed sources: {installed})") from None
     return source(value, md5=md5, sha256=sha256)
+
+
+def dataset_from_config(cfg: Mapping) -> Records:
+    """The dataset a run file's ``data`` table describes (see the module docstring)."""
+    if "source" not in cfg:
+        raise ConfigError(f"data.source is missing; allowed: {', '.join(c.name for c in plugins.components('extractor'))}")
+    source = cfg["source"]
+    try:
+        extractor = plugins.load("extractor", source)
+    except UnknownComponentError as error:  # it lists the extractors
+        raise ConfigError(f"data.source: {error}") from None
+    preprocessing = Preprocessing(cfg.get("preprocess", []), cfg.get("one_hot"))
+    cache = _blocks_cache() if "blocks" in cfg else None
+    arguments = _arguments(source, extractor, cfg)
+    try:
+        if cache is None:
+            return preprocessing(_in_memory(extractor(**arguments), source), fit=True)
+        return cache(cfg["blocks"], source=source, config={k: v for k, v in cfg.items() if k != "blocks"},
+                     arguments=arguments, read=lambda: _chunks(extractor(**arguments), source),
+                     preprocessing=preprocessing)
+    except MemoryError as error:  # NumPy's message says how much, in what shape
+        raise DataError(f"data.source {source!r}: not enough memory: {error}") from None
+
+
+def _arguments(source: str, extractor: Callable, cfg: Mapping) -> dict:
+    """The extractor's keyword arguments from ``cfg``, checked against its signature, paths resolved."""
+    arguments = {key: value for key, value in cfg.items() if key not in COMMON_KEYS}
+    check("data", extractor, arguments, label=f"source {source!r}", shared=COMMON_KEYS)
+    for key, value in arguments.items():
+        if key == "path" or key.endswith("_path"):
+            checksums = {k: cfg.get(k) for k in ("md5", "sha256")} if key == "path" else {}
+            arguments[key] = resolve_path(value, **checksums, key=f"data.{key}")
+    return arguments
+
+
+def _chunks(result, source: str) -> Iterator[Dataset]:
+    """An extractor's result as datasets: itself, its one dict of arrays, or each chunk it yields."""
+    if isinstance(result, Dataset):
+        yield result
+        return
+    for chunk in [result] if isinstance(result, Mapping) else result:  # a dict: one chunk, the simplest extractor
+        yield chunk if isinstance(chunk, Dataset) else Dataset(chunk, source)
+
+
+def _in_memory(result, source: str) -> Dataset:
+    chunks = list(_chunks(result, source))
+    if not chunks:
+        raise DataError(f"source {source!r} produced no records")
+    if len(chunks) == 1:
+        return chunks[0]
+    return Dataset({s: np.concatenate([c.section(s) for c in chunks]) for s in chunks[0].section_names}, source)
+
+
+def _blocks_cache() -> Callable:
+    try:
+        return plugins.load("cache", "blocks")
+    except UnknownComponentError:
+        raise ConfigError("data.blocks needs the block cache: install sigmann-data, which provides it") from None

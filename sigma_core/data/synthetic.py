@@ -33,5 +33,5 @@ def synthetic_classification(n: int, shape: tuple[int, ...] | int, classes: int,
     return Dataset({"inputs": inputs, "targets": rng.integers(0, classes, size=n, dtype=np.int64)}, "synthetic")
 
 
-# see sigma_core.arguments
+# see sigma_core.config
 synthetic_classification.argument_rules = {"n": "int >= 1", "shape": "shape", "classes": "int >= 1"}

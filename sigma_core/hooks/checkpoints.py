@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..checkpoint import checkpoint_path, checkpoints, save_checkpoint
-from ..errors import ConfigError
+from ..config import require
 from .base import Hook, schedule
 from .values import Best
 
@@ -28,8 +28,7 @@ class CheckpointHook(Hook):
 
     def __init__(self, directory: str = "checkpoints", *, keep: int = 3, every=(1, "epoch"), best: str | None = None,
                  mode: str = "max"):
-        if not isinstance(keep, int) or isinstance(keep, bool) or keep < 1:
-            raise ConfigError(f"checkpoint: keep must be an integer >= 1, got {keep!r}")
+        require("checkpoint: keep", "int >= 1", keep)
         self.directory, self.keep, self.every = Path(directory), keep, every
         self.best = None if best is None else Best(best, mode, "checkpoint")
         self.per_epoch = schedule(self)[0] == 0

@@ -31,7 +31,10 @@ from pathlib import Path
 
 import numpy
 
-from ..errors import SigmaError
+from ..atomic import check_writable
+from ..config import require
+from ..errors import ConfigError, SigmaError
+from ..reading import check_readable
 from .base import Hook, HookError
 from .values import epoch_values
 
@@ -82,7 +85,7 @@ class MetricsHook(Hook):
 
     def open(self):
         """Open both files for appending, checking that an existing CSV is one of ours."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        check_writable(self.directory, folder=True, what="run directory")
         csv_path = self.directory / "metrics.csv"
         fresh = not csv_path.exists() or csv_path.stat().st_size == 0
         if not fresh:
@@ -129,27 +132,40 @@ def _append(path: Path):
     return stream
 
 
+#: What a record of :func:`record` is, as :func:`sigma_core.config.require` checks it: its counters, and numbers.
+RECORD = {"event": ("iteration", "epoch"), "epoch": "int >= 0", "iteration": "int >= 0", "step": "int >= 0",
+          ...: "real or null"}
+
+
 def read_metrics(directory) -> tuple[Path, list[dict]]:
     """The records of ``directory``'s ``metrics.jsonl`` (or of that file itself), in step order.
 
-    What ``sigma plot`` and ``sigma dashboard`` read back. A line cut short by a
-    crash is skipped; a step logged twice (trained again after a resume) keeps
-    its last record.
+    What ``sigma plot`` and ``sigma dashboard`` read back. A line that is not a
+    JSON object (cut short by a crash, or not text at all) is skipped; an object
+    that is not a record (:data:`RECORD`: a missing counter, a string where a
+    number belongs) is an error naming its line. A step logged twice (trained
+    again after a resume) keeps its last record.
     """
     path = Path(directory)
-    path = path / "metrics.jsonl" if path.is_dir() else path
+    path = check_readable(path / "metrics.jsonl" if path.is_dir() else path, SigmaError, "metrics file")
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_bytes().splitlines()
     except OSError as error:
         raise SigmaError(f"{path}: cannot read it ({error.strerror or error}); train with --monitor metrics "
                          "and give the run directory it wrote, e.g. runs/digits") from None
     records = {}
-    for line in lines:
+    for number, line in enumerate(lines, start=1):
         try:
             row = json.loads(line)
-            records[row["event"], row["step"]] = row
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, RecursionError):  # undecodable bytes and bad JSON are ValueErrors
             continue
+        if not isinstance(row, dict):
+            continue
+        try:
+            require("", RECORD, row, complete=True)
+        except ConfigError as error:
+            raise SigmaError(f"{path} line {number}: not a metrics record ({error})") from None
+        records[row["event"], row["step"]] = row
     if not records:
         raise SigmaError(f"{path}: no metrics records in it")
     return path, sorted(records.values(), key=lambda r: (r["step"], r["event"] == "epoch"))

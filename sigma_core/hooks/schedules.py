@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from ..errors import ConfigError
+from ..config import require
 from .base import Hook
 
 
@@ -21,8 +21,7 @@ class LearningRateSchedule(Hook):
     order = -100  # before the hooks that report the rate
 
     def __init__(self, *, per: str = "iteration", base: float | None = None, **settings):
-        if per not in ("iteration", "epoch"):
-            raise ConfigError(f"{type(self).__name__}: per must be 'iteration' or 'epoch', got {per!r}")
+        require(f"{type(self).__name__}: per", ("iteration", "epoch"), per)
         self.per, self.base = per, base
         self.every = 1 if per == "iteration" else (1, "epoch")
         vars(self).update(settings)
@@ -54,14 +53,14 @@ class LearningRateSchedule(Hook):
         self.apply()
 
 
-class StepSchedule(LearningRateSchedule):
-    """``base · gamma^⌊t / step⌋``: multiply by gamma every ``step`` iterations or epochs."""
+class StaircaseSchedule(LearningRateSchedule):
+    """``base · gamma^⌊t / period⌋``: multiply by gamma every ``period`` iterations or epochs (PyTorch's StepLR)."""
 
-    def __init__(self, step: int, *, gamma: float = 0.1, per: str = "epoch", base: float | None = None):
-        super().__init__(per=per, base=base, step=step, gamma=gamma)
+    def __init__(self, period: int, *, gamma: float = 0.1, per: str = "epoch", base: float | None = None):
+        super().__init__(per=per, base=base, period=period, gamma=gamma)
 
     def factor(self, t):
-        return self.gamma ** (t // self.step)
+        return self.gamma ** (t // self.period)
 
 
 class ExponentialSchedule(LearningRateSchedule):
@@ -86,10 +85,10 @@ class CosineSchedule(LearningRateSchedule):
 
 
 class WarmUp(LearningRateSchedule):
-    """Linear warm-up from ``base · start`` to ``base`` over ``steps``, then ``base``."""
+    """Linear warm-up from ``base · start`` to ``base`` over ``period``, then ``base``."""
 
-    def __init__(self, steps: int, *, start: float = 0.0, per: str = "iteration", base: float | None = None):
-        super().__init__(per=per, base=base, steps=steps, start=start)
+    def __init__(self, period: int, *, start: float = 0.0, per: str = "iteration", base: float | None = None):
+        super().__init__(per=per, base=base, period=period, start=start)
 
     def factor(self, t):
-        return self.start + (1.0 - self.start) * min(t, self.steps) / self.steps
+        return self.start + (1.0 - self.start) * min(t, self.period) / self.period

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 
-from ..errors import ConfigError, NonFiniteError, first_non_finite
+from ..config import require
+from ..errors import NonFiniteError, first_non_finite
 from .base import Hook
 from .values import Best
 
@@ -21,8 +22,7 @@ class StopTraining(Hook):
     order = 100
 
     def __init__(self, at_epoch: int | None = None, *, every=(1, "epoch")):
-        if at_epoch is not None and (not isinstance(at_epoch, int) or at_epoch < 1):
-            raise ConfigError(f"stop: at_epoch must be an integer >= 1, got {at_epoch!r}")
+        require("stop: at_epoch", "int >= 1 or null", at_epoch)
         self.at_epoch, self.every = at_epoch, every
 
     def on_iteration(self):
@@ -46,8 +46,7 @@ class EarlyStopping(Hook):
 
     def __init__(self, value: str = "validation.accuracy", *, patience: int = 5, mode: str = "max",
                  every=(1, "epoch")):
-        if not isinstance(patience, int) or patience < 1:
-            raise ConfigError(f"early_stopping: patience must be an integer >= 1, got {patience!r}")
+        require("early_stopping: patience", "int >= 1", patience)
         self.value, self.patience, self.every = value, patience, every
         self.best = Best(value, mode, "early_stopping")
         self._misses = 0

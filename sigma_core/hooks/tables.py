@@ -11,32 +11,26 @@
 
 from __future__ import annotations
 
-import inspect
-
 from .. import plugins
-from ..errors import ConfigError
-from .base import Hook, HookError, schedule
-
-#: Keys Sigma's declarative hooks (the sigmann-criteria distribution) take, and what to do on a hook that does not.
-CRITERIA_KEYS = {
-    "on": "criteria gate sigmann-criteria's hooks; the checkpoint hook keeps the best epochs itself "
-          "(best = \"validation.accuracy\", mode = \"max\")",
-    "priority": "hooks run in the order they are listed",
-    "background": "a hook decides itself whether it runs on its own thread",
-    "target": "every hook runs once per event, on the run's state",
-}
+from ..errors import ConfigError, SigmaError
+from .base import Hook, HookError, could_be_ctrl_c, failure, schedule
 
 
-def hooks_from_tables(tables, where: str = "hooks") -> list[Hook]:
-    """One hook per table of ``tables`` (a run file's ``[[hooks]]``, or ``--monitor`` options), named by its type."""
-    if not isinstance(tables, list):
-        raise ConfigError(f"{where} must be an array of tables: [[{where}]] with type = ...")
+def hooks_from_tables(tables: list[dict], where: str = "hooks") -> list[Hook]:
+    """One hook per table of ``tables`` (a run file's ``[[hooks]]``, or ``--monitor`` options), named by its type.
+
+    Each table's keys are checked against its hook's constructor (:func:`sigma_core.config.check`), which
+    also tells an older run file's criteria keys (``on``, ``priority``, ...) apart from typos.
+    """
     hooks = []
     for index, table in enumerate(tables):
         at = f"{where}[{index}]"
-        if isinstance(table, dict) and isinstance(table.get("type"), str):
-            _refuse_criteria_keys(table, at)
-        hook = plugins.build("hook", table, where=at)
+        try:
+            hook = plugins.build("hook", table, where=at)
+        except BaseException as error:  # a plugin's constructor: one line naming it, before anything trains
+            if isinstance(error, SigmaError) or could_be_ctrl_c(error):
+                raise
+            raise HookError(f"{at}: hook {table['type']!r} failed in {failure('__init__', error)}") from error
         if not isinstance(hook, Hook):
             raise ConfigError(f"{at}: hook {table['type']!r} is {type(hook).__name__}, not a sigma_core.Hook")
         hook.name = table["type"]
@@ -46,20 +40,6 @@ def hooks_from_tables(tables, where: str = "hooks") -> list[Hook]:
             raise ConfigError(f"{at}.every: {error}") from None
         hooks.append(hook)
     return hooks
-
-
-def _refuse_criteria_keys(table: dict, where: str) -> None:
-    """One clear line for an older run file's criteria key on a hook that does not take it."""
-    cls = plugins.load("hook", table["type"])
-    try:
-        accepted = inspect.signature(cls).parameters
-    except (TypeError, ValueError):
-        return
-    if any(parameter.kind is parameter.VAR_KEYWORD for parameter in accepted.values()):
-        return  # it takes any key: its constructor says what it makes of one
-    for key, advice in CRITERIA_KEYS.items():
-        if key in table and key not in accepted:
-            raise ConfigError(f"{where}.{key}: hook {table['type']!r} does not take {key!r}: {advice}")
 
 
 def parse_hook_option(text: str) -> dict:

@@ -33,7 +33,7 @@ from collections.abc import Mapping
 
 import numpy
 
-from ..errors import ConfigError
+from ..config import require
 from .base import HookError
 
 #: Host values every event has, and how to read each from a live view.
@@ -71,8 +71,7 @@ class Best:
     keeping the best checkpoints judge by. ``who`` names the hook in messages."""
 
     def __init__(self, name: str, mode: str, who: str):
-        if mode not in ("min", "max"):
-            raise ConfigError(f"{who}: mode must be 'min' or 'max', got {mode!r}")
+        require(f"{who}: mode", ("min", "max"), mode)
         self.name, self.mode, self.value = name, mode, math.nan  # NaN before the first reading
 
     def update(self, values) -> bool:

@@ -18,7 +18,7 @@ class ForwardContext:
     """What a layer may need besides its inputs during one forward pass."""
 
     training: bool
-    externals: dict = field(default_factory=dict)  # alias -> NDArray fed from outside
+    externals: dict = field(default_factory=dict)  # name -> NDArray fed from outside (an Input layer's external)
 
 
 class Layer:

@@ -14,15 +14,15 @@ class CostLayer(Layer):
     def __init__(self, name, input_shapes, *, importance=1.0, targets="targets"):
         super().__init__(name, input_shapes)
         self.importance = float(importance)
-        self.targets_alias = targets
+        self.targets_external = targets
         self.output_shape = ()
 
     def targets(self, handler, predictions, context):
         """The external targets; (batch,) labels of a binary classifier take the shape of its (batch, 1) outputs."""
         try:
-            targets = context.externals[self.targets_alias]
+            targets = context.externals[self.targets_external]
         except KeyError:
-            raise ArchitectureError(f"cost layer {self.name!r}: no external targets {self.targets_alias!r} "
+            raise ArchitectureError(f"cost layer {self.name!r}: no external targets {self.targets_external!r} "
                                     "were provided") from None
         if predictions.shape[-1] == 1 and targets.shape == predictions.shape[:-1]:
             targets = handler.reshape(targets, predictions.shape)

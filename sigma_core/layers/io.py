@@ -9,35 +9,35 @@ from .base import Layer
 
 
 class Input(Layer):
-    """Feeds the external array under ``alias``, of shape (batch, *shape), into the network."""
+    """Feeds the external array named ``external``, of shape (batch, *shape), into the network."""
 
     arity = 0
 
-    def __init__(self, name, input_shapes, *, shape, alias="inputs"):
+    def __init__(self, name, input_shapes, *, shape, external="inputs"):
         super().__init__(name, input_shapes)
         self.output_shape = (shape,) if isinstance(shape, int) else tuple(int(n) for n in shape)
-        self.alias = alias
+        self.external = external
 
     def forward(self, handler, inputs, params, context):
         try:
-            x = context.externals[self.alias]
+            x = context.externals[self.external]
         except KeyError:
-            raise ArchitectureError(f"layer {self.name!r}: no external input {self.alias!r} was provided "
+            raise ArchitectureError(f"layer {self.name!r}: no external input {self.external!r} was provided "
                                     f"(given: {', '.join(context.externals) or 'none'})") from None
         if tuple(x.shape[1:]) != self.output_shape:
             if x.ndim >= 2 and math.prod(x.shape[1:]) == math.prod(self.output_shape):
                 return handler.reshape(x, (x.shape[0],) + self.output_shape)
-            raise ShapeError(f"layer {self.name!r}: input {self.alias!r} has shape {tuple(x.shape)}, "
+            raise ShapeError(f"layer {self.name!r}: input {self.external!r} has shape {tuple(x.shape)}, "
                              f"expected (batch, {', '.join(map(str, self.output_shape))})")
         return x
 
 
 class Output(Layer):
-    """Passes its input through and publishes it as the external output ``alias``."""
+    """Passes its input through and publishes it as the external output named ``external``."""
 
-    def __init__(self, name, input_shapes, *, alias="outputs"):
+    def __init__(self, name, input_shapes, *, external="outputs"):
         super().__init__(name, input_shapes)
-        self.alias = alias
+        self.external = external
 
     def forward(self, handler, inputs, params, context):
         return inputs[0]

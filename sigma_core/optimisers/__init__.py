@@ -7,17 +7,7 @@ a backend may override. Run files name an optimiser by its registered name (``"a
 
 from __future__ import annotations
 
-from sigma_core import plugins
-
 from .base import Optimiser
 from .rules import Adadelta, Adagrad, Adam, GradientDescent, Momentum, Nesterov, RMSProp
 
-
-def optimiser_from_config(config: dict) -> Optimiser:
-    """A registered optimiser from ``{"type": name, **constructor arguments}``, e.g.
-    ``{"type": "adagrad", "learning_rate": 0.02, "freeze": ["*.biases"]}``; see :func:`sigma_core.plugins.build`."""
-    return plugins.build("optimiser", config)
-
-
-__all__ = ["Adadelta", "Adagrad", "Adam", "GradientDescent", "Momentum", "Nesterov", "Optimiser", "RMSProp",
-           "optimiser_from_config"]
+__all__ = ["Adadelta", "Adagrad", "Adam", "GradientDescent", "Momentum", "Nesterov", "Optimiser", "RMSProp"]

@@ -11,7 +11,7 @@ dtype and C-contiguity, each scalar's exact NumPy type (a Python float where a
 ``long long`` is declared would be read as garbage on the device), and that the
 grid covers every row or column the kernel indexes. So this catches what is
 easy to get wrong between Python and CUDA, and checks every kernel's
-arithmetic against the NumPy handler through the conformance kit of
+arithmetic against the numpy handler through the conformance kit of
 sigmann-testing; what it cannot catch is a bug in the CUDA code itself or in CuPy: that is what
 ``test_cuda_gpu.py`` is for.
 """
@@ -27,10 +27,10 @@ from pathlib import Path
 import numpy
 import pytest
 
+from sigma_core import NumpyHandler
 from sigma_core.architecture import Construct
 from sigma_core.constructs import Input, SoftmaxCE
 from sigma_core.errors import NonFiniteError
-from sigma_core.handlers.numpy_handler import NumpyHandler
 from sigma_core.network import Network
 from sigma_core.optimisers import Adam
 from sigma_core.trainer import Trainer

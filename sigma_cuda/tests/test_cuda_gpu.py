@@ -1,7 +1,7 @@
 """The CUDA handler on a real device: every test here skips, with the handler's reason, where none is.
 
 The conformance kit of sigmann-testing (float32 and float64, every op and gradient,
-plugin ops included, against the NumPy handler), the built-in layers' gradients,
+plugin ops included, against the numpy handler), the built-in layers' gradients,
 end-to-end training, checkpoints crossing handlers, and the contract's
 device-specific promises: a warm step allocates nothing, queues without waiting
 for the device, skips its update after a non-finite cost and says so at the next
@@ -233,7 +233,7 @@ def test_uploaded_labels_are_range_checked_from_the_host_copy(monkeypatch):
 
 
 def test_costs_match_numpy_through_the_upload_path():
-    """Batches through pinned memory and the copy stream, in float64: the same training as the NumPy handler's."""
+    """Batches through pinned memory and the copy stream, in float64: the same training as the numpy handler's."""
     costs = {}
     for name in ("numpy", "cuda"):
         handler = backend.create_handler(name, dtype="float64", seed=0)

@@ -1,4 +1,4 @@
-"""sigmann-bench: ``sigma bench`` arrives through the register_commands hook and measures what it says."""
+"""sigmann-bench: ``sigma bench`` arrives through register_commands and measures what it says."""
 
 from __future__ import annotations
 

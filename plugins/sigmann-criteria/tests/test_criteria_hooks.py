@@ -1,4 +1,4 @@
-"""Sigma's declarative hooks on the core's protocol: time steps, criteria, requirements, background, run files."""
+"""Sigma's declarative hooks on the core's protocol: cadences, criteria, requirements, background, run files."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from sigmann_criteria.hook import CriteriaHook, dependency_order
 from sigmann_criteria.publication import Publication
 from sigmann_criteria.registry import RegistryResolver, registry_from_dict
 from sigmann_criteria.scorers import BinaryAccuracyScorer
-from sigmann_criteria.timestep import after, every
+from sigmann_criteria.cadence import after, every
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
@@ -58,7 +58,7 @@ class Recorder(CriteriaHook):
         self.log.append((self.label, registry.get("epoch"), registry.get("iteration"), threading.current_thread()))
 
 
-# --- time steps -----------------------------------------------------------
+# --- cadences -----------------------------------------------------------
 
 
 def fired(step, events):
@@ -66,7 +66,7 @@ def fired(step, events):
     return [i for i in range(1, events + 1) if countdown.tick()]
 
 
-def test_time_steps_fire_on_intervals_and_live_time():
+def test_cadences_fire_on_intervals_and_live_time():
     assert fired(every(3, "iteration"), 10) == [3, 6, 9]
     assert fired(every(2, "epoch", live=2), 10) == [2, 4]
     assert fired(after(4, "iteration"), 10) == [4]
@@ -323,12 +323,12 @@ def test_config_errors_name_the_problem():
         blobs(hooks=[{"type": "value_reporter", "values": ["epoch"], "target": "global"}])
 
 
-def test_config_builds_criteria_time_steps_and_order():
+def test_config_builds_criteria_cadences_and_order():
     run = blobs(hooks=[{"type": "value_reporter", "values": ["optimiser.cost_total"], "every": [2, "iteration", 3],
                         "on": {"threshold": "optimiser.cost_total", "op": "<", "value": 9, "repeated": 2},
                         "priority": 7, "background": True}])
     (hook,) = run.hooks
-    assert hook.time_step == every(2, "iteration", live=3) and hook.order == 7 and hook.threaded
+    assert hook.cadence == every(2, "iteration", live=3) and hook.order == 7 and hook.threaded
     assert hook.criteria == Threshold("optimiser.cost_total", "<", 9).repeated(2)
 
 

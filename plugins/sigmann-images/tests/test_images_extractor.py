@@ -48,3 +48,34 @@ def test_registered_by_this_distribution_with_its_alias():
     component = plugins.get("extractor", "images")
     assert (component.name, component.distribution) == ("image_folder", "sigmann-images")
     assert component.availability()[0] is True
+
+
+def test_damaged_images_and_unlistable_folders_are_one_line(tmp_path, monkeypatch):
+    root = pets(tmp_path)
+    (root / "dog" / "2.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(200)))  # a PNG signature, then garbage
+    with pytest.raises(DataError, match=r"dog/2.png: cannot read it as an image \("):
+        load_image_folder(root)
+    (root / "dog" / "2.png").unlink()
+    with pytest.raises(DataError, match=r"image mode 'XYZ' is not one of Pillow's"):
+        load_image_folder(root, mode="XYZ")
+
+    def no_permission(self):  # what listing a folder of another user's gives (the tests run as root)
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(type(root), "iterdir", no_permission)
+    with pytest.raises(DataError, match=rf"image folder {root}: cannot list it \(Permission denied\)"):
+        load_image_folder(root)
+
+
+@pytest.mark.parametrize("kind", ["PNG", "GIF", "BMP", "JPEG"])
+def test_fuzz_image_files(tmp_path, kind):
+    """Mutants of a small image (bit flips, cuts, insertions): decoded, or one DataError naming the file."""
+    from sigmann_testing import fuzz_loader
+
+    from sigmann_images.decode import decode
+
+    valid = tmp_path / "valid"
+    Image.fromarray((np.arange(12 * 9 * 3) % 251).astype(np.uint8).reshape(12, 9, 3)).save(valid, kind)
+    # the pixels decoded are a few times the file's size; what a damaged header claims is never read at once
+    fuzz_loader(tmp_path / f"x.{kind.lower()}", valid.read_bytes(), lambda path: decode(path, "RGB"), seed=11,
+                factor=16)

@@ -97,7 +97,7 @@ def test_image_errors_are_one_line(tmp_path, capsys, monkeypatch):
     capsys.readouterr()
     assert main(["predict", str(fitted), str(tmp_path / "0.png")]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
-        f"error: {tmp_path / '0.png'}: the run's preprocess step 'standardise' was fitted to its training data, which "
+        f"error: {tmp_path / '0.png'}: the run's preprocess transform 'standardise' was fitted to its training data, which "
         "the checkpoint does not hold; give normalise an input_range, or predict on arrays")
     np.save(tmp_path / "flat.npy", np.zeros((2, 48)))
     assert main(["predict", str(checkpoint), str(tmp_path / "flat.npy"), str(tmp_path / "0.png")]) == 2
@@ -135,3 +135,36 @@ def test_without_this_plugin_an_image_is_one_line_naming_it(tmp_path, capsys, mo
     finally:
         monkeypatch.delenv("SIGMA_PLUGINS")
         plugins.reset()  # the next test sees every installed plugin again
+
+
+def png_header(width: int, height: int) -> bytes:
+    """A PNG that claims ``width`` × ``height`` greyscale pixels and holds none: a decompression bomb's header."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b""))
+
+
+@pytest.mark.parametrize("width, height", [(20_000, 20_000), (10_000, 9_000)])  # over Pillow's ceiling; over ours
+def test_a_decompression_bomb_is_refused_by_its_pixel_count_before_decoding(tmp_path, capsys, monkeypatch,
+                                                                            width, height):
+    from sigmann_images import decode
+
+    checkpoint, _ = trained(tmp_path, (6, 8))
+    (tmp_path / "bomb.png").write_bytes(png_header(width, height))
+    monkeypatch.setattr(Image.Image, "convert", lambda *a, **k: pytest.fail("decoded a bomb"))
+    capsys.readouterr()
+    assert main(["predict", str(checkpoint), str(tmp_path / "bomb.png")]) == 2
+    [line] = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("sigma: ")]
+    assert line.startswith(f"error: {tmp_path / 'bomb.png'}: ") and line.endswith(
+        "refused before decoding (a damaged file, or a decompression bomb)")
+    assert f"{width * height}" in line.replace(",", "") or f"{width:,} × {height:,}" in line
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", None)  # Pillow's own check switched off: ours still holds
+    assert main(["predict", str(checkpoint), str(tmp_path / "bomb.png")]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"error: {tmp_path / 'bomb.png'}: an image of {width:,} × {height:,} pixels, more than the "
+        f"{decode.MAX_PIXELS:,} an image may have: refused before decoding (a damaged file, or a decompression bomb)")

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sigma_core import plugins
+from sigma_core import SigmaError, plugins
 from sigma_core.data import DataError, dataset_from_config
 from sigmann_mnist import mnist as mnist_module
 from sigmann_mnist.mnist import load_mnist
@@ -85,3 +85,20 @@ def test_a_download_with_the_wrong_checksum_is_refused(tmp_path, monkeypatch):
 def test_registered_by_this_distribution():
     plugins.reset()
     assert plugins.get("extractor", "mnist").distribution == "sigmann-mnist"
+
+
+def test_an_unreadable_or_unwritable_folder_is_one_line(tmp_path, monkeypatch):
+    def no_permission(self):  # what a folder of another user's gives (the tests run as root)
+        raise PermissionError(13, "Permission denied", str(self))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Path, "is_file", no_permission)
+        with pytest.raises(DataError, match=rf"^MNIST folder {tmp_path}: cannot look in it \(Permission denied\)$"):
+            load_mnist(tmp_path)
+        with pytest.raises(DataError, match=r"^MNIST folder .*: cannot look in it \(Permission denied\)$"):
+            mnist_module.download_mnist(train=False, directory=tmp_path)
+    (tmp_path / "file").write_text("x")  # where the download would go, a file stands: refused before downloading
+    monkeypatch.setattr(mnist_module, "resolve", lambda *args, **kwargs: pytest.fail("downloaded"))
+    with pytest.raises(SigmaError, match=rf"^MNIST folder {tmp_path / 'file'}: cannot write there \(it is a file, "
+                                         r"not a folder\)$"):
+        mnist_module.download_mnist(train=False, directory=tmp_path / "file")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -120,6 +121,56 @@ def test_the_drawing_process_reports_a_failure_in_one_line(tmp_path):
                             input="not json\n", text=True, capture_output=True)
     assert failed.returncode == 1 and len(failed.stderr.strip().splitlines()) == 1
     assert failed.stderr.startswith("sigma plots: cannot draw") and "JSONDecodeError" in failed.stderr
+
+
+def test_a_plots_hook_that_cannot_draw_is_one_line_and_training_goes_on(run_file, tmp_path, capsys, caplog):
+    (tmp_path / "taken").write_text("a file where the run directory should go")
+    assert main(["train", str(run_file), "--quiet", "--monitor", f"plots:directory='{tmp_path / 'taken'}'"]) == 0
+    failures = [line for line in capsys.readouterr().err.splitlines() if "plots" in line]
+    assert len(failures) == 1 and failures[0].startswith("sigma: hook 'plots' failed in on_start: WriteError: plots ")
+    assert failures[0].endswith("; detached, training goes on")
+
+    import time
+
+    from sigma_core import Hook, build_run
+    from sigma_core import config as run_config
+    from sigmann_plots.hook import PlotsHook
+
+    class Kill(Hook):  # the drawing process dies after the first epoch (say, killed by the system)
+        def on_epoch(self, report):
+            if report.epoch == 1:
+                while plots.worker is None:  # started on the hook's thread
+                    time.sleep(0.01)
+                plots.worker.kill()
+                plots.worker.wait()
+
+    plots = PlotsHook(directory=str(tmp_path / "p"))
+    run = build_run(run_config.load(run_file, []))
+    caplog.clear()
+    assert run.train([plots, Kill()])["epochs"] == 3
+    failures = [r.getMessage() for r in caplog.records if "plots" in r.getMessage()]
+    assert len(failures) == 1 and re.fullmatch(  # its next record, whichever event that is (it runs behind)
+        r"hook 'plots' failed in on_(iteration|epoch|stop): HookError: plots: the drawing process has ended "
+        r"\(exit status -9\); detached, training goes on", failures[0]), failures
+
+
+def test_ctrl_c_stops_the_run_and_the_drawing_process_draws_the_last_epoch_without_a_traceback(run_file, tmp_path):
+    import os
+    import signal
+    import time
+
+    run_file.write_text(run_file.read_text().replace("epochs = 3", "epochs = 100000"))
+    training = subprocess.Popen([sys.executable, "-c", "from sigma_core.cli import main; raise SystemExit(main())",
+                                 "train", str(run_file), "--quiet", "--monitor", f"plots:directory='{tmp_path}'"],
+                                stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "metrics.png").exists():  # the worker is up and drawing
+        assert time.monotonic() < deadline and training.poll() is None, "no drawing"
+        time.sleep(0.1)
+    os.killpg(training.pid, signal.SIGINT)  # Ctrl-C reaches every process of the terminal's group
+    _, err = training.communicate(timeout=60)
+    assert training.returncode == 130 and "Traceback" not in err and "interrupted after training step" in err, err
 
 
 def test_sigma_plugins_lists_the_hook_and_the_command_with_their_distribution():

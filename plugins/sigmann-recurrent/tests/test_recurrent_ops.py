@@ -1,4 +1,4 @@
-"""The sequence ops (``rnn_sequence``, ``lstm_sequence``) and the layers that use them, on the NumPy handler.
+"""The sequence ops (``rnn_sequence``, ``lstm_sequence``) and the layers that use them, on the numpy handler.
 
 Finite-difference checks of both ops come from their ``examples()`` (the
 conformance kit runs them on every handler) and test_recurrent_layout.py; here:

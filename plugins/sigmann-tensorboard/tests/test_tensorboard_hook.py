@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import logging
 import re
 
 import numpy
@@ -154,6 +156,28 @@ def test_hparams_hold_the_run_settings_and_the_final_metrics(run_file, tmp_path)
     assert scalars(board, "final/validation.accuracy") == {2: pytest.approx(summary["accuracy"])}
     assert scalars(board, "final/cost") == {2: pytest.approx(summary["cost"])}
     assert events(tmp_path).Tags()["histograms"] == []  # histograms = "" turns them off
+
+
+@pytest.mark.parametrize("failing, event", [("write", "on_start"), ("flush", "on_epoch")])
+def test_a_full_disk_is_one_line_and_the_hook_is_detached_while_training_goes_on(run_file, tmp_path, monkeypatch,
+                                                                                   caplog, capfd, failing, event):
+    """No traceback from a writer thread and no hang at the end: the hook writes on its own thread, where the error
+    reaches the dispatcher. (By hand: ``mount -t tmpfs -o size=64k tmpfs /tmp/full``, fill it, and train with
+    ``--monitor tensorboard:directory='/tmp/full/tb'``.)"""
+    from tensorboardX.record_writer import RecordWriter
+
+    def full(self, *arguments):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(RecordWriter, failing, full)
+    run = build_run(run_config.load(run_file, []))
+    with caplog.at_level(logging.WARNING, logger="sigma"):
+        summary = run.train([TensorBoardHook(directory=str(tmp_path))])
+    assert summary["epochs"] == 2  # trained to the end
+    assert [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING] == [
+        f"hook 'tensorboard' failed in {event}: OSError: [Errno 28] No space left on device; "
+        "detached, training goes on"]
+    assert "Traceback" not in capfd.readouterr().err
 
 
 def test_sigma_plugins_lists_the_hook_with_its_distribution():

@@ -1,4 +1,4 @@
-"""The NumPy reference handler passes the conformance kit (in float32 and float64), and the kit's coverage rule.
+"""The numpy reference handler passes the conformance kit (in float32 and float64), and the kit's coverage rule.
 
 The kit compares handlers with NumPy, so for this handler the reference
 comparisons are trivially exact; what it really checks here is every gradient

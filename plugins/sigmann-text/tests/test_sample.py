@@ -89,10 +89,11 @@ def test_temperature_towards_zero_is_greedy(trained, capsys):
 
 
 @pytest.mark.parametrize("arguments, message", [
-    (["--temperature", "-1"], "--temperature must be a finite number >= 0, got '-1'"),
-    (["--temperature", "nan"], "--temperature must be a finite number >= 0, got 'nan'"),
-    (["--temperature", "hot"], "--temperature must be a finite number >= 0, got 'hot'"),
-    (["--length", "-3"], "--length must be an integer >= 0, got '-3'"),
+    (["--temperature", "-1"], "sigma sample: argument --temperature: expected a finite number >= 0, got '-1'"),
+    (["--temperature", "nan"], "sigma sample: argument --temperature: expected a finite number >= 0, got 'nan'"),
+    (["--temperature", "hot"], "sigma sample: argument --temperature: expected a finite number >= 0, got 'hot'"),
+    (["--length", "-3"], "sigma sample: argument --length: expected an integer >= 0, got '-3'"),
+    (["--seed", "-1"], "sigma sample: argument --seed: expected an integer >= 0, got '-1'"),
     (["--prime", "the Q"], "--prime: 'Q' (U+0051) at character 4 is not in the vocabulary"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(trained, capsys, arguments, message):
@@ -126,3 +127,50 @@ def test_a_moved_training_text_is_named_and_can_be_given(trained, capsys, tmp_pa
         assert sample(capsys, checkpoint, "--length", 5, "--seed", 1, "--text", moved)[0] == 0
     finally:
         (tmp_path / "elsewhere.txt").rename(text)
+
+
+def test_a_text_of_another_vocabulary_is_refused(trained, capsys, tmp_path):
+    checkpoint, text = trained[:2]
+    other = tmp_path / "other.txt"
+    other.write_text(text.read_text().replace("g", "G"), encoding="utf-8")  # one symbol swapped for another
+    code, out, err = sample(capsys, checkpoint, "--length", 5, "--text", other)
+    assert code == 2 and out == ""
+    assert err.splitlines()[-1] == (
+        f"error: --text {other}: its vocabulary (15 symbols) is not the run's (15): 'G' (U+0047) is not in the run's; "
+        "sampling would map the network's classes to other characters")
+    text.rename(tmp_path / "gone.txt")  # without the training text, only the network's classes are known
+    try:
+        huge = tmp_path / "huge.txt"
+        huge.write_text("".join(map(chr, range(0x100, 0x100 + 200))), encoding="utf-8")
+        code, out, err = sample(capsys, checkpoint, "--length", 5, "--text", huge)
+        assert code == 2 and out == ""
+        assert err.splitlines()[-1] == (f"error: {huge}: 200 symbols, more than the 128 classes of the network: "
+                                        "not the text it was trained on")
+    finally:
+        (tmp_path / "gone.txt").rename(text)
+
+
+def test_sample_streams_so_ctrl_c_keeps_what_was_generated(trained, tmp_path):
+    """The characters reach stdout as they come: interrupted, sigma sample has printed them, and ends the line."""
+    import signal
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-m", "sigma_core", "sample", str(trained[0]), "--length", "100000",
+                              "--seed", "1", "--handler", "cpu"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        first = child.stdout.read(10)  # arrives long before the 100,000 characters are done
+        child.send_signal(signal.SIGINT)
+        rest, err = child.communicate(timeout=60)
+    finally:
+        child.kill()
+    assert child.returncode == 130 and err.decode().splitlines()[-1] == "interrupted"
+    printed = (first + rest).decode()
+    assert len(printed) > 10 and printed.endswith("\n") and len(printed) < 100_000
+    assert printed[:-1] == sample_text(trained[0], len(printed) - 2)  # what a whole run prints, so far
+
+
+def sample_text(checkpoint, length):
+    from sigmann_text.sample import Sampler
+
+    return Sampler(checkpoint, handler="cpu").sample(length, 1.0, seed=1)

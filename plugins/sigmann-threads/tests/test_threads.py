@@ -119,7 +119,7 @@ def test_run_file_picks_the_operator_and_checks_its_settings():
     assert run.train()["epochs"] == 1
     with pytest.raises(ConfigError, match="operator.workers: expected an integer >= 1, got 0"):
         digits_run(operator={"type": "threads", "workers": 0}).train()
-    with pytest.raises(ConfigError, match="operator.combine must be one of gradients, models, got 'mean'"):
+    with pytest.raises(ConfigError, match="operator.combine: expected one of gradients, models, got 'mean'"):
         digits_run(operator={"type": "threads", "combine": "mean"}).train()
 
 

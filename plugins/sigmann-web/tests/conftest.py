@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 import tomllib
 
@@ -13,7 +14,7 @@ from sigma_core.loop import Loop
 from sigma_core.run import build_run
 from sigmann_web.hook import WebHook
 
-# 8×8 "images" of noise in 10 classes: nothing to learn, but the shape of the digits run, on the NumPy handler.
+# 8×8 "images" of noise in 10 classes: nothing to learn, but the shape of the digits run, on the numpy handler.
 RUN_FILE = """
 name = "blobs"
 seed = 0
@@ -66,7 +67,8 @@ class Live:
         self.run = build(epochs=epochs)
         self.trainer = self.run.trainer
         self.initial = self.trainer.network.state_dict()
-        self.hook = WebHook(**options)
+        # A port of its own: a server another test's run left up for its last half second is not joined.
+        self.hook = WebHook(**{"port": free_port(), **options})
         self.loop = Loop(self.trainer, epochs=epochs, hooks=[self.hook])
         self.loop.start()
         deadline = time.monotonic() + 30
@@ -95,6 +97,12 @@ class Live:
         self.loop.join(30)
         self.client.close()
         self.server.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 @pytest.fixture

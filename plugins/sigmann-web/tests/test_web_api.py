@@ -6,6 +6,7 @@ import base64
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -16,7 +17,7 @@ import httpx
 import numpy
 import pytest
 
-from sigma_core import plugins
+from sigma_core import ConfigError, plugins
 from sigma_core.checkpoint import load_checkpoint
 from sigma_core.cli import main
 from sigma_core.loop import EpochReport, Loop
@@ -116,7 +117,10 @@ def test_a_drawing_is_classified_on_the_training_thread(live):
     assert answer["predicted"] == int(numpy.argmax(probabilities))
     assert run.loop._thread in threads  # inference ran between iterations, on the training thread
     for pixels, message in [([0.5], "pixels must be 8×8 = 64 numbers, got shape [1]"),
-                            ([2.0] * 64, "pixels must be numbers in [0, 1]"), ("abc", "pixels must be an array")]:
+                            ([2.0] * 64, "pixels must be numbers in [0, 1]"),
+                            ("abc", "pixels: expected an array, got 'abc'"),
+                            ([[0.5] * 8] * 7 + [[0.5] * 7], "pixels must be an array of numbers, or an array of rows"),
+                            (["0.5"] * 64, "pixels must be an array of numbers, or an array of rows")]:
         refused = run.post("/api/predict", pixels=pixels)
         assert refused.status_code == 400 and refused.json()["error"].startswith(message)
 
@@ -229,8 +233,21 @@ def test_bad_options_are_one_line_errors(run_file, capsys):
     assert main(["train", str(run_file), "--quiet", "--monitor", "web:image=[4, 4]"]) == 2
     assert capsys.readouterr().err.strip().endswith(
         "error: web: image = [4, 4] does not match the network's input shape [8, 8]")
-    assert main(["train", str(run_file), "--quiet", "--monitor", "web:port=-1"]) == 2
-    assert "--monitor[0].port: expected an integer >= 0, got -1" in capsys.readouterr().err
+    for option, message in [("port=-1", "port: expected an integer in [0, 65535], got -1"),
+                            ("port=70000", "port: expected an integer in [0, 65535], got 70000"),
+                            ("every=-10", "every: expected an integer >= 0, got -10"),
+                            ("max_points=5", "max_points: expected an integer >= 100, got 5"),
+                            ("top=[0]", "top: expected a positive integer or an array of them, got [0]"),
+                            ("input_range=[0]",
+                             "input_range: expected [min, max], two finite numbers or null, got [0]"),
+                            ("host=1", "host: expected a string, got 1"),
+                            ("paused='yes'", "paused: expected true or false, got 'yes'")]:
+        assert main(["train", str(run_file), "--quiet", "--monitor", f"web:{option}"]) == 2
+        assert capsys.readouterr().err.strip().splitlines()[-1] == f"error: --monitor[0].{message}", option
+    with pytest.raises(ConfigError, match=re.escape("web: port: expected an integer in [0, 65535], got 70000")):
+        WebHook(port=70000)  # built in Python: the same rules
+    assert main(["dashboard", "--port", "70000", str(run_file.parent)]) == 2
+    assert "70000" in capsys.readouterr().err.strip().splitlines()[-1]
     busy = socket.socket()
     busy.bind(("127.0.0.1", 0))
     busy.listen()

@@ -7,8 +7,11 @@ browser download is not used. ``SIGMA_CHROMIUM`` names another binary;
 
 from __future__ import annotations
 
+import functools
+import http.server
 import os
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -129,6 +132,31 @@ def test_the_dashboard_watches_and_steers_a_live_run(page, live, screenshots):
     expect(page.locator(f'{RUN} [data-chart="values"] .u-legend')).to_contain_text("network.layers.2-dense.weights")
     page.wait_for_function("runs.get('blobs').charts.accuracy.plot?.data[0].length > 1")
     shot(page, screenshots / "web-live.png")
+
+
+def test_another_sites_page_cannot_steer_the_run_even_with_the_token(page, live, tmp_path):
+    """A page on another port of this machine (what a browser lets reach 127.0.0.1) sends what any page may
+    send unasked: a "simple" POST with the token in the query string. The server refuses it (403)."""
+    run = live()
+    (tmp_path / "index.html").write_text("<html><body>another site</body></html>")
+    (tmp_path / "favicon.ico").write_bytes(b"")
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=tmp_path))
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        page.goto(f"http://127.0.0.1:{other.server_address[1]}/")
+        sent = page.evaluate("""([url, token]) => fetch(`${url}api/control?token=${token}`, {method: "POST",
+            mode: "no-cors", headers: {"Content-Type": "text/plain"}, body: JSON.stringify({action: "pause"})})
+            .then(answer => answer.type)""", [run.server.url(with_token=False), run.server.token])
+        assert sent == "opaque"  # it went out (the answer, a 403, is hidden from that page)
+        time.sleep(0.5)
+        assert run.loop.state.value == "running"
+    finally:
+        other.shutdown()
+
+
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *arguments):  # no access log in the test's output
+        pass
 
 
 def test_a_page_without_the_token_watches_but_cannot_steer(page, live):

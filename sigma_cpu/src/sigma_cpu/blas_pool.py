@@ -29,7 +29,7 @@ threads and the kernels stay serial, see :data:`PARALLEL`):
   thread count above numba's afterwards is therefore not supported.
 
 The setting affects every BLAS call of the process (that is the point: the
-NumPy handler's products run on the same pool), so it is made once, when the
+numpy handler's products run on the same pool), so it is made once, when the
 first ``cpu`` handler is created, never on import. ``SIGMA_CPU_SHARED_POOL=0``
 turns it off. Results do not change: OpenBLAS splits the work into the same
 jobs, and each job computes the same thing on whichever thread runs it. That

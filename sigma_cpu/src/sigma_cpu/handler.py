@@ -1,4 +1,4 @@
-"""The ``cpu`` handler: the NumPy reference handler with numba kernels on the hot paths."""
+"""The ``cpu`` handler: the numpy reference handler with numba kernels on the hot paths."""
 
 from sigma_core import Handler
 
@@ -9,7 +9,7 @@ class NumbaHandler(Handler):
     """Host memory, BLAS matrix products, numba-compiled fused kernels (float32 or float64).
 
     Everything but the kernels is inherited: autodiff, sessions and buffer
-    reuse behave exactly as on the NumPy handler, which the conformance kit
+    reuse behave exactly as on the numpy handler, which the conformance kit
     (``sigmann_testing.HandlerConformance``, in tests/test_cpu_handler.py)
     checks op by op, plugin ops included.
     """

@@ -19,7 +19,7 @@ def register_handlers(register):
     register(
         "cpu",
         "sigma_cpu.handler:NumbaHandler",
-        rank=10,  # above the NumPy handler (0): auto picks this one when numba is there
+        rank=10,  # above the numpy handler (0): auto picks this one when numba is there
         check=numba_installed,
         description="numba-compiled fused kernels on the CPU, BLAS matrix products",
     )

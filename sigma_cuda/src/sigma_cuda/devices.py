@@ -1,7 +1,7 @@
 """Whether the ``cuda`` handler can run here, answered without importing CuPy.
 
 Every ``sigma`` command discovers plugins, and importing CuPy costs a few
-hundred milliseconds, so the registry's ``check`` only looks for the package
+hundred milliseconds, so the ``check`` it is registered with only looks for the package
 (:func:`importlib.util.find_spec`) and asks the NVIDIA driver itself, through
 ``ctypes``, how many devices there are, their names and memory, and which CUDA
 version it supports. That also tells the three reasons apart: no CuPy, no
@@ -49,7 +49,7 @@ class Probe:
 
 
 def check() -> tuple[bool, str]:
-    """The registry's ``check``: ``(True, "<devices>")`` or ``(False, why)``; never imports CuPy."""
+    """The registered ``check``: ``(True, "<devices>")`` or ``(False, why)``; never imports CuPy."""
     if importlib.util.find_spec("cupy") is None:
         return False, f"CuPy is not installed ({INSTALL_HINT})"
     probe = probe_driver()

@@ -16,7 +16,7 @@ class CudaHandler(Handler):
 
     Autodiff, sessions and every op the kernels do not override are inherited,
     so the conformance kit (``sigmann_testing.HandlerConformance``) checks it
-    op by op, plugin ops included, against the NumPy handler. Work is
+    op by op, plugin ops included, against the numpy handler. Work is
     queued on the device and read back only when asked (``to_numpy``, a hook
     reading a value, the progress display). ``device`` picks the GPU (``cuda:1``).
     """
@@ -38,7 +38,7 @@ class CudaHandler(Handler):
 
     @classmethod
     def availability(cls) -> tuple[bool, str]:
-        """CuPy's own view, after the registry's driver check: catches a CuPy that cannot load its runtime."""
+        """CuPy's own view, after the registered driver check: catches a CuPy that cannot load its runtime."""
         try:
             count = cupy.cuda.runtime.getDeviceCount()
         except cupy.cuda.runtime.CUDARuntimeError as error:

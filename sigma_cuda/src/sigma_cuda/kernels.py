@@ -299,7 +299,7 @@ class CudaKernels(ArrayKernels):
             self._scalar(1.0 / rows)))
         return out
 
-    # -- random numbers: initialisers on the host (the NumPy handler's values), dropout on the device -----
+    # -- random numbers: initialisers on the host (the numpy handler's values), dropout on the device -----
     def uniform(self, shape, low=0.0, high=1.0):
         return self.asarray(self._host.uniform(shape, low, high))
 

@@ -1,7 +1,7 @@
 """sigmann-criteria: Sigma's declarative hooks, gated by criteria and reading the run's registry.
 
 Reporters, scorers, processors, value modifiers and a criteria stopper
-(:mod:`sigmann_criteria.hook` explains time steps, criteria and the
+(:mod:`sigmann_criteria.hook` explains cadences, criteria and the
 registry), registered through ``register_hooks`` on the core's hook protocol,
 lazily: discovery imports nothing here but this module.
 """

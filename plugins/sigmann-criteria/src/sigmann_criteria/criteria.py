@@ -1,7 +1,7 @@
 """Invoke criteria: conditions on registry values that gate a hook's firing.
 
 ``hook.on(criteria)`` (``on = {...}`` in a run file, see :func:`criteria_from_config`)
-makes a hook fire only when its time step is due *and* the criteria pass. Criteria combine with ``&``, ``|`` and ``~`` and repeat with
+makes a hook fire only when its cadence is due *and* the criteria pass. Criteria combine with ``&``, ``|`` and ``~`` and repeat with
 :meth:`Criteria.repeated`. Several keep state between checks (the best value so
 far, the previous outcome, a count), so a combination checks every part every
 time instead of short-circuiting, which would feed an extremum stale values.
@@ -45,11 +45,11 @@ class Criteria:
 
 @dataclass(eq=True)
 class Threshold(Criteria):
-    """``value <op> target``; with ``rising_edge`` only the check where it turns true passes."""
+    """``value <op> limit``; with ``rising_edge`` only the check where it turns true passes."""
 
     value: str
     op: str
-    target: float
+    limit: float
     rising_edge: bool = False
     _was_true: bool = field(default=False, compare=False, repr=False)
 
@@ -63,7 +63,7 @@ class Threshold(Criteria):
         return (self.value,)
 
     def check(self, resolver) -> bool:
-        now = COMPARISONS[self.op](read_number(resolver, self.value, "threshold criteria"), self.target)
+        now = COMPARISONS[self.op](read_number(resolver, self.value, "threshold criteria"), self.limit)
         passed = now and not self._was_true if self.rising_edge else now
         self._was_true = now
         return passed

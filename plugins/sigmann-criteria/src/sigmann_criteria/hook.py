@@ -1,6 +1,6 @@
 """Sigma's declarative hooks, on the core's one hook protocol (:class:`sigma_core.Hook`).
 
-A :class:`CriteriaHook` fires on its *time step* (``every(10, "iteration")``,
+A :class:`CriteriaHook` fires on its *cadence* (``every(10, "iteration")``,
 ``every(1, "epoch", live=3)``: counted from when a run attaches it), when its
 *criteria* (``on``, :mod:`sigmann_criteria.criteria`) pass too, and reads and
 writes the run's *registry* (:mod:`sigmann_criteria.publication`) by dot
@@ -30,7 +30,7 @@ from sigma_core import Hook, HookError
 
 from .criteria import Criteria, criteria_from_config
 from .publication import Publication, registry_from_values
-from .timestep import TimeScale, TimeStep, every, timestep_from_config
+from .cadence import TimeScale, Cadence, every, cadence_from_config
 
 #: Registry identifiers whose run value has another name.
 VALUE_NAMES = {"optimiser.cost_total": "cost", "optimiser.learning_rate": "learning_rate"}
@@ -41,23 +41,23 @@ HOST_VALUES = ("epoch", "iteration", "total_iterations", "runtime")
 class CriteriaHook(Hook):
     """Base class: implement :meth:`invoke`; pass the settings that define what the hook does as ``parameters``.
 
-    ``time_step=None`` means every event of the class's ``default_scale``. ``on``, ``priority`` and
+    ``cadence=None`` means every event of the class's ``default_scale``. ``on``, ``priority`` and
     ``background`` are the run file's keys of the same names (see the module docstring).
     """
 
     default_scale = "iteration"
     default_priority = 0  # counter reporters run first, stoppers last
 
-    def __init__(self, time_step=None, *, parameters: dict | None = None, requires=(), on=None,
+    def __init__(self, cadence=None, *, parameters: dict | None = None, requires=(), on=None,
                  priority: int | None = None, background: bool = False, target=None):
         if target is not None:  # Sigma's local and global hooks, for data-parallel workers
             raise HookError(f"{type(self).__name__}: target is gone: every hook runs once per event, on the run's "
                             "state; remove it")
-        if time_step is None:
-            time_step = every(1, self.default_scale)
-        elif not isinstance(time_step, TimeStep):
-            time_step = timestep_from_config(time_step, f"{type(self).__name__}: every")
-        self.time_step = time_step
+        if cadence is None:
+            cadence = every(1, self.default_scale)
+        elif not isinstance(cadence, Cadence):
+            cadence = cadence_from_config(cadence, f"{type(self).__name__}: every")
+        self.cadence = cadence
         self.parameters = dict(parameters or {})
         self.required_entries: list[str] = list(requires)
         self.required_hooks: list[CriteriaHook] = []
@@ -76,7 +76,7 @@ class CriteriaHook(Hook):
 
     def __repr__(self):
         settings = "".join(f"{k}={v!r}, " for k, v in self.parameters.items())
-        return f"{type(self).__name__}({settings}{self.time_step})"
+        return f"{type(self).__name__}({settings}{self.cadence})"
 
     def on(self, criteria) -> CriteriaHook:
         """Fire only when ``criteria`` pass too; a second call requires both."""
@@ -84,7 +84,7 @@ class CriteriaHook(Hook):
         return self
 
     def require_hook(self, hook: CriteriaHook) -> CriteriaHook:
-        """Declare a hook this one reads the results of: it runs before this one, at its own time step."""
+        """Declare a hook this one reads the results of: it runs before this one, at its own cadence."""
         self.required_hooks.append(hook)
         return hook
 
@@ -107,9 +107,9 @@ class CriteriaHook(Hook):
     def attach(self, run):
         super().attach(run)
         self._chain = dependency_order(self)
-        self._countdowns = {id(hook): hook.time_step.countdown() for hook in self._chain}
-        scales = {hook.time_step.scale for hook in self._chain}
-        # The core delivers the events the chain's time steps count; the countdowns pick the due ones.
+        self._countdowns = {id(hook): hook.cadence.countdown() for hook in self._chain}
+        scales = {hook.cadence.scale for hook in self._chain}
+        # The core delivers the events the chain's cadences count; the countdowns pick the due ones.
         self.every = 1 if TimeScale.ITERATION in scales else (1, "epoch") if TimeScale.EPOCH in scales else (0, "epoch")
         publication = Publication.of(run)
         for hook in self._chain:
@@ -141,8 +141,8 @@ class CriteriaHook(Hook):
         self.fire(TimeScale.STOP)
 
     def fire(self, scale: TimeScale) -> None:
-        """One event of ``scale``: invoke the hooks of the chain whose time step is due and whose criteria pass."""
-        due = [hook for hook in self._chain if hook.time_step.scale is scale and self._countdowns[id(hook)].tick()]
+        """One event of ``scale``: invoke the hooks of the chain whose cadence is due and whose criteria pass."""
+        due = [hook for hook in self._chain if hook.cadence.scale is scale and self._countdowns[id(hook)].tick()]
         if not due:
             return
         if self.threaded:  # a registry of the copy the core made for this hook's thread

@@ -9,7 +9,7 @@ import numpy
 
 from .access import read_number, write
 from .hook import CriteriaHook
-from .timestep import TimeStep
+from .cadence import Cadence
 
 
 class NumberAccumulator(CriteriaHook):
@@ -42,10 +42,10 @@ class RunningTime(CriteriaHook):
     default_priority = -1000
 
     def __init__(self, scale="iteration", *, span: int = 4, remove_extrema: bool = True, **options):
-        step = TimeStep(scale)
-        super().__init__(step, parameters={"scale": step.scale.value, "span": span, "remove_extrema": remove_extrema},
-                         **options)
-        self.key = f"shared.time_{step.scale.value}_span{span}"
+        cadence = Cadence(scale)
+        super().__init__(cadence, parameters={"scale": cadence.scale.value, "span": span,
+                                              "remove_extrema": remove_extrema}, **options)
+        self.key = f"shared.time_{cadence.scale.value}_span{span}"
         self.remove_extrema = remove_extrema
         self._times = deque(maxlen=span)
         self._last = None

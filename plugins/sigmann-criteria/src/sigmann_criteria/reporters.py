@@ -74,13 +74,13 @@ class RunningTimeReporter(CriteriaHook):
 
     def __init__(self, *, span: int = 4, every=None, **options):
         super().__init__(every, parameters={"span": span}, **options)
-        self.key = self.require_hook(RunningTime(self.time_step.scale, span=span)).key
+        self.key = self.require_hook(RunningTime(self.cadence.scale, span=span)).key
         self.required_entries.extend(f"{self.key}_{part}" for part in ("last", "average", "min", "max"))
 
     def invoke(self, registry, resolver):
         last, average, low, high = (read(resolver, f"{self.key}_{part}", repr(self))
                                     for part in ("last", "average", "min", "max"))
-        scale = self.time_step.scale.value
+        scale = self.cadence.scale.value
         rate = 1000.0 / average if average > 0 else float("inf")
         log.info("%s: %.1f %ss/s (time/%s: average %.2f ms, min %.2f ms, max %.2f ms, last %.2f ms)",
                  _where(registry), rate, scale, scale, average, low, high, last)
@@ -96,10 +96,10 @@ class AccuracyReporter(CriteriaHook):
         tops = tuple(int(k) for k in tops)
         super().__init__(every, parameters={"iterator": iterator, "tops": tops, "threshold": threshold}, **options)
         if threshold is None:
-            self.require_hook(AccuracyScorer(iterator, tops=tops, every=self.time_step))
+            self.require_hook(AccuracyScorer(iterator, tops=tops, every=self.cadence))
             self.keys = [f"accuracy_top{k}" for k in tops]
         else:
-            self.require_hook(BinaryAccuracyScorer(iterator, threshold=threshold, every=self.time_step))
+            self.require_hook(BinaryAccuracyScorer(iterator, threshold=threshold, every=self.cadence))
             self.keys = ["accuracy"]
         self.iterator = iterator
         self.required_entries.extend(f"shared.{iterator}.{key}" for key in self.keys)

@@ -12,7 +12,7 @@ log = logging.getLogger("sigma.hooks")
 
 
 class StopWhen(CriteriaHook):
-    """Stops the run when its criteria (``on``) pass, checked on its time step (by default after every epoch)."""
+    """Stops the run when its criteria (``on``) pass, checked on its cadence (by default after every epoch)."""
 
     default_scale = "epoch"
     default_priority = 10000  # after the hooks whose results the criteria judge

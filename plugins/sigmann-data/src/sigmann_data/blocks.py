@@ -236,7 +236,7 @@ def block_cache(settings, *, source: str, config: Mapping, arguments: Mapping,
 
         if not preprocessing.adaptive:
             build(read())
-        else:  # adaptive steps need every record first: stage the raw records beside the cache, fit over them
+        else:  # adaptive transforms need every record first: stage the raw records beside the cache, fit over them
             directory.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=directory.parent, prefix=partial_prefix(directory)) as staging:
                 raw = build_blocks((chunk[:] for chunk in read()), Path(staging) / "raw",

@@ -1,8 +1,8 @@
 """``sigma predict`` on image files: read with Pillow, fitted to the network's input, preprocessed as in training.
 
 A network trained on pixels expects them as its run's data extractor gave them
-and its ``preprocess`` steps changed them; an image file given to ``sigma
-predict`` gets the same treatment here. Adaptive steps (normalise without an
+and its ``preprocess`` transforms changed them; an image file given to ``sigma
+predict`` gets the same treatment here. Adaptive transforms (normalise without an
 ``input_range``, standardise) took their statistics from the training data,
 which a checkpoint does not hold, so they are refused with a way out.
 """
@@ -16,7 +16,7 @@ import numpy as np
 
 from sigma_core import Dataset, Preprocessing, SigmaError
 
-from .image_folder import _pillow
+from .decode import decode
 
 MODES = {1: "L", 3: "RGB", 4: "RGBA"}  # Pillow's mode for a number of channels
 
@@ -24,7 +24,6 @@ MODES = {1: "L", 3: "RGB", 4: "RGBA"}  # Pillow's mode for a number of channels
 def read_image(path, *, network, preprocessing: Preprocessing) -> np.ndarray:
     """One record: the image converted and resized to the network's input, (pixels,) of a square greyscale image,
     (height, width) greyscale or (height, width, 1 | 3 | 4) channels; then the run's preprocessing."""
-    Image = _pillow()
     path = Path(path)
     shape = next(layer.output_shape for layer in network.layers.values() if not layer.input_shapes)
     side = math.isqrt(shape[0])
@@ -33,11 +32,7 @@ def read_image(path, *, network, preprocessing: Preprocessing) -> np.ndarray:
         raise SigmaError(f"{path}: images need a network input of (pixels of a square,), (height, width) or "
                          f"(height, width, 1 | 3 | 4 channels); this network takes {shape}")
     if preprocessing.adaptive:
-        raise SigmaError(f"{path}: the run's preprocess step {preprocessing.adaptive[0]!r} was fitted to its training "
+        raise SigmaError(f"{path}: the run's preprocess transform {preprocessing.adaptive[0]!r} was fitted to its training "
                          "data, which the checkpoint does not hold; give normalise an input_range, or predict on arrays")
-    try:
-        with Image.open(path) as image:
-            pixels = np.asarray(image.convert(mode).resize((width, height)), np.float64).reshape(shape)
-    except OSError as error:
-        raise SigmaError(f"{path}: cannot read it as an image ({error})") from None
+    pixels = decode(path, mode, (width, height)).astype(np.float64).reshape(shape)
     return preprocessing(Dataset({"inputs": pixels[None]}, path.name)).section("inputs")

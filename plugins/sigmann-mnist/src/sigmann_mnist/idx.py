@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sigma_core import DEFLATE_RATIO, DataError, Dataset, check_finite, require_memory
+from sigma_core import DEFLATE_RATIO, DataError, Dataset, check_finite, check_readable, require_memory
 
 IDX_DTYPES = {0x08: np.dtype(">u1"), 0x09: np.dtype(">i1"), 0x0B: np.dtype(">i2"), 0x0C: np.dtype(">i4"),
               0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
@@ -29,6 +29,7 @@ def read_idx(path) -> np.ndarray:
     """An IDX file (gzip-compressed if its name ends in ``.gz``) as a native-endian array."""
     path = Path(path)
     gz = path.suffix == ".gz"
+    check_readable(path, DataError, "IDX file")
     try:
         with (gzip.open if gz else open)(path, "rb") as file:
             magic = file.read(4)

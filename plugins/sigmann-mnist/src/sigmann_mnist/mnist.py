@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sigma_core import DataError, Dataset
+from sigma_core import DataError, Dataset, check_writable, write_error
 from sigmann_data.sources import data_dir, resolve
 
 from .idx import read_idx
@@ -36,22 +36,30 @@ def download_mnist(train: bool, directory: Path | None = None) -> Path:
     directory = Path(directory) if directory is not None else data_dir() / "mnist"
     prefix = "train" if train else "t10k"
     log.info("MNIST files are stored in %s", directory)
-    for name, md5 in MNIST_MD5.items():
-        if name.startswith(prefix):
-            target = directory / name
-            if not target.is_file():
-                fetched = resolve([mirror + name for mirror in MNIST_MIRRORS], md5=md5, unpack_archives=False)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                fetched.replace(target)
+    missing = [(name, md5) for name, md5 in MNIST_MD5.items()
+               if name.startswith(prefix) and not _is_file(directory / name)]
+    if missing:
+        check_writable(directory, folder=True, what="MNIST folder")  # before anything is downloaded
+    for name, md5 in missing:
+        fetched = resolve([mirror + name for mirror in MNIST_MIRRORS], md5=md5, unpack_archives=False)
+        try:
+            fetched.replace(directory / name)
+        except OSError as error:
+            raise write_error(directory / name, error) from None
     return directory
 
 
 def _find(directory: Path, stem: str) -> Path | None:
     """``stem`` or ``stem.gz`` in ``directory``, preferring the uncompressed file."""
-    for name in (stem, stem + ".gz"):
-        if (directory / name).is_file():
-            return directory / name
-    return None
+    return next((directory / name for name in (stem, stem + ".gz") if _is_file(directory / name)), None)
+
+
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` is a file; a folder that cannot be searched (no permission) is one line naming it."""
+    try:
+        return path.is_file()
+    except OSError as error:
+        raise DataError(f"MNIST folder {path.parent}: cannot look in it ({error.strerror or error})") from None
 
 
 def load_mnist(directory, *, train: bool = True, scale: bool = True) -> Dataset:

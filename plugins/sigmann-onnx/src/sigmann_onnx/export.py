@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy
 
-from sigma_core import SigmaError, components, load
+from sigma_core import SigmaError, atomic_write, components, load
 
 OPSET = 17
 PREFIX = "onnx/"
@@ -100,5 +100,6 @@ def export_onnx(source, path) -> Path:
     model = helper.make_model(helper.make_graph(graph.nodes, network.name, graph.inputs, outputs, weights),
                               producer_name="sigma", opset_imports=[helper.make_opsetid("", OPSET)])
     onnx.checker.check_model(model)
-    onnx.save(model, str(path))
+    with atomic_write(path) as stream:  # whole or not at all; an unwritable path is one line naming it
+        onnx.save(model, stream)
     return Path(path)

@@ -25,7 +25,7 @@ def activate(graph, name: str, layer, x: str) -> str:
 
 
 def input_(graph, name, layer, inputs):
-    return graph.input(layer.alias, layer.output_shape)
+    return graph.input(layer.external, layer.output_shape)
 
 
 def passthrough(graph, name, layer, inputs):

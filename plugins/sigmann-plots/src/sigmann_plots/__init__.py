@@ -32,6 +32,7 @@ def register_hooks(register):
 def run_plot(args) -> int:
     from pathlib import Path
 
+    from sigma_core import check_writable
     from sigmann_plots.plot import draw, read_run
 
     runs = {}
@@ -39,6 +40,7 @@ def run_plot(args) -> int:
         label = Path(directory).resolve().name
         runs[directory if label in runs else label] = read_run(directory)
     output = Path(args.output or (Path(args.runs[0]) / "metrics.png" if len(args.runs) == 1 else "plot.png"))
+    check_writable(output, what="-o" if args.output else "")  # before matplotlib loads and draws
     draw(runs, output)
     print(f"wrote {output}")
     return 0

@@ -8,6 +8,10 @@ A separate process because drawing is mostly Python: on a thread it would
 hold the interpreter lock the training thread needs. When epochs end faster
 than it draws, it draws the newest (see :mod:`sigmann_plots.worker`), and
 always the last.
+
+A run directory that cannot be written is refused when the run starts, and a
+drawing process that has died (its own line says why) fails the hook at its
+next record: either way one line, the hook detached, training going on.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import json
 import subprocess
 import sys
 
-from sigma_core import MetricsHook
+from sigma_core import HookError, MetricsHook, check_writable
 
 
 class PlotsHook(MetricsHook):
@@ -29,11 +33,15 @@ class PlotsHook(MetricsHook):
         self.worker = None
 
     def open(self):
+        check_writable(self.directory / "metrics.png", what="plots")  # now, not when the first epoch is drawn
         command = [sys.executable, "-m", "sigmann_plots.worker", str(self.directory / "metrics.png"), self.run.name]
         self.worker = subprocess.Popen(command, stdin=subprocess.PIPE, text=True, bufsize=1)
 
     def write(self, row: dict):
-        self.worker.stdin.write(json.dumps(row) + "\n")
+        try:
+            self.worker.stdin.write(json.dumps(row) + "\n")
+        except BrokenPipeError:  # its own line, if it could write one, said why
+            raise HookError(f"plots: the drawing process has ended (exit status {self.worker.wait()})") from None
 
     def on_stop(self):
         """Let the last epoch be drawn before the run is reported finished."""

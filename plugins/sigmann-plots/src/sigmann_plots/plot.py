@@ -10,9 +10,10 @@ atomically, so an image viewer never shows half a file.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
-from sigma_core import SigmaError, atomic_write, read_metrics
+from sigma_core import atomic_write, read_metrics
 
 
 def read_run(directory) -> list[dict]:
@@ -23,11 +24,8 @@ def read_run(directory) -> list[dict]:
 def draw(runs: dict[str, list[dict]], output) -> Path:
     """Draw ``{label: records}`` into the PNG ``output``, replacing it atomically; returns its path."""
     output = Path(output)
-    try:
-        with atomic_write(output) as stream:
-            figure(runs).savefig(stream, format="png", dpi=110)
-    except OSError as error:
-        raise SigmaError(f"{output}: cannot write it ({error.strerror or error})") from None
+    with atomic_write(output) as stream:  # a path that cannot be written is one line naming it
+        figure(runs).savefig(stream, format="png", dpi=110)
     return output
 
 
@@ -44,19 +42,19 @@ def figure(runs: dict[str, list[dict]]):
         iterations = [r for r in records if r["event"] == "iteration"]
         x = _epoch_axis(epochs)
         if iterations:
-            cost.plot(x(iterations), [r["cost"] for r in iterations], color=colour, alpha=0.3, linewidth=0.8,
+            cost.plot(x(iterations), _values(iterations, "cost"), color=colour, alpha=0.3, linewidth=0.8,
                       label=f"{prefix}training (logged iterations)")
-        cost.plot(x(epochs), [r["cost"] for r in epochs], color=colour, marker="o", markersize=3,
+        cost.plot(x(epochs), _values(epochs, "cost"), color=colour, marker="o", markersize=3,
                   label=f"{prefix}training (epoch mean)")
         scores = sorted({key.rpartition(".")[0] for r in epochs for key in r if key.endswith(".accuracy")})
         for style, name in zip(("-", ":", "-."), scores):
             held_out = [r for r in epochs if f"{name}.accuracy" in r]
-            cost.plot(x(held_out), [r[f"{name}.cost"] for r in held_out], color=colour, linestyle="--",
+            cost.plot(x(held_out), _values(held_out, f"{name}.cost"), color=colour, linestyle="--",
                       marker="s", markersize=3, label=f"{prefix}{name}")
-            accuracy.plot(x(held_out), [r[f"{name}.accuracy"] for r in held_out], color=colour, linestyle=style,
+            accuracy.plot(x(held_out), _values(held_out, f"{name}.accuracy"), color=colour, linestyle=style,
                           marker="o", markersize=3, label=f"{prefix}{name}")
         rates = iterations or epochs
-        rate.plot(x(rates), [r["learning_rate"] for r in rates], color=colour, label=label)
+        rate.plot(x(rates), _values(rates, "learning_rate"), color=colour, label=label)
     for axes, title, ylabel in ((cost, "Cost", "cost"), (accuracy, "Held-out accuracy", "accuracy"),
                                 (rate, "Learning rate", "learning rate")):
         axes.set(title=title, xlabel="epoch", ylabel=ylabel)
@@ -71,6 +69,11 @@ def figure(runs: dict[str, list[dict]]):
         rate.legend(fontsize="small")
     figure.suptitle(", ".join(runs))
     return figure
+
+
+def _values(records: list[dict], key: str) -> list[float]:
+    """Each record's ``key``; a gap (NaN) where a record has none (a run stopped inside its first epoch)."""
+    return [math.nan if r.get(key) is None else r[key] for r in records]
 
 
 def _epoch_axis(epochs: list[dict]):

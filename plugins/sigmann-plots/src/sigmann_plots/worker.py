@@ -3,13 +3,16 @@
 Reads the run's records as JSON lines on stdin and redraws ``OUTPUT.png``
 after each epoch record, unless more records are already waiting (then the
 newer epoch is drawn instead); at the end of input, draws what is not drawn
-yet. A failure is one line on stderr and exit status 1.
+yet. A failure is one line on stderr and exit status 1. Ctrl-C, which reaches
+every process of the terminal, is left to ``sigma train``: it stops the run,
+the hook closes the input, and the last epoch is drawn.
 """
 
 from __future__ import annotations
 
 import json
 import select
+import signal
 import sys
 
 
@@ -29,6 +32,7 @@ def main(output: str, label: str) -> int:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         sys.exit(main(*sys.argv[1:]))
     except Exception as error:  # the hook's process is the one to report it; one line here

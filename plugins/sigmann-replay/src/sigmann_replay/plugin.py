@@ -22,7 +22,7 @@ def register_hooks(register):
 @hookimpl
 def register_commands(cli):
     """``sigma explain``, and ``--explain`` on ``sigma train``: short for ``--monitor explain``."""
-    from sigma_core import cli_options  # the sigma command's own (imported, as this hook runs only there)
+    from sigma_core import cli_options  # the sigma command's own (imported, as this function runs only there)
 
     parser = cli.add_parser(
         "explain", parents=[cli_options.DEBUG, cli_options.HANDLER],

@@ -16,7 +16,11 @@ are those of a normal step: generators advance inside the kernels (fresh
 dropout masks), the optimiser's arguments are asked for again whenever its
 hyperparameters changed (a schedule takes effect) or they follow the step
 (``Optimiser.stepwise``), the cost is checked between forward and backward,
-the optimiser's counters move as in ``Optimiser.step``. A device handler
+the optimiser's counters move as in ``Optimiser.step``. A replay opens no
+buffer session: the recording owns its buffers (``Handler.detach_session``),
+and what the handler makes between replays (the held-out evaluation, what
+hooks read) belongs to no session, so it is freed when dropped, however many
+steps are replayed. A device handler
 replays in its own way: its kernels' ``capture(recording, calls)`` gives what
 each replay runs (the ``cuda`` handler's CUDA graph, :mod:`sigma_cuda.graphs`);
 it raises :class:`NotReplayable` to decline.

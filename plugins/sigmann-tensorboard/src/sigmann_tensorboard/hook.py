@@ -24,11 +24,17 @@ hook's files), on the hook's own thread:
   tab, in the subdirectory ``hparams``.
 
 A resumed run adds an event file to the same directory; TensorBoard shows one run.
+
+The files are written on the hook's thread (:class:`EventFile`), each epoch
+flushed to disk: a disk that fills up or goes away is one line naming the
+hook, which is detached while training goes on.
 """
 
 from __future__ import annotations
 
 import json
+import socket
+import time
 from pathlib import Path
 
 from sigma_core import Hook, HookError, MetricsHook, record
@@ -56,23 +62,23 @@ class TensorBoardHook(Hook):
         self._previous: dict = {}  # parameter -> its weights at the end of the last epoch
 
     def attach(self, run):  # on the training thread, before the first step
-        from tensorboardX import SummaryWriter  # imported here, not while the first epoch trains
+        from tensorboardX import summary  # imported here, not while the first epoch trains
+        from tensorboardX.proto.summary_pb2 import Summary
 
         super().attach(run)
         if self.updates == "step":
             run.optimiser.publish_updates = True
         self.directory = Path(self.directory or Path("runs") / run.name)
         self.optimiser_type = type(run.optimiser).__name__
-        self._writer_class = SummaryWriter
+        self._summary, self._Summary = summary, Summary
 
     def on_start(self):
         self.on_reset()
-        # Made here, race-free: tensorboardX checks, then creates, and the metrics hook's thread may win between.
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self.writer = self._writer_class(str(self.directory))
+        self.writer = EventFile(self.directory)
         if self.run.config is not None:  # indented: a code block in TensorBoard's markdown
             text = json.dumps(self.run.config, indent=2, default=str)
-            self.writer.add_text("config", "    " + text.replace("\n", "\n    "), self.run.values["total_iterations"])
+            self.writer.add(self._summary.text("config", "    " + text.replace("\n", "\n    ")),
+                            self.run.values["total_iterations"])
 
     def on_iteration(self):
         values = self.run.values
@@ -82,36 +88,103 @@ class TensorBoardHook(Hook):
         self._previous = {key.split(".", 2)[2]: array for key, array in self.run.values.matching(self.histograms).items()}
 
     def on_epoch(self, report):
-        values = self.run.values
+        values, histogram = self.run.values, self._summary.histogram
         self.final = record("epoch", values, report)
         self._scalars(self.final, report.epoch)
         arrays = values.matching(self.reads["on_epoch"])
         for key, array in arrays.items():  # network.layers.<layer>.<param>, optimiser.updates.<layer>.<param>
             section, _, parameter = key.split(".", 2)
             if section == "optimiser":
-                self.writer.add_histogram(f"updates/{parameter}", array, report.epoch)
+                self.writer.add(histogram(f"updates/{parameter}", array, BINS), report.epoch)
                 continue
-            self.writer.add_histogram(f"weights/{parameter}", array, report.epoch)
+            self.writer.add(histogram(f"weights/{parameter}", array, BINS), report.epoch)
             if self.updates == "epoch" and parameter in self._previous:
-                self.writer.add_histogram(f"updates/{parameter}", array - self._previous[parameter], report.epoch)
+                self.writer.add(histogram(f"updates/{parameter}", array - self._previous[parameter], BINS),
+                                report.epoch)
             self._previous[parameter] = array
+        self.writer.flush()  # TensorBoard shows the epoch now; a full disk says so now
 
     def on_stop(self):
         metrics = {f"final/{name}": value for name, value in self.final.items() if name not in MetricsHook.HEADER}
         if metrics:
             hparams = dict(_settings(self.run.config or {}))
             hparams.setdefault("optimiser.type", self.optimiser_type)
-            self.writer.add_hparams(hparams, metrics, name="hparams", global_step=self.final["epoch"])
+            step = self.final["epoch"]
+            session = EventFile(self.directory / "hparams")  # TensorBoard's HParams tab reads a run of its own
+            try:
+                for part in self._summary.hparams(hparams, metrics):  # experiment, session start, session end
+                    session.add(part)
+                for name, value in metrics.items():
+                    session.add(self._summary.scalar(name, value), step)
+            finally:
+                session.close()
 
     def _scalars(self, row: dict, step: int):
-        for name, value in row.items():
-            if name not in MetricsHook.HEADER:
-                self.writer.add_scalar(f"{row['event']}/{name}", value, step)
+        """The record's values as one ``Summary`` (what tensorboardX's ``scalar`` makes of each, a tenth of the
+        time: an iteration's scalars are most of what this hook writes)."""
+        scalars = [self._Summary.Value(tag=f"{row['event']}/{name}", simple_value=value)
+                   for name, value in row.items() if name not in MetricsHook.HEADER]
+        self.writer.add(self._Summary(value=scalars), step)
 
     def detach(self):
         if self.writer is not None:
-            self.writer.close()
-            self.writer = None
+            writer, self.writer = self.writer, None
+            writer.close()
+
+
+class EventFile:
+    """A TensorBoard event file in ``directory`` (made if missing), written on the calling thread.
+
+    tensorboardX's ``SummaryWriter`` hands every event to a thread of its own,
+    where an error (a full disk) is a traceback no caller can catch, after
+    which every later event waits for the dead thread's queue. The hook has a
+    thread of its own already, so it writes here, through tensorboardX's
+    record writer, where an ``OSError`` reaches the hook's caller: one line,
+    and the hook is detached.
+    """
+
+    def __init__(self, directory: Path):
+        from tensorboardX.proto.event_pb2 import Event
+        from tensorboardX.record_writer import RecordWriter
+
+        directory.mkdir(parents=True, exist_ok=True)
+        name = f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}"  # as tensorboardX names them
+        self._Event, self._records = Event, RecordWriter(str(directory / name))
+        self._write(Event(wall_time=time.time(), file_version="brain.Event:2"))
+
+    def add(self, summary, step: int | None = None) -> None:
+        """Append ``summary`` (a tensorboardX ``Summary``) at ``step``, stamped with the time now."""
+        event = self._Event(summary=summary, wall_time=time.time())
+        if step is not None:
+            event.step = int(step)
+        self._write(event)
+
+    def _write(self, event) -> None:
+        self._records.write(event.SerializeToString())
+
+    def flush(self) -> None:
+        """Write what is buffered through to the disk (``fsync``)."""
+        self._records.flush()
+
+    def close(self) -> None:
+        """Flush and close; the file is closed even when the flush fails (a full disk)."""
+        try:
+            self._records.flush()
+        finally:
+            self._records.close()
+
+
+def _tensorflow_bins() -> list[float]:
+    """TensorBoard's usual histogram buckets (those of tensorboardX's ``bins="tensorflow"``): ±1e-12, growing by
+    10 % up to 1e20, and 0."""
+    limits, limit = [], 1e-12
+    while limit < 1e20:
+        limits.append(limit)
+        limit *= 1.1
+    return [-limit for limit in reversed(limits)] + [0.0] + limits
+
+
+BINS = _tensorflow_bins()
 
 
 def _settings(table: dict, prefix: str = ""):

@@ -4,10 +4,12 @@
 determinism and gradients on every installed handler.
 :mod:`sigmann_testing.conformance` holds the handler conformance kit: a pytest
 base class that a backend subclasses in its own test suite to check that it
-computes what the NumPy reference handler computes, that every gradient is
+computes what the numpy reference handler computes, that every gradient is
 right (the core's ops and every op a plugin registers), and that it honours
 Sigma's dtype, random-number and session contracts. :func:`fuzz_loader`
 (:mod:`sigmann_testing.loaders`) feeds a file loader seeded corruptions of a valid file.
+:class:`ArrayCensus` (:mod:`sigmann_testing.census`) checks that a run's handler arrays do not pile up
+from epoch to epoch.
 
 The distribution is a pytest plugin (:mod:`sigmann_testing.plugin`), so pytest
 imports this package in every session of the environment: the names below are
@@ -21,6 +23,7 @@ _LAZY = {
                      "missing_gradient_cases"], "sigmann_testing.conformance"),
     **dict.fromkeys(["check_layer", "available_handlers"], "sigmann_testing.layers"),
     **dict.fromkeys(["fuzz_loader", "mutants"], "sigmann_testing.loaders"),
+    **dict.fromkeys(["ArrayCensus", "Prober", "live_arrays"], "sigmann_testing.census"),
 }
 
 __all__ = list(_LAZY)

@@ -9,7 +9,7 @@ pytest collects every check below for that handler, in float32 and float64::
 * every op in :data:`CASES`, every op a plugin registers (``register_ops``:
   a case per entry of its ``Op.examples()``, run as ``handler.op(name, ...)``,
   see :func:`op_cases`) and every optimiser rule in :data:`UPDATE_CASES` gives
-  what the NumPy reference handler gives (within :data:`TOLERANCES`) in the
+  what the numpy reference handler gives (within :data:`TOLERANCES`) in the
   handler's dtype, gradients included (decay rates near 1 catch a complement
   1 − β rounded in float32);
 * every VJP matches central finite differences in float64 (broadcasting,
@@ -48,7 +48,7 @@ TOLERANCES = {
 }
 
 # Central differences in float64: truncation ~FD_EPS**2 * f''' (~1e-12), round-off ~ulp(f) / FD_EPS
-# (~1e-10 here). The NumPy handler's worst case uses 7% of the bound; a wrong VJP is off by O(1).
+# (~1e-10 here). The numpy handler's worst case uses 7% of the bound; a wrong VJP is off by O(1).
 FD_EPS = 1e-6
 FD_RTOL = 1e-6
 FD_ATOL = 1e-8
@@ -338,7 +338,7 @@ class HandlerConformance:
         return cls.handler_factory(dtype, seed)
 
     def pytest_generate_tests(self, metafunc):
-        """``case``: every op case; ``reference_case``: the cases the NumPy handler can reproduce (the core's
+        """``case``: every op case; ``reference_case``: the cases the numpy handler can reproduce (the core's
         and the registered ops', which it runs by their portable rule)."""
         registered = op_cases()
         cases = CASES + registered + tuple(self.extra_cases)

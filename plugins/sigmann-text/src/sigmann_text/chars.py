@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sigma_core import DataError
+from sigma_core import DataError, check_readable
 
 CHUNK_BYTES = 1 << 20
 
@@ -40,6 +40,7 @@ def _symbols(path: Path, encoding: str, errors: str) -> Iterator[np.ndarray]:
             raise DataError(f"{path}: {error} (data.encoding is a Python codec or \"bytes\", data.errors "
                             "\"strict\", \"replace\" or \"ignore\")") from None
     offset = start = 0
+    check_readable(path, DataError, "text file")
     try:
         with path.open("rb") as stream:
             while True:
@@ -62,7 +63,8 @@ def _symbols(path: Path, encoding: str, errors: str) -> Iterator[np.ndarray]:
         raise DataError(f"{path}: cannot read it ({error.strerror or error})") from None
 
 
-def _symbol(code: int, encoding: str) -> str:
+def describe_symbol(code: int, encoding: str) -> str:
+    """A symbol as messages name it: ``'a' (U+0061)``, or ``byte 97``."""
     return f"byte {code}" if encoding == "bytes" else f"{chr(code)!r} (U+{code:04X})"
 
 
@@ -102,7 +104,7 @@ def _indices(codes: np.ndarray, symbols: np.ndarray, encoding: str, what: str, s
     unknown = symbols[positions] != codes
     if unknown.any():
         at = int(np.flatnonzero(unknown)[0])
-        raise DataError(f"{what}: {_symbol(int(codes[at]), encoding)} at character {start + at} is not in the "
+        raise DataError(f"{what}: {describe_symbol(int(codes[at]), encoding)} at character {start + at} is not in the "
                         f"vocabulary of {len(symbols)} symbols")
     return positions.astype(np.uint8 if len(symbols) <= 256 else np.int32)
 

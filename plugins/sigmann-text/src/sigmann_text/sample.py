@@ -6,13 +6,21 @@ new character comes from the network run on the last ``sequence`` characters,
 as it saw them in training (a window starting from a zero state), shorter
 windows while the text is shorter; the last step's logits, divided by the
 temperature, give the probabilities. Temperature 0 takes the most likely
-character (greedy); ``--seed`` makes a sample repeatable.
+character (greedy); ``--seed`` makes a sample repeatable. Characters are
+printed as they come, so Ctrl-C keeps what was generated.
+
+A ``--text`` whose vocabulary differs from the run's is refused: it would map
+the network's classes to other characters. The run's vocabulary is known where
+the run file gave ``data.vocabulary`` or its training text is still in place;
+otherwise a checkpoint does not record it, and ``--text`` is held only against
+the classes the network has.
 """
 
 from __future__ import annotations
 
-import math
+import codecs
 import sys
+from collections.abc import Iterator
 
 from sigma_core import SigmaError
 
@@ -24,32 +32,27 @@ def add_parser(cli) -> None:
                             help="generate text from a character-model checkpoint",
                             description=__doc__.split("\n\n")[1].replace("\n", " "))
     parser.add_argument("checkpoint", help="a .ckpt of a run whose data.source is chars")
-    parser.add_argument("--length", default="200", help="characters to generate (default 200)")
-    parser.add_argument("--temperature", default="1.0",
+    parser.add_argument("--length", type=options.ranged("int >= 0"), default=200,
+                        help="characters to generate (default 200)")
+    parser.add_argument("--temperature", type=options.ranged("number >= 0"), default=1.0,
                         help="> 0 (lower: more conservative), or 0 for greedy (default 1)")
-    parser.add_argument("--seed", default=None, help="random seed (default: a fresh one each time)")
+    parser.add_argument("--seed", type=options.ranged("int >= 0"), default=None,
+                        help="random seed (default: a fresh one each time)")
     parser.add_argument("--prime", default=None, help="text to start from (default: one random character)")
     parser.add_argument("--text", default=None, help="the training text, if it is no longer where the run file says")
     parser.set_defaults(run=run_sample)
 
 
-def _number(option: str, value: str, kind, rule: str, valid) -> float | int:
-    try:
-        number = kind(value)
-    except (TypeError, ValueError):
-        number = None
-    if number is None or not valid(number):
-        raise SigmaError(f"--{option} must be {rule}, got {value!r}")
-    return number
-
-
 def run_sample(args) -> int:
-    length = _number("length", args.length, int, "an integer >= 0", lambda n: n >= 0)
-    temperature = _number("temperature", args.temperature, float, "a finite number >= 0",
-                          lambda t: math.isfinite(t) and t >= 0)
-    seed = None if args.seed is None else _number("seed", args.seed, int, "an integer >= 0", lambda s: s >= 0)
     sampler = Sampler(args.checkpoint, handler=args.handler, dtype=args.dtype, text=args.text)
-    sys.stdout.write(sampler.sample(length, temperature, seed=seed, prime=args.prime) + "\n")
+    pieces = sampler.stream(args.length, args.temperature, seed=args.seed, prime=args.prime)  # a bad prime: refused
+    try:
+        for piece in pieces:
+            sys.stdout.write(piece)
+            sys.stdout.flush()  # each character as it comes: Ctrl-C keeps what was generated
+    finally:
+        sys.stdout.write("\n")  # the line ends, however the sample did
+        sys.stdout.flush()
     return 0
 
 
@@ -57,7 +60,7 @@ class Sampler:
     """A checkpoint's network and vocabulary, ready to :meth:`sample` (see the module docstring)."""
 
     def __init__(self, checkpoint, handler=None, dtype=None, text=None):
-        from sigma_core import create_handler, load_checkpoint, resolve_handler_name, resolve_path
+        from sigma_core import create_handler, load_checkpoint, resolve_handler_name
 
         from .chars import build_vocabulary
 
@@ -68,14 +71,13 @@ class Sampler:
             raise SigmaError(f"{self.checkpoint.path}: not a character model (its run's data.source is "
                              f"{data.get('source', 'not recorded')!r}, sample needs chars)")
         self.encoding = data.get("encoding", "utf-8")
-        path = text if text is not None else data["path"]
-        if data.get("vocabulary") is None and text is None:
-            try:
-                path = resolve_path(path, key="data.path")
-            except SigmaError as error:
-                raise SigmaError(f"{self.checkpoint.path}: its vocabulary comes from the training text, which is gone "
-                                 f"({error}); give it with --text FILE") from None
-        self.symbols = build_vocabulary(path, self.encoding, data.get("errors", "strict"), data.get("vocabulary"))
+        known = self._run_vocabulary(data, gone_is_fine=text is not None)
+        if text is None:
+            self.symbols = known
+        else:
+            self.symbols = build_vocabulary(text, self.encoding, data.get("errors", "strict"))
+            if known is not None:
+                self._refuse_other_vocabulary(text, known, given=data.get("vocabulary") is not None)
         self.layers = config["network"]["layers"]
         shape = next((spec.get("shape") for spec in self.layers if spec["type"] == "input"), None)
         shape = [shape] if isinstance(shape, int) else shape
@@ -87,6 +89,51 @@ class Sampler:
         saved = self.checkpoint.metadata["handler"]["dtype"]
         self.handler = create_handler(name, dtype=dtype or saved, seed=0, source=source)
         self._networks = {}
+        classes = self._classes()
+        if len(self.symbols) > classes:
+            raise SigmaError(f"{text if text is not None else self.checkpoint.path}: {len(self.symbols)} symbols, more "
+                             f"than the {classes} classes of the network: not the text it was trained on")
+
+    def _run_vocabulary(self, data: dict, gone_is_fine: bool):
+        """The run's symbols, from ``data.vocabulary`` or its training text in place; None if that is gone."""
+        from sigma_core import resolve_path
+
+        from .chars import build_vocabulary
+
+        if data.get("vocabulary") is not None:
+            return build_vocabulary(data["path"], self.encoding, given=data["vocabulary"])
+        try:
+            path = resolve_path(data["path"], key="data.path")
+        except SigmaError as error:
+            if gone_is_fine:
+                return None
+            raise SigmaError(f"{self.checkpoint.path}: its vocabulary comes from the training text, which is gone "
+                             f"({error}); give it with --text FILE") from None
+        return build_vocabulary(path, self.encoding, data.get("errors", "strict"))
+
+    def _refuse_other_vocabulary(self, text, known, given: bool) -> None:
+        """Refuse ``--text`` unless its symbols are the run's (within them, where the run file gave a vocabulary)."""
+        import numpy
+
+        from .chars import describe_symbol
+
+        extra = numpy.setdiff1d(self.symbols, known)
+        missing = [] if given else numpy.setdiff1d(known, self.symbols)
+        if len(extra) or len(missing):
+            first = (f"{describe_symbol(int(extra[0]), self.encoding)} is not in the run's" if len(extra) else
+                     f"the run's {describe_symbol(int(missing[0]), self.encoding)} is not in it")
+            raise SigmaError(f"--text {text}: its vocabulary ({len(self.symbols)} symbols) is not the run's "
+                             f"({len(known)}): {first}; sampling would map the network's classes to other characters")
+        self.symbols = known
+
+    def _classes(self) -> int:
+        """How many symbols the network can take and give: its one_hot classes, and its output's width."""
+        from .layers import OneHot
+
+        network = self._network(1)
+        widths = [layer.classes for layer in network.layers.values() if isinstance(layer, OneHot)]
+        output = next(layer for layer in reversed(network.layers.values()) if not layer.is_cost)
+        return min([*widths, output.output_shape[-1]])
 
     def _network(self, steps: int):
         """The network with its input ``steps`` long (parameter shapes do not depend on it), built once."""
@@ -101,15 +148,38 @@ class Sampler:
         return self._networks[steps]
 
     def sample(self, length: int, temperature: float, *, seed=None, prime: str | None = None) -> str:
+        """The whole text :meth:`stream` gives, at once."""
+        return "".join(self.stream(length, temperature, seed=seed, prime=prime))
+
+    def stream(self, length: int, temperature: float, *, seed=None, prime: str | None = None) -> Iterator[str]:
+        """The prime (or one random character), then ``length`` generated characters, each as it comes.
+
+        A bad prime is refused at once, before the first character."""
         import numpy
 
-        from .chars import decode, encode
+        from .chars import encode
 
         rng = numpy.random.default_rng(seed)
         if prime:
             indices = list(encode(prime, self.symbols, self.encoding, "--prime"))
         else:
             indices = [int(rng.integers(len(self.symbols)))]
+        return self._generate(indices, length, temperature, rng)
+
+    def _generate(self, indices: list, length: int, temperature: float, rng) -> Iterator[str]:
+        import numpy
+
+        from .chars import decode
+
+        # bytes may split a UTF-8 character: decode them as a stream
+        text = codecs.getincrementaldecoder("utf-8")("replace") if self.encoding == "bytes" else None
+
+        def piece(new: list, final: bool = False) -> str:
+            if text is None:
+                return decode(new, self.symbols, self.encoding)
+            return text.decode(bytes(self.symbols[numpy.asarray(new, numpy.int64)].astype(numpy.uint8)), final)
+
+        yield piece(indices)
         for _ in range(length):
             context = numpy.array(indices[-self.window :])
             logits = self._network(len(context)).predict(context[None]).astype(numpy.float64)
@@ -117,7 +187,9 @@ class Sampler:
             logits = logits.reshape(-1, logits.shape[-1])[-1, : len(self.symbols)]
             if temperature == 0:
                 indices.append(int(logits.argmax()))
-                continue
-            p = numpy.exp((logits - logits.max()) / temperature)  # shifted first: no overflow as temperature -> 0
-            indices.append(int(rng.choice(len(p), p=p / p.sum())))
-        return decode(indices, self.symbols, self.encoding)
+            else:
+                p = numpy.exp((logits - logits.max()) / temperature)  # shifted first: no overflow as temperature -> 0
+                indices.append(int(rng.choice(len(p), p=p / p.sum())))
+            yield piece(indices[-1:])
+        if text is not None:
+            yield text.decode(b"", True)

@@ -45,7 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy
 
-from sigma_core import ConfigError, SigmaError, Strategy
+from sigma_core import SigmaError, Strategy, require
 
 from .mergers import AverageMerger
 from .workers import Worker, base_seed, blas_threads, shard_bounds, worker_failed
@@ -61,8 +61,7 @@ class ThreadWorkers(Strategy):
 
     def __init__(self, trainer, *, workers: int = 2, combine: str = "gradients", every: int = 1,
                  blas_threads: int = 1):
-        if combine not in COMBINE:
-            raise ConfigError(f"operator.combine must be one of {', '.join(COMBINE)}, got {combine!r}")
+        require("operator.combine", COMBINE, combine)
         if trainer.handler is None:
             raise SigmaError(f"trainer {trainer.name!r}: initialise it before building its operator")
         if workers > (os.cpu_count() or 1):

@@ -16,6 +16,8 @@ def register_hooks(register):
 
 @hookimpl
 def register_commands(cli):
+    from sigma_core import cli_options  # the sigma command's own (imported here: this hook runs only there)
+
     parser = cli.add_parser(
         "dashboard",
         help="show finished runs' metrics in the browser (read-only)",
@@ -24,7 +26,8 @@ def register_commands(cli):
     )
     parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="a run directory holding metrics.jsonl")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine)")
-    parser.add_argument("--port", type=int, default=0, help="port (default: a free one, printed)")
+    parser.add_argument("--port", type=cli_options.ranged("int in [0, 65535]"), default=0,
+                        help="port (default: a free one, printed)")
     parser.add_argument("--open", action="store_true", help="open the page in the default browser")
     parser.set_defaults(run=run_dashboard)
 

@@ -1,22 +1,34 @@
 """The dashboard's routes: the page, its files, and the JSON API under ``/api/`` (the README documents it).
 
-``GET`` requests read; every ``POST`` changes something and needs the token
-(see :mod:`sigmann_web.server`). Errors are ``{"error": message}`` with 400
-(a bad value), 403 (no token, or a run shown from its files), 404 (no such
-run) or 409 (not now: e.g. step while running, or the run has ended).
+``GET`` requests read; every ``POST`` changes something. Before a ``POST``
+acts, in this order, each refused with a JSON error: it must not come from
+another site (:meth:`~sigmann_web.server.Server.foreign`) and must carry
+the token in a header (:meth:`~sigmann_web.server.Server.token_ok`); its body
+is read only up to :data:`MAX_BODY` bytes (a ``Content-Length`` above that is
+refused before anything is read, a body sent without one once it has passed
+it); it must be a JSON object nested at most :data:`MAX_DEPTH` deep whose
+fields have the types :data:`FIELDS` gives its endpoint (an unknown field is
+refused by name). Errors are ``{"error": message}``, one line, with 400 (a bad
+body or value), 403 (no token, another site, or a run shown from its files),
+404 (no such run or route), 405 (a wrong method), 409 (not now: e.g. step
+while running, or the run has ended) or 413 (a body too large); never a 500.
 """
 
 from __future__ import annotations
 
+import json
+
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import ClientDisconnect
 from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from sigma_core import ConfigError, SigmaError
+from sigma_core import ConfigError, SigmaError, one_line, require
 
 from .server import LOOPBACK_NAMES, STATIC, Page, dumps, is_loopback
 
@@ -26,12 +38,35 @@ HEADERS = [(b"content-security-policy", b"default-src 'self'; img-src 'self' dat
            (b"x-content-type-options", b"nosniff"), (b"cache-control", b"no-store")]
 
 
+#: The largest request body read, in bytes: the page sends a 28×28 drawing in about 15 kB (some 19 bytes a
+#: pixel), so 1 MiB holds drawings of some 50,000 pixels (224×224).
+MAX_BODY = 1 << 20
+#: How deeply a request body may nest: an object holding rows of pixels is 3.
+MAX_DEPTH = 3
+#: Each endpoint's required fields and optional ones, with their rules (:func:`sigma_core.require`); every
+#: endpoint also takes ``run``, the run's name.
+FIELDS = {
+    "control": ({"action": "str"}, {"epochs": "int >= 1", "save": "bool"}),
+    "set": ({"key": "str", "value": "any"}, {}),  # held against the setting's own rule, named by its key
+    "predict": ({"pixels": "array"}, {}),
+    "watch": ({"key": "str"}, {}),
+}
+
+
+class Refused(Exception):
+    """A request refused before it acts: the status and the one-line message to answer with."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
 def reply(value, status: int = 200) -> Response:
     return Response(dumps(value), status, media_type="application/json")
 
 
 def error(status: int, message: str) -> Response:
-    return reply({"error": message}, status)
+    return reply({"error": one_line(message)}, status)
 
 
 def build_app(server) -> Starlette:
@@ -83,17 +118,19 @@ def build_app(server) -> Starlette:
 
         return StreamingResponse(stream(), media_type="text/event-stream", headers={"x-accel-buffering": "no"})
 
-    def post(action):
+    def post(name, action):
         async def endpoint(request):
-            if not server.token_ok(request):
-                return error(403, "this request changes the run, so it needs the token sigma printed at start-up: "
-                                  "open the printed URL (with ?token=...) or send the X-Sigma-Token header")
             try:
-                body = await request.json()
-            except ValueError:
-                body = None
-            if not isinstance(body, dict):
-                return error(400, "the request body must be a JSON object")
+                foreign = server.foreign(request)
+                if foreign:
+                    raise Refused(403, foreign)
+                if not server.token_ok(request):
+                    raise Refused(403, "this request changes the run, so it needs the token sigma printed at "
+                                       "start-up, in a header (X-Sigma-Token: TOKEN, or Authorization: Bearer "
+                                       "TOKEN); the page sends it when opened at the printed address")
+                body = validate(name, await read_json(request))
+            except Refused as refused:
+                return error(refused.status, str(refused))
             board, failed = board_or_error(body.get("run"))
             if failed:
                 return failed
@@ -126,12 +163,80 @@ def build_app(server) -> Starlette:
     routes = [Route("/", index), Mount("/static", StaticFiles(directory=STATIC), name="static"),
               Route("/api/runs", runs), Route("/api/state", state), Route("/api/history", history),
               Route("/api/events", events)]
-    routes += [Route(f"/api/{name}", post(action), methods=["POST"])
+    routes += [Route(f"/api/{name}", post(name, action), methods=["POST"])
                for name, action in (("control", control), ("set", set_value), ("predict", predict), ("watch", watch))]
     middleware = [Middleware(SecurityHeaders)]
     if is_loopback(server.host):  # a page elsewhere cannot reach us through a DNS name it controls
         middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=LOOPBACK_NAMES))
-    return Starlette(routes=routes, middleware=middleware, lifespan=server.lifespan)
+    return Starlette(routes=routes, middleware=middleware, lifespan=server.lifespan,
+                     exception_handlers={HTTPException: http_error})
+
+
+async def http_error(request, problem: HTTPException) -> Response:
+    """Starlette's own refusals (no such route, a wrong method) as JSON errors, like every other answer's."""
+    return error(problem.status_code, f"{request.method} {request.url.path}: {problem.detail}")
+
+
+async def read_json(request) -> dict:
+    """The body of ``request`` as a JSON object: read up to :data:`MAX_BODY` bytes, nested at most :data:`MAX_DEPTH`."""
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > MAX_BODY:  # refused before a byte of it is read
+        raise Refused(413, f"the request body is {int(length):,} bytes; at most {MAX_BODY:,} are read")
+    chunks, size = [], 0
+    try:
+        async for chunk in request.stream():  # a body sent without a length (chunked) is counted as it comes
+            size += len(chunk)
+            if size > MAX_BODY:
+                raise Refused(413, f"the request body is over {MAX_BODY:,} bytes; at most {MAX_BODY:,} are read")
+            chunks.append(chunk)
+    except ClientDisconnect:  # nobody is left to answer, but the server's log stays clean
+        raise Refused(400, "the client went away before its request body arrived") from None
+    try:
+        body = json.loads(b"".join(chunks), parse_int=json_integer)
+    except RecursionError:  # the decoder's own limit, far deeper than MAX_DEPTH
+        raise Refused(400, f"the request body is nested more than {MAX_DEPTH} deep") from None
+    except ValueError as bad:  # not text (UTF-8, -16 or -32), or not JSON
+        raise Refused(400, f"the request body is not JSON: {one_line(bad)}") from None
+    if not isinstance(body, dict):
+        raise Refused(400, f"the request body must be a JSON object, got {type(body).__name__}")
+    if depth(body) > MAX_DEPTH:
+        raise Refused(400, f"the request body is nested more than {MAX_DEPTH} deep")
+    return body
+
+
+def json_integer(text: str):
+    """A JSON integer as Python reads it, unless it has more digits than a float keeps exactly: then as
+    JavaScript reads it, a float (infinite past 1e308, which every rule refuses), so that no integer is too
+    large for a rule's comparison or for the float it becomes in the run."""
+    return int(text) if len(text.lstrip("-")) < 16 else float(text)
+
+
+def depth(value) -> int:
+    """How deeply ``value`` nests arrays and objects (a number: 0, ``[1]``: 1); without recursion."""
+    deepest, pending = 0, [(value, 0)]
+    while pending:
+        item, at = pending.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, at + 1)
+            pending.extend((inner, at + 1) for inner in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def validate(endpoint: str, body: dict) -> dict:
+    """``body`` if its fields follow :data:`FIELDS`, else :class:`Refused` naming the first field that does not."""
+    required, optional = FIELDS[endpoint]
+    rules = {**required, **optional, "run": "str"}
+    unknown = [field for field in body if field not in rules]
+    if unknown:
+        raise Refused(400, f"unknown field {unknown[0]!r}; POST /api/{endpoint} takes {', '.join(rules)}")
+    try:
+        require("", rules, body)
+    except ConfigError as bad:
+        raise Refused(400, str(bad)) from None
+    missing = [field for field in required if field not in body]
+    if missing:
+        raise Refused(400, f"{missing[0]} is missing; POST /api/{endpoint} takes {', '.join(rules)}")
+    return body
 
 
 class SecurityHeaders:

@@ -47,16 +47,21 @@ class WebHook(Hook):
     """Serves the dashboard of the run it is attached to; see the module docstring and the README."""
 
     name = "web"
-    argument_rules = {"port": "int >= 0", "every": "int >= 0", "values": "names", "top": "shape",
-                      "image": "shape", "max_points": "int >= 100"}
+    #: Every option's rule: checked as a run file or ``--monitor`` gives it (naming its key), and again here for
+    #: hooks built in Python, so that a port above 65535 is one line now rather than a traceback from the socket.
+    argument_rules = {"host": "str", "port": "int in [0, 65535]", "every": "int >= 0", "values": "names",
+                      "top": "shape", "image": "shape or null", "input_range": "interval or null",
+                      "keep_serving": "bool", "paused": "bool", "checkpoints": "str", "max_points": "int >= 100"}
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, every: int = 10, values: list | str = (),
                  top: list | int = (1, 3), image: list | None = None, input_range: list | None = None,
                  keep_serving: bool = False, paused: bool = False, checkpoints: str = "checkpoints",
                  max_points: int = 2000):
-        if input_range is not None and not (isinstance(input_range, (list, tuple)) and len(input_range) == 2 and all(
-                isinstance(v, (int, float)) and math.isfinite(v) for v in input_range)):
-            raise HookError(f"web: input_range must be [low, high] numbers, got {input_range!r}")
+        options = {"host": host, "port": port, "every": every, "values": values, "top": top, "image": image,
+                   "input_range": input_range, "keep_serving": keep_serving, "paused": paused,
+                   "checkpoints": checkpoints, "max_points": max_points}
+        for option, value in options.items():
+            require(f"web: {option}", self.argument_rules[option], value)
         self.host, self.port, self.every, self.keep_serving, self.paused = host, port, every, keep_serving, paused
         self.patterns = [values] if isinstance(values, str) else list(values)
         self.top = sorted({top} if isinstance(top, int) else set(top))
@@ -178,10 +183,14 @@ class WebHook(Hook):
         shape = self._layout["image"]
         if shape is None:
             raise SigmaError("the network's input is not an image, so there is nothing to draw")
+        rows = pixels if pixels and all(isinstance(row, list) for row in pixels) else [pixels]
+        if not (isinstance(pixels, list) and all(isinstance(row, list) and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in row) for row in rows)):
+            raise ConfigError("pixels must be an array of numbers, or an array of rows of numbers")
         try:
             image = numpy.asarray(pixels, dtype=numpy.float64)
-        except (TypeError, ValueError):
-            raise ConfigError("pixels must be an array of numbers") from None
+        except ValueError:  # rows of different lengths
+            raise ConfigError("pixels must be an array of numbers, or an array of rows of numbers") from None
         if image.size != math.prod(shape) or image.ndim not in (1, 2):
             raise ConfigError(f"pixels must be {shape[0]}×{shape[1]} = {math.prod(shape)} numbers, got shape "
                              f"{list(image.shape)}")
@@ -247,7 +256,7 @@ class WebHook(Hook):
 def layout(trainer, image=None) -> dict:
     """What the dashboard needs to know about the network, read once on the training thread."""
     network = trainer.network
-    inputs = [layer for layer in network.layers.values() if getattr(layer, "alias", None) and not layer.input_shapes]
+    inputs = [layer for layer in network.layers.values() if getattr(layer, "external", None) and not layer.input_shapes]
     input_shape = inputs[0].output_shape if len(inputs) == 1 else None
     image = tuple(image) if image else guess_image(input_shape)
     if image and (len(image) != 2 or input_shape is None or math.prod(image) != math.prod(input_shape)):
@@ -332,7 +341,7 @@ def infer(trainer, batch: numpy.ndarray) -> numpy.ndarray:
     """The network's predictions for ``batch`` in inference mode, on the trainer's handler."""
     handler = trainer.handler
     with handler.no_grad():
-        result = trainer.network.forward({trainer.inputs_alias: handler.adopt(batch)}, training=False)
+        result = trainer.network.forward({trainer.inputs_external: handler.adopt(batch)}, training=False)
     return result.outputs["predictions"].to_numpy()
 
 

@@ -11,9 +11,15 @@ A page that falls behind has its backlog replaced by a fresh snapshot.
 Security: the server binds to 127.0.0.1 unless told otherwise (another
 address is logged as a warning), answers only requests whose Host header
 names a loopback address when bound to one (so a web page cannot reach it
-by DNS rebinding), and refuses every ``POST`` (controls, edits, drawings)
-without the random token it prints at start-up (``?token=`` in the page's
-URL, as Jupyter does; ``X-Sigma-Token`` for scripts) with 403.
+by DNS rebinding), and refuses with 403 every ``POST`` (controls, edits,
+drawings) that another site's page sends (its ``Origin`` or
+``Sec-Fetch-Site`` says so) or that lacks the random token it prints at
+start-up in a header: ``X-Sigma-Token`` (what the page sends, having read
+the token from the ``?token=`` of its address, as Jupyter's does) or
+``Authorization: Bearer``. A token in the query string is not taken for a
+``POST``: a form or a "simple" request from any site could carry one, but
+no other site's page can set a header without the server's leave (CORS),
+and this server gives none.
 
 It stops when its last run ends, after telling open pages, unless a hook
 asked it to keep serving: then it stays up read-only until Ctrl-C at exit.
@@ -229,8 +235,22 @@ class Server:
                           f"several runs: name one with run (runs: {runs})")
 
     def token_ok(self, request) -> bool:
-        given = request.headers.get("x-sigma-token") or request.query_params.get("token") or ""
+        """Whether ``request`` carries the token in a header (never the query string: see the module docstring)."""
+        scheme, _, bearer = request.headers.get("authorization", "").partition(" ")
+        given = request.headers.get("x-sigma-token") or (bearer.strip() if scheme.lower() == "bearer" else "")
         return secrets.compare_digest(given.encode(), self.token.encode())
+
+    @staticmethod
+    def foreign(request) -> str | None:
+        """Why ``request`` comes from another site's page, or None: a browser says where a request comes from in
+        ``Sec-Fetch-Site`` and ``Origin`` (scripts send neither, which is fine: they need the token)."""
+        site = request.headers.get("sec-fetch-site")
+        if site not in (None, "same-origin", "none"):
+            return f"refused: a request from another site's page (Sec-Fetch-Site: {site}) cannot steer the run"
+        origin, host = request.headers.get("origin"), request.headers.get("host", "")
+        if origin is not None and origin not in (f"http://{host}", f"https://{host}"):
+            return f"refused: a request from another site's page (Origin: {origin}) cannot steer the run"
+        return None
 
 
 class Page:
@@ -266,9 +286,9 @@ def bind(host: str, port: int) -> socket.socket:
     try:
         sock.bind((host, port))
         sock.listen(2048)  # uvicorn's default backlog
-    except OSError as error:
+    except (OSError, OverflowError) as error:  # OverflowError: a port outside 0..65535
         sock.close()
-        raise SigmaError(f"web: cannot listen on {host}:{port} ({error.strerror or error})") from None
+        raise SigmaError(f"web: cannot listen on {host}:{port} ({getattr(error, 'strerror', None) or error})") from None
     return sock
 
 

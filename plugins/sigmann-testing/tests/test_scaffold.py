@@ -1,4 +1,5 @@
-"""``sigma plugin new KIND NAME``: the distribution it writes installs, passes its own tests unchanged, and works."""
+"""``sigma plugin new KIND NAME`` (this kit's command): the distribution it writes installs, passes its own tests
+unchanged, and works."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 import pytest
 
 from sigma_core.cli import main
-from sigma_core.cli.scaffold import KINDS
+from sigmann_testing.scaffold import KINDS
 
 OTHER_KINDS = [kind for kind in KINDS if kind != "layer"]
 TESTS = 10  # the other kinds' generated tests: activation 2, hook 1, command 2, extractor 2, initialiser 1, optimiser 2
@@ -97,6 +98,8 @@ def test_bad_requests_are_one_line_and_status_2(tmp_path, capsys):
              ("layer", "class"): "error: plugin name 'class': use lowercase letters, digits and _, starting with a "
                                  "letter (it names the component and the Python module), and not a Python keyword",
              ("layer", "dense"): "error: layer 'dense' exists already (from sigmann); choose another name",
+             ("command", "train"): "error: command 'train' is one of sigma's own commands, which a plugin cannot "
+                                   "replace; choose another name",
              ("layer", "taken"): f"error: {tmp_path / 'sigmann-taken'} already exists; sigma plugin new never "
                                  "overwrites: remove it or choose another name"}
     for (kind, name), message in cases.items():

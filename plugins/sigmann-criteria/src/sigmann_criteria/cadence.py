@@ -1,6 +1,6 @@
-"""Time steps: when a hook fires, counted in events of one time scale.
+"""Cadences: when a hook fires, counted in events of one time scale.
 
-A :class:`TimeStep` is a description; each run of a hook keeps its own
+A :class:`Cadence` is a description; each run of a hook keeps its own
 :class:`Countdown` of it, counting from when the run attaches the hook.
 """
 
@@ -35,7 +35,7 @@ class TimeScale(str, Enum):
 
 
 @dataclass(frozen=True)
-class TimeStep:
+class Cadence:
     """Fire on every ``interval``-th event of ``scale``, at most ``live`` times (-1: forever)."""
 
     scale: TimeScale
@@ -45,9 +45,9 @@ class TimeStep:
     def __post_init__(self):
         object.__setattr__(self, "scale", TimeScale.parse(self.scale))
         if not isinstance(self.interval, int) or self.interval < 1:
-            raise ConfigError(f"a time step's interval must be an integer >= 1, got {self.interval!r}")
+            raise ConfigError(f"a cadence's interval must be an integer >= 1, got {self.interval!r}")
         if not isinstance(self.live, int) or self.live == 0 or self.live < -1:
-            raise ConfigError(f"a time step's live time must be -1 (forever) or >= 1, got {self.live!r}")
+            raise ConfigError(f"a cadence's live time must be -1 (forever) or >= 1, got {self.live!r}")
 
     def countdown(self) -> Countdown:
         return Countdown(self)
@@ -57,17 +57,17 @@ class TimeStep:
         return f"every {self.interval} {self.scale.value}{'s' * (self.interval > 1)}{times}"
 
 
-def every(interval: int, scale="iteration", live: int = -1) -> TimeStep:
+def every(interval: int, scale="iteration", live: int = -1) -> Cadence:
     """``every(10, "iteration")``; ``live=k`` stops it after k firings."""
-    return TimeStep(scale, interval, live)
+    return Cadence(scale, interval, live)
 
 
-def after(interval: int, scale="iteration") -> TimeStep:
+def after(interval: int, scale="iteration") -> Cadence:
     """Fire once, on the ``interval``-th event of ``scale``."""
-    return TimeStep(scale, interval, 1)
+    return Cadence(scale, interval, 1)
 
 
-def timestep_from_config(value, where: str) -> TimeStep:
+def cadence_from_config(value, where: str) -> Cadence:
     """``[10, "iteration"]``, ``[1, "epoch", 3]`` (live time) or ``"epoch"`` from a run file."""
     if isinstance(value, str):
         return every(1, value)
@@ -77,28 +77,28 @@ def timestep_from_config(value, where: str) -> TimeStep:
 
 
 class Countdown:
-    """One scope's running copy of a :class:`TimeStep`: counts events and live time."""
+    """One scope's running copy of a :class:`Cadence`: counts events and live time."""
 
-    __slots__ = ("step", "remaining", "lives")
+    __slots__ = ("cadence", "remaining", "lives")
 
-    def __init__(self, step: TimeStep):
-        self.step = step
-        self.remaining = step.interval
-        self.lives = step.live
+    def __init__(self, cadence: Cadence):
+        self.cadence = cadence
+        self.remaining = cadence.interval
+        self.lives = cadence.live
 
     @property
     def dead(self) -> bool:
-        """The time step has used up its live time; it never fires again."""
+        """The cadence has used up its live time; it never fires again."""
         return self.lives == 0
 
     def tick(self) -> bool:
-        """Count one event of the step's scale; True when the hook should fire now."""
+        """Count one event of the cadence's scale; True when the hook should fire now."""
         if self.lives == 0:
             return False
         self.remaining -= 1
         if self.remaining > 0:
             return False
-        self.remaining = self.step.interval
+        self.remaining = self.cadence.interval
         if self.lives > 0:
             self.lives -= 1
         return True

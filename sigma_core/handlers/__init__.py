@@ -1,1 +1,0 @@
-"""Handlers that ship with the core (only the NumPy reference handler)."""
