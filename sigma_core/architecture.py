@@ -122,12 +122,15 @@ class Architecture:
         return order
 
     def validate_types(self):
-        """Every construct's layer type is registered; the error lists the available ones."""
+        """Every construct's layer type is registered; the error names the layer as the summary will (and its
+        run-file key) and lists the available types."""
+        names = self.resolved_names()
         for construct in self.constructs:
             try:
                 plugins.get("layer", construct.layer_type)
             except UnknownComponentError as error:
-                raise ArchitectureError(f"layer {construct.name!r}: {error}") from None
+                where = construct.where or f"layer {names[id(construct)]!r}"
+                raise ArchitectureError(f"{where}: {error}") from None
 
 
 def from_layer_list(specs: list[dict]) -> Architecture:

@@ -10,7 +10,8 @@ leaves the previous file intact and at most a leftover, which
 
 Every writer goes through here, so a location that cannot be written is one
 :class:`WriteError` naming the path and why, whoever writes: an existing
-directory where a file goes, a file where a folder must be, no permission, a
+directory where a file goes, a device or FIFO (``--out /dev/null``: replacing it
+would put a file in its place), a file where a folder must be, no permission, a
 read-only or full disk, a name too long. :func:`check_writable` refuses such a
 path before costly work (a command's ``--out`` before it computes anything);
 :func:`atomic_path` and :func:`atomic_write` report the same way as they write.
@@ -28,6 +29,7 @@ import tempfile
 from pathlib import Path
 
 from .errors import SigmaError
+from .reading import special_kind
 
 PARTIAL = ".partial-"
 _LEFTOVER = re.compile(rf"\..+{re.escape(PARTIAL)}(\d+)-\w+")
@@ -53,6 +55,8 @@ def write_error(path, error: OSError, *, folder: bool = False, what: str = "") -
         reason = "it is a file, not a folder"
     elif not folder and _kind(path) == "folder":
         reason = "it is a directory: name a file"
+    elif not folder and special_kind(path):  # a device or FIFO: replaced whole, /dev/null would become a file
+        reason = f"it is {special_kind(path)}, not a regular file, and writing replaces it"
     elif error.errno == errno.ENAMETOOLONG:
         reason = "its name is too long for the file system"
     else:
@@ -68,6 +72,8 @@ def check_writable(path, *, folder: bool = False, what: str = "") -> Path:
     try:
         if not folder and _kind(path) == "folder":
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not folder and special_kind(path):
+            raise OSError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))  # reworded by write_error
         directory.mkdir(parents=True, exist_ok=True)
         if not folder:
             _check_name(path)
@@ -102,6 +108,8 @@ def atomic_path(final, *, folder: bool = False, what: str = ""):
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
         _check_name(final)
+        if not folder and special_kind(final):
+            raise OSError(errno.EEXIST, os.strerror(errno.EEXIST), str(final))  # reworded by write_error
         partial = final.with_name(partial_prefix(final) + secrets.token_hex(_RANDOM))
         if folder:
             partial.mkdir()

@@ -34,7 +34,7 @@ import numpy
 from . import memory
 from .atomic import WriteError, atomic_write, check_writable, remove_stale, write_error
 from .config import accepts, require
-from .data.numpy_files import read_array
+from .data.numpy_files import NUMBERS, read_array
 from .errors import ConfigError, NonFiniteError, SigmaError
 from .reading import check_readable
 
@@ -137,7 +137,7 @@ def load_checkpoint(path) -> Checkpoint:
         require("metadata", METADATA_RULES, metadata, complete=True)
         parameters = {pid: _array(members, f"parameters/{pid}.npy", "f") for pid in metadata["parameters"]}
         optimiser = {**metadata["optimiser"], "memory": {
-            pid: {name: _array(members, f"optimiser/{pid}/{name}.npy", "biuf") for name in names}
+            pid: {name: _array(members, f"optimiser/{pid}/{name}.npy", NUMBERS) for name in names}
             for pid, names in metadata["optimiser"]["memory"].items()}}
     except (ConfigError, ValueError, KeyError, TypeError) as error:  # JSON's and UTF-8's errors are ValueErrors
         raise CheckpointError(f"checkpoint {path}: malformed ({error})") from None
@@ -193,11 +193,9 @@ def _array(members: dict, name: str, kinds: str) -> numpy.ndarray:
         raise ValueError(f"member {name} is missing")
     data = members.pop(name)
     stream, what = io.BytesIO(data), name.removesuffix(".npy")
-    array = read_array(stream, len(data), what, ValueError)
+    array = read_array(stream, len(data), what, ValueError, kinds)
     if stream.tell() != len(data):
         raise ValueError(f"{what}: {len(data) - stream.tell():,} bytes follow the array its header describes")
-    if array.dtype.kind not in kinds:
-        raise ValueError(f"{what} has dtype {array.dtype}, not {'floating-point' if kinds == 'f' else 'real numbers'}")
     return array
 
 

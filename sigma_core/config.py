@@ -5,9 +5,9 @@ used, so a bad value is one line naming its key (``run.toml: training.epochs:
 expected an integer >= 1, got 0``), not a traceback from deep inside. A rule is
 
 - a string: a type (``int``; ``number``, finite; ``real``, any number, NaN too;
-  ``bool``; ``str``; ``table``; ``array``; ``any``; ``shape``, a positive integer
-  or an array of them; ``names``, a string or an array of them; ``interval``,
-  ``[min, max]``), optionally
+  ``bool``; ``str``; ``filename``, one part of a path; ``path``; ``table``;
+  ``array``; ``any``; ``shape``, a positive integer or an array of them;
+  ``names``, a string or an array of them; ``interval``, ``[min, max]``), optionally
   followed by a range: ``>= a``, ``> a``, ``<= a``, ``< a`` or ``in [a, b)`` with
   either bracket at either end, and by ``or null`` (JSON's null);
 - a tuple: one of its values (``("keep", "drop")``);
@@ -46,6 +46,10 @@ TYPES = {
     "real": ("a number", lambda v: isinstance(v, Real) and not isinstance(v, bool)),
     "bool": ("true or false", lambda v: isinstance(v, bool)),
     "str": ("a string", lambda v: isinstance(v, str)),
+    "filename": ("a name usable as a file name (not empty, not . or .., no / or \\ or control characters)",
+                 lambda v: isinstance(v, str) and v not in ("", ".", "..") and not re.search(r"[/\\\x00-\x1f\x7f]", v)),
+    "path": ("a path (a string without control characters)",
+             lambda v: isinstance(v, str) and v != "" and not re.search(r"[\x00-\x1f\x7f]", v)),
     "table": ("a table", lambda v: isinstance(v, dict)),
     "array": ("an array", lambda v: isinstance(v, list)),
     "any": ("anything", lambda v: True),
@@ -200,7 +204,7 @@ def rule_of(component, name: str, parameter: inspect.Parameter):
 #: Every key a run file may have, and its rule (the README's run-file reference says what each does). A
 #: "table" is checked by what it builds: its extractor (data), its component (optimiser, operator).
 SCHEMA = {
-    "name": "str",
+    "name": "filename",  # names its checkpoints and lock file: one part of a path
     "seed": "int >= 0",
     "handler": {"name": "str", "dtype": ("float32", "float64")},
     "data": "table",
@@ -211,7 +215,7 @@ SCHEMA = {
     "training": {"batch_size": "int >= 1", "epochs": "int >= 1", "last_batch": ("keep", "drop"), "shuffle": "bool",
                  "validation_batch_size": "int >= 1", "prefetch": "int >= 0", "compile": "str",
                  "replay": "bool"},  # the older spelling of compile
-    "checkpoint": {"directory": "str", "every_iterations": "int >= 0", "every_epochs": "int >= 0", "keep": "int >= 1"},
+    "checkpoint": {"directory": "path", "every_iterations": "int >= 0", "every_epochs": "int >= 0", "keep": "int >= 1"},
     "hooks": ["table"],  # [[hooks]] tables, see sigma_core.hooks.tables
     "monitors": ["table"],  # [[monitors]] tables: the older name for [[hooks]]
     "operator": "table",  # how the loop trains an iteration, see sigma_core.loop
@@ -267,6 +271,8 @@ def apply_override(config: dict, assignment: str):
     if not sep or not key:
         raise ConfigError(f"--set expects key=value, got {assignment!r}")
     *path, name = key.split(".")
+    if "" in (*path, name):
+        raise ConfigError(f"--set {key}: a key has an empty part; write dotted keys as a.b.c (network.layers.1.size)")
     node = config
     for depth, part in enumerate([*path, name]):
         where = ".".join(path[:depth]) or key

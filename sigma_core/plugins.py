@@ -175,7 +175,8 @@ def build(kind: str, config: dict, *context, where: str | None = None, **context
     """
     where = where or kind
     if not isinstance(config, dict) or "type" not in config:
-        raise ConfigError(f"{where}: a {kind} config needs a 'type' key, got {config!r}")
+        article = "an" if kind[:1] in "aeiou" else "a"
+        raise ConfigError(f"{where}: {article} {kind} config needs a 'type' key, got {config!r}")
     arguments = dict(config)
     name = arguments.pop("type")
     require(f"{where}.type", "str", name)

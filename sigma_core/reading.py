@@ -26,11 +26,20 @@ def check_readable(path, error: type[Exception] = SigmaError, what: str = "") ->
     Symbolic links are followed: a link to ``/dev/zero`` is refused like the device itself.
     """
     path = Path(path)
+    kind = special_kind(path)
+    if kind:
+        raise error(f"{what + ' ' if what else ''}{path}: cannot read it (it is {kind}, not a regular file)")
+    return path
+
+
+def special_kind(path) -> str | None:
+    """What ``path`` is if it exists and is not a regular file (``"a FIFO (named pipe)"``), else None.
+
+    Writers ask too (:mod:`sigma_core.atomic`): they replace a file whole, which would put a regular file in
+    the place of ``/dev/null`` given as ``--out``.
+    """
     try:
         mode = os.stat(path).st_mode
-    except (OSError, ValueError):  # missing, no permission, a NUL in the name: the reader says so in its words
-        return path
-    for test, kind in _KINDS.items():
-        if test(mode):
-            raise error(f"{what + ' ' if what else ''}{path}: cannot read it (it is {kind}, not a regular file)")
-    return path
+    except (OSError, ValueError):  # missing, no permission, a NUL in the name: the caller says so in its words
+        return None
+    return next((kind for test, kind in _KINDS.items() if test(mode)), None)

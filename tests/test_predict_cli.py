@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -83,6 +84,42 @@ def test_predict_refuses_bad_input_in_one_line(trained, capsys, tmp_path, monkey
     assert status == 2 and "stdin: not JSON rows of numbers" in err
 
 
+@pytest.mark.parametrize("stdin, message", [
+    (b"[" * 100_000 + b"]" * 100_000, "not JSON rows of numbers (nested too deeply)"),  # was a RecursionError
+    (b'{"a": 1}', 'not JSON rows of numbers ({"a": 1} is not a number)'),  # was a TypeError
+    (b'[[0, "1"]]', 'not JSON rows of numbers ("1" is not a number)'),  # was converted without a word
+    (b"[[1, true]]", "not JSON rows of numbers (true is not a number)"),
+    (b"[[1e999, 0]]", "not JSON rows of finite numbers (NaN or infinity; 1e999 reads as infinity)"),
+    (b"[[NaN, 0]]", "not JSON rows of finite numbers (NaN or infinity; 1e999 reads as infinity)"),
+    (b"[[" + b"9" * 400 + b", 0]]", "not JSON rows of numbers (int too large to convert to float)"),
+    (b"\0" * 1_000_000, "not JSON rows of numbers (a NUL byte at offset 0)"),  # /dev/zero: refused, not read forever
+])
+def test_json_on_stdin_that_is_not_rows_of_finite_numbers_is_one_line(trained, capsys, monkeypatch, stdin, message):
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+    status, _, err = sigma(capsys, "predict", trained[0], "-")
+    assert status == 2 and err.splitlines()[-1] == f"error: stdin: {message}"
+
+
+@pytest.mark.parametrize("role, name, what", [("checkpoint", "model.ckpt", "checkpoint"),
+                                              ("checkpoint", "model.safetensors", "export"),
+                                              ("inputs", "rows.csv", "CSV file"), ("inputs", "rows.npy", "NumPy file")])
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_fifo_or_a_device_given_as_a_file_is_one_line_not_a_hang(trained, capsys, tmp_path, role, name, what, kind):
+    """Every reader of a user's file checks it is a regular file first: opening a FIFO waits for a writer, and
+    /dev/zero never ends."""
+    path = tmp_path / name
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    checkpoint, _, _ = trained
+    arguments = (path, trained[0].parent / "x.npy") if role == "checkpoint" else (checkpoint, path)
+    status, _, err = sigma(capsys, "predict", *arguments)
+    reason = "a FIFO (named pipe)" if kind == "fifo" else "a character device"
+    assert status == 2
+    assert err.splitlines()[-1] == f"error: {what} {path}: cannot read it (it is {reason}, not a regular file)"
+
+
 @pytest.mark.parametrize("handler_name", [c.name for c in plugins.components("handler") if c.availability()[0]])
 def test_load_gives_the_same_predictions_on_every_handler_in_any_batch_size(trained, handler_name):
     checkpoint, inputs, _ = trained
@@ -132,6 +169,9 @@ UNWRITABLE = {
     "a directory": (lambda tmp: (tmp / "folder").mkdir() or tmp / "folder", "it is a directory: name a file"),
     "under a file": (lambda tmp: (tmp / "file").write_text("x") and tmp / "file" / "out.x", "{tmp}/file is a file, not a folder"),
     "a name too long": (lambda tmp: tmp / ("n" * 300 + ".x"), "its name is too long for the file system"),
+    # replaced whole, a FIFO (or /dev/null, for root) would become a regular file
+    "a FIFO": (lambda tmp: os.mkfifo(tmp / "pipe") or tmp / "pipe",
+               "it is a FIFO (named pipe), not a regular file, and writing replaces it"),
 }
 
 

@@ -4,6 +4,7 @@ the MNIST example's data source and the README's resume example as written."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -147,6 +148,21 @@ def test_a_bad_metrics_file_is_one_line_for_plot_and_dashboard(capsys, tmp_path,
     monkeypatch.setattr("sigmann_web.server.Server.serve", lambda *a, **k: pytest.fail("served a bad file"))
     status, out, err = sigma(capsys, command, directory)
     assert (status, out, errors(err)) == (2, "", [f"error: {message.format(file=directory / 'metrics.jsonl')}"])
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+@pytest.mark.parametrize("command", ["plot", "dashboard"])
+def test_a_metrics_file_that_is_a_fifo_or_a_device_is_one_line_not_a_hang(capsys, tmp_path, monkeypatch, command, kind):
+    path = tmp_path / "metrics.jsonl"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    monkeypatch.setattr("sigmann_web.server.Server.serve", lambda *a, **k: pytest.fail("served a bad file"))
+    status, out, err = sigma(capsys, command, path)
+    reason = "a FIFO (named pipe)" if kind == "fifo" else "a character device"
+    assert (status, out, errors(err)) == (2, "", [f"error: metrics file {path}: cannot read it (it is {reason}, "
+                                                  "not a regular file)"])
 
 
 @pytest.mark.parametrize("make, reason", [

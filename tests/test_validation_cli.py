@@ -6,6 +6,9 @@ in-process on a small synthetic run with one ``--set`` override.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from sigma_core import NumpyHandler, cli, memory
@@ -94,6 +97,15 @@ def sigma_train(tmp_path, capsys, *overrides, text=RUN_FILE):
         ("data.preprocess=[{shuffle=-1}]", "data.preprocess.shuffle: expected an integer >= 0, got -1"),
         ('training.last_batch="x"', "training.last_batch: expected one of keep, drop, got 'x'"),
         ("checkpoint.keep=0", "checkpoint.keep: expected an integer >= 1, got 0"),
+        # a run's name names its checkpoints and lock file: one part of a path, or it would land elsewhere or fail
+        ('name="../elsewhere"', "name: expected a name usable as a file name (not empty, not . or .., no / or"),
+        ('name=""', "name: expected a name usable as a file name"),
+        ('name="a\\u0000b"', "name: expected a name usable as a file name"),  # was a ValueError traceback
+        ('checkpoint.directory="a\\u0000b"', "checkpoint.directory: expected a path (a string without control"),
+        ("..seed=1", "--set ..seed: a key has an empty part"),
+        ('network.layers=[{type="input",shape=[4]},{type="nope"}]',
+         "network.layers[1] ('2-nope'): unknown layer 'nope' (available: "),
+        ("optimiser={learning_rate=0.1}", "optimiser: an optimiser config needs a 'type' key"),
         ("network.layers=" + LAYERS % 10**12, "layer '2-dense': the float32 parameters up to this layer with their "
                                               "gradients and optimiser memory need 60,000,000,000,000 bytes"),
     ],
@@ -109,6 +121,25 @@ def test_a_run_file_that_is_not_utf8_is_one_line(tmp_path, capsys):
     status, lines = sigma_train(tmp_path, capsys, text=b'name = "caf\xe9"\n')
     assert status == 2
     assert lines == [f"error: {tmp_path / 'run.toml'}: not UTF-8 text (byte 0xe9 at offset 11)"]
+
+
+def test_records_of_another_shape_are_refused_not_reshaped(tmp_path, capsys):
+    """As in Keras, an input layer of shape [2, 2] refuses records of 4 values instead of reshaping them to fit."""
+    status, lines = sigma_train(tmp_path, capsys, "network.layers.0.shape=[2,2]")
+    assert status == 2 and lines[-1].startswith("error: ") and not any("Traceback" in line for line in lines)
+    assert ("layer '1-input': input 'inputs' has shape (32, 4), expected (batch, 2, 2); records are never reshaped: "
+            "set the input layer's shape to the data's, shape = [4]") in lines[-1]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_a_run_file_that_is_not_a_regular_file_is_one_line_not_a_hang(tmp_path, capsys, kind):
+    """A FIFO waits for a writer and /dev/zero never ends: reading either would hang, so neither is opened."""
+    path = tmp_path / "run.toml"
+    {"fifo": os.mkfifo, "device": lambda p: p.symlink_to("/dev/zero"), "directory": Path.mkdir}[kind](path)
+    what = {"fifo": "a FIFO (named pipe)", "device": "a character device", "directory": "a directory"}[kind]
+    assert cli.main(["train", str(path), "--quiet"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: run file {path}: cannot read it (it is {what}, not a regular file)"]
 
 
 def test_arguments_are_checked_before_any_data_is_read(tmp_path, capsys):

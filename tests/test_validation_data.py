@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import tracemalloc
 import zipfile
 
@@ -40,8 +42,32 @@ def peak_bytes(function) -> int:
 def test_a_directory_where_a_file_belongs_is_named(tmp_path, load):
     folder = tmp_path / "data.bin"
     folder.mkdir()
-    with pytest.raises(DataError, match=rf"cannot read .* {folder}: Is a directory"):
+    with pytest.raises(DataError, match=rf"{folder}: cannot read it \(it is a directory, not a regular file\)"):
         load(folder)
+
+
+@pytest.mark.parametrize("load", [load_numpy, lambda path: list(read_csv(path))])
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_fifo_or_a_device_is_refused_before_it_is_opened(tmp_path, load, kind):
+    """Opening a FIFO waits for a writer and /dev/zero never ends: either would hang, so neither is opened."""
+    path = tmp_path / "data.bin"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    what = "a FIFO" if kind == "fifo" else "a character device"
+    with pytest.raises(DataError, match=rf"{path}: cannot read it \(it is {what}"):
+        load(path)
+
+
+@pytest.mark.parametrize("values", [np.array([["a", "b"]]), np.array([[1 + 2j, 0]]),
+                                    np.array(["2020-01-01"], dtype="datetime64[D]")])
+def test_an_array_of_what_is_not_a_real_number_is_refused(tmp_path, values):
+    """Strings fail deep in training, complex numbers lose their imaginary part without a word: both are refused."""
+    path = tmp_path / "data.npy"
+    np.save(path, values)
+    with pytest.raises(DataError, match=re.escape(f"{path}: the array has dtype {values.dtype}, not real numbers")):
+        load_numpy(path)
 
 
 @pytest.mark.parametrize("module, load", [(numpy_files, load_numpy), (csv_extractor, lambda path: list(read_csv(path)))])

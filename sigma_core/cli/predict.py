@@ -81,15 +81,7 @@ def read_inputs(source: str, columns: str, network, preprocessing):
     from sigma_core.data import load_numpy, read_csv
 
     if source == "-":
-        text = sys.stdin.read()
-        try:
-            try:
-                rows = json.loads(text)
-            except ValueError:  # JSON lines: one row each
-                rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-            array = numpy.asarray(rows, dtype=numpy.float64)
-        except ValueError as error:
-            raise SigmaError(f"stdin: not JSON rows of numbers ({error})") from None
+        array = json_rows(getattr(sys.stdin, "buffer", sys.stdin))  # a text stream without one (a test's StringIO)
         return array[None] if array.ndim == 1 else array
     path = Path(source)
     if path.suffix in (".npy", ".npz"):
@@ -102,6 +94,57 @@ def read_inputs(source: str, columns: str, network, preprocessing):
         chunks = [chunk["inputs"] for chunk in read_csv(path, {"inputs": columns})]
         return numpy.concatenate(chunks) if chunks else numpy.empty((0,))
     return _reader(path)(path, network=network, preprocessing=preprocessing())
+
+
+#: Bytes of JSON text a parsed number may take in memory at most, as Python objects before NumPy packs them.
+JSON_EXPANSION = 16
+
+
+def json_rows(stream, chunk: int = 1 << 16):
+    """The JSON rows in ``stream``, binary or text (one array of rows, or one row per line), as a float64 array.
+
+    Everything that is not rows of finite numbers is one :class:`SigmaError`: a NUL byte (``/dev/zero`` piped
+    in, refused at once instead of read forever), more text than memory holds once parsed, nesting too deep
+    for the parser, strings, booleans or objects where numbers belong (never converted), NaN or infinity.
+    """
+    import numpy
+
+    from sigma_core import memory
+
+    limit, parts, size = memory.available() // JSON_EXPANSION, [], 0
+    while data := stream.read(chunk):
+        data = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
+        if (nul := data.find(b"\0")) >= 0:
+            raise SigmaError(f"stdin: not JSON rows of numbers (a NUL byte at offset {size + nul:,})")
+        size += len(data)
+        if size > limit:
+            raise SigmaError(f"stdin: more than {limit:,} bytes of JSON, more than memory holds once parsed; "
+                             "give large inputs as a .npy file")
+        parts.append(data)
+    text = b"".join(parts)
+    try:
+        try:
+            rows = json.loads(text)
+        except ValueError:  # JSON lines: one row each
+            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except RecursionError:
+        raise SigmaError("stdin: not JSON rows of numbers (nested too deeply)") from None
+    except ValueError as error:  # not JSON, or not UTF-8 (UnicodeDecodeError is a ValueError)
+        raise SigmaError(f"stdin: not JSON rows of numbers ({error})") from None
+    pending = [rows]
+    while pending:  # without recursion: a parsed document may be as deep as the parser allowed
+        item = pending.pop()
+        if isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, bool) or not isinstance(item, (int, float)):
+            raise SigmaError(f"stdin: not JSON rows of numbers ({json.dumps(item)[:40]} is not a number)")
+    try:
+        array = numpy.asarray(rows, dtype=numpy.float64)
+    except (ValueError, OverflowError) as error:  # ragged rows; an integer past float64's range
+        raise SigmaError(f"stdin: not JSON rows of numbers ({error})") from None
+    if not numpy.isfinite(array).all():
+        raise SigmaError("stdin: not JSON rows of finite numbers (NaN or infinity; 1e999 reads as infinity)")
+    return array
 
 
 def reader_key(path: Path) -> str:

@@ -3,7 +3,8 @@
 ``np.load`` trusts a header: an 80-byte file claiming 10^12 elements fails deep
 in NumPy, or not at all. :func:`read_array` holds the claim against the bytes
 that follow and the memory available before allocating, and refuses object
-arrays (unpickling runs code from the file). NaN and infinity are refused
+arrays (unpickling runs code from the file) and any other array of what is not a real
+number (strings, complex numbers). NaN and infinity are refused
 unless ``allow_non_finite``. Every problem is a :class:`DataError` naming the file.
 """
 
@@ -30,11 +31,13 @@ from sigma_core.reading import check_readable
 DAMAGED = (zipfile.BadZipFile, zlib.error, EOFError, OSError, RuntimeError, NotImplementedError, ValueError,
            TypeError, SyntaxError, tokenize.TokenError, KeyError, OverflowError)
 DEFLATE_RATIO = 1032  # deflate expands at most this much: a member claiming more is damaged
+NUMBERS = "biuf"  # the dtype kinds an array may hold: booleans, signed and unsigned integers, floats
 HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
 
 
-def read_array(stream, size: int, what: str, error: type[Exception] = DataError) -> np.ndarray:
-    """The ``.npy`` array in ``stream`` (``size`` bytes from its start); any problem is ``error`` naming ``what``."""
+def read_array(stream, size: int, what: str, error: type[Exception] = DataError, kinds: str = NUMBERS) -> np.ndarray:
+    """The ``.npy`` array in ``stream`` (``size`` bytes from its start), of a dtype kind in ``kinds`` (checkpoints:
+    ``"f"`` for parameters); any problem is ``error`` naming ``what``."""
     if size == 0:
         raise error(f"{what} is empty")
     try:
@@ -43,6 +46,8 @@ def read_array(stream, size: int, what: str, error: type[Exception] = DataError)
         raise error(f"{what} is not in NumPy's .npy format ({damage})") from None
     if dtype.hasobject:
         raise error(f"{what} holds pickled Python objects, which Sigma never loads: unpickling runs code from the file")
+    if dtype.kind not in kinds:  # strings, complex numbers, dates, records: nothing a network reads as is
+        raise error(f"{what} has dtype {dtype}, not {'floating-point' if kinds == 'f' else 'real numbers'}")
     count = math.prod(shape)
     nbytes, left = count * dtype.itemsize, size - stream.tell()
     if nbytes > left:

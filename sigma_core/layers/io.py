@@ -9,7 +9,12 @@ from .base import Layer
 
 
 class Input(Layer):
-    """Feeds the external array named ``external``, of shape (batch, *shape), into the network."""
+    """Feeds the external array named ``external``, of shape (batch, *shape), into the network.
+
+    A record of another shape is refused with a :class:`ShapeError` naming the layer, even one with as many
+    values (784 values for ``shape = [28, 28]``): as in Keras, data is never reshaped to fit without a word,
+    since a silent reshape hides a run file that describes other data than it reads.
+    """
 
     arity = 0
 
@@ -24,11 +29,12 @@ class Input(Layer):
         except KeyError:
             raise ArchitectureError(f"layer {self.name!r}: no external input {self.external!r} was provided "
                                     f"(given: {', '.join(context.externals) or 'none'})") from None
-        if tuple(x.shape[1:]) != self.output_shape:
-            if x.ndim >= 2 and math.prod(x.shape[1:]) == math.prod(self.output_shape):
-                return handler.reshape(x, (x.shape[0],) + self.output_shape)
+        if tuple(x.shape[1:]) != self.output_shape:  # as Keras: a record of another shape is refused, never reshaped
+            same = x.ndim >= 2 and math.prod(x.shape[1:]) == math.prod(self.output_shape)
             raise ShapeError(f"layer {self.name!r}: input {self.external!r} has shape {tuple(x.shape)}, "
-                             f"expected (batch, {', '.join(map(str, self.output_shape))})")
+                             f"expected (batch, {', '.join(map(str, self.output_shape))})"
+                             + ("; records are never reshaped: set the input layer's shape to the data's, "
+                                f"shape = {list(x.shape[1:])}" if same else ""))
         return x
 
 

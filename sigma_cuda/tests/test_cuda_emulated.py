@@ -448,10 +448,10 @@ class TestEmulatedCudaConformance(HandlerConformance):
     handler_factory = staticmethod(emulated_cuda)
 
 
-def _trainer(handler, dropout=0.2, *, replay=False, optimiser=None, size=50, last_batch="drop", layers=None):
-    """A trainer on the digits (1,797 records in batches of ``size``) and an iterator over its first epoch."""
-    from sigmann_sklearn.datasets import load_sklearn
-
+def _trainer(handler, dropout=0.2, *, replay=False, optimiser=None, size=50, last_batch="drop", layers=None,
+             shape=(64,)):
+    """A trainer on the digits (1,797 records of ``shape``, in batches of ``size``) and an iterator over its first
+    epoch. Records are never reshaped for an input layer, so an 8×8 input gets the digits reshaped here."""
     from sigma_core.data import MinibatchIterator
 
     if layers is None:
@@ -460,13 +460,23 @@ def _trainer(handler, dropout=0.2, *, replay=False, optimiser=None, size=50, las
             layers = layers + Construct("dropout", p=dropout)
         layers = layers + Construct("dense", size=10, activation="sigmoid") + SoftmaxCE()
     trainer = Trainer(Network(layers), optimiser or Adam(0.01),
-                      MinibatchIterator(load_sklearn("digits"), size, last_batch=last_batch, seed=0))
+                      MinibatchIterator(_digits(shape), size, last_batch=last_batch, seed=0))
     trainer.initialise(handler)
     if replay:  # recorded steps, captured as CUDA graphs
         from sigmann_replay import StepReplay
 
         trainer.compile_step(StepReplay.compile)
     return trainer, iter(trainer.training_iterator)
+
+
+def _digits(shape):
+    from sigmann_sklearn.datasets import load_sklearn
+
+    from sigma_core import Dataset
+
+    digits = load_sklearn("digits")
+    inputs = digits.section("inputs")
+    return Dataset({"inputs": inputs.reshape(len(inputs), *shape), "targets": digits.section("targets")}, "digits")
 
 
 def test_training_through_uploads_matches_numpy_and_allocates_nothing_when_warm():

@@ -127,7 +127,7 @@ def test_a_step_the_graph_cannot_hold_runs_normally_and_says_why(caplog):
     def lstm():
         return Input(8, 8) + LSTM(6, sequences=False) + Construct("dense", size=10) + SoftmaxCE()
 
-    off, on = (digits_trainer("float64", r, layers=lstm()) for r in (False, True))
+    off, on = (digits_trainer("float64", r, layers=lstm(), shape=(8, 8)) for r in (False, True))
     with caplog.at_level(logging.INFO, logger="sigma"):
         assert steps(on, 1) == steps(off, 1)
     assert_same(off, on)

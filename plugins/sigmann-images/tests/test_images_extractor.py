@@ -79,3 +79,11 @@ def test_fuzz_image_files(tmp_path, kind):
     # the pixels decoded are a few times the file's size; what a damaged header claims is never read at once
     fuzz_loader(tmp_path / f"x.{kind.lower()}", valid.read_bytes(), lambda path: decode(path, "RGB"), seed=11,
                 factor=16)
+
+
+def test_an_image_that_is_a_device_is_one_error_not_endless_reading(tmp_path):
+    """/dev/zero never ends: the reader checks for a regular file before Pillow reads a byte."""
+    root = pets(tmp_path)
+    (root / "dog" / "zero.png").symlink_to("/dev/zero")
+    with pytest.raises(DataError, match=r"image .*dog/zero.png: cannot read it \(it is a character device, not a "):
+        load_image_folder(root)

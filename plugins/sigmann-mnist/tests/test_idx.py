@@ -75,7 +75,7 @@ def test_idx_extractor_pairs_images_and_labels(tmp_path):
 def test_a_directory_where_a_file_belongs_is_named(tmp_path):
     folder = tmp_path / "data.bin"
     folder.mkdir()
-    with pytest.raises(DataError, match=rf"cannot read IDX file {folder}: Is a directory"):
+    with pytest.raises(DataError, match=rf"IDX file {folder}: cannot read it \(it is a directory, not a regular f"):
         read_idx(folder)
 
 

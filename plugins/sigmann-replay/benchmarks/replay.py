@@ -10,8 +10,8 @@ do, the compiled loops' own arithmetic included) and the replay's bookkeeping (r
 recorded calls alone).
 """
 
+import argparse
 import statistics
-import sys
 import time
 
 from sigmann_bench import bench
@@ -53,4 +53,9 @@ def main(handler="cpu", workload="small-mlp", rounds=20):
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("handler", nargs="?", default="cpu", help="the handler to replay on (default: cpu)")
+    parser.add_argument("workload", nargs="?", default="small-mlp", choices=sorted(bench.WORKLOADS))
+    parser.add_argument("rounds", nargs="?", default=20, type=int, help="rounds of every system (default: 20)")
+    arguments = parser.parse_args()
+    main(arguments.handler, arguments.workload, arguments.rounds)

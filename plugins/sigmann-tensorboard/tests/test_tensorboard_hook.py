@@ -180,6 +180,19 @@ def test_a_full_disk_is_one_line_and_the_hook_is_detached_while_training_goes_on
     assert "Traceback" not in capfd.readouterr().err
 
 
+def test_a_file_where_its_directory_belongs_is_one_line_naming_it(run_file, tmp_path, caplog):
+    """A file (or /dev/null) given as the directory: WriteError's one line, not a FileExistsError from mkdir."""
+    blocker = tmp_path / "taken"
+    blocker.write_text("x")
+    run = build_run(run_config.load(run_file, []))
+    with caplog.at_level(logging.WARNING, logger="sigma"):
+        summary = run.train([TensorBoardHook(directory=str(blocker))])
+    assert summary["epochs"] == 2
+    assert [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING] == [
+        f"hook 'tensorboard' failed in on_start: WriteError: tensorboard directory {blocker}: cannot write there "
+        "(it is a file, not a folder); detached, training goes on"]
+
+
 def test_sigma_plugins_lists_the_hook_with_its_distribution():
     component = plugins.get("hook", "tensorboard")
     assert component.distribution == "sigmann-tensorboard"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -130,3 +132,11 @@ def test_one_hot_layer_expands_indices_on_the_handler(handler_name):
         assert out.to_numpy().dtype == np.float32
     with pytest.raises(ShapeError, match=r"layer 'x': index 4 is not a whole number in 0..3"):
         layer.forward(handler, [handler.asarray(np.array([[0, 4, 1]]))], {}, ForwardContext(training=False))
+
+
+def test_a_text_that_is_a_fifo_is_one_error_not_a_hang(tmp_path):
+    """Opening a FIFO waits for a writer: the reader checks for a regular file first."""
+    path = tmp_path / "input.txt"
+    os.mkfifo(path)
+    with pytest.raises(DataError, match=r"text file .*input.txt: cannot read it \(it is a FIFO \(named pipe\), not a "):
+        build_vocabulary(path)

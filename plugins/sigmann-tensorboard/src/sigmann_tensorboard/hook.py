@@ -37,7 +37,7 @@ import socket
 import time
 from pathlib import Path
 
-from sigma_core import Hook, HookError, MetricsHook, record
+from sigma_core import Hook, HookError, MetricsHook, check_writable, record
 
 
 class TensorBoardHook(Hook):
@@ -147,7 +147,7 @@ class EventFile:
         from tensorboardX.proto.event_pb2 import Event
         from tensorboardX.record_writer import RecordWriter
 
-        directory.mkdir(parents=True, exist_ok=True)
+        check_writable(directory, folder=True, what="tensorboard directory")  # a file there, no permission: one line
         name = f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}"  # as tensorboardX names them
         self._Event, self._records = Event, RecordWriter(str(directory / name))
         self._write(Event(wall_time=time.time(), file_version="brain.Event:2"))
