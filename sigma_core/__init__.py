@@ -52,7 +52,11 @@ _LAZY = {  # a plugin author needs only these: hookimpl, Layer, ForwardContext, 
     **dict.fromkeys(["CounterStreams", "GOLDEN"], "sigma_core.streams"),
     "Optimiser": "sigma_core.optimisers.base",
     "load_run_file": "sigma_core.config:load",  # a run file read, overridden (--set) and validated
-    "cli_options": "sigma_core.cli:options",  # argparse parents shared by commands (--debug, --handler, ...)
+    "cli_options": "sigma_core.cli:options",
+    "cli_main": "sigma_core.cli:main",  # the sigma command itself, as a function of its arguments (tests)
+    "validate_run": "sigma_core.config:validate",  # a run file's table checked and completed with the defaults
+    "load_component": "sigma_core.plugins:load",  # a registered component by kind and name, imported
+    "dataset_from_config": "sigma_core.data.sources",  # a [data] table's dataset  # argparse parents shared by commands (--debug, --handler, ...)
     # what data plugins (sigmann-data, sigmann-mnist, sigmann-images) build on
     **dict.fromkeys(["Dataset", "Records", "split_bounds", "check_finite"], "sigma_core.data.dataset"),
     "DataError": "sigma_core.data.errors",

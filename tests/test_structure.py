@@ -6,6 +6,7 @@ export (a submodule reached as an attribute), fails here with the file and line.
 """
 
 import ast
+import re
 from pathlib import Path
 
 import sigma_core
@@ -35,6 +36,18 @@ def test_plugins_and_backends_import_only_the_public_surface():
                     found.append(f"{where}: imports {module}")
                 found += [f"{where}: sigma_core has no public {name!r}" for name in names
                           if name not in sigma_core.__all__]
+    assert not found, "\n".join(found)
+
+
+def test_the_plugin_templates_import_only_the_public_surface():
+    """``sigma plugin new`` writes these: a new plugin starts on the public surface too."""
+    found = []
+    for path in ROOT.glob("plugins/*/src/*/templates/*.tmpl"):
+        text = path.read_text(encoding="utf-8")
+        found += [f"{path.name}: imports sigma_core.{module}" for module in re.findall(r"(?:from|import) sigma_core\.(\w+)", text)]
+        for names in re.findall(r"from sigma_core import ([\w, ]+)", text):
+            found += [f"{path.name}: sigma_core has no public {name!r}" for name in map(str.strip, names.split(","))
+                      if name not in sigma_core.__all__]
     assert not found, "\n".join(found)
 
 
