@@ -52,9 +52,12 @@ _LAZY = {  # a plugin author needs only these: hookimpl, Layer, ForwardContext, 
     **dict.fromkeys(["CounterStreams", "GOLDEN"], "sigma_core.streams"),
     "Optimiser": "sigma_core.optimisers.base",
     "load_run_file": "sigma_core.config:load",  # a run file read, overridden (--set) and validated
+    "apply_override": "sigma_core.config",  # one --set key=value applied to a run file's tables (sigmann-tune)
     "cli_options": "sigma_core.cli:options",
     "cli_main": "sigma_core.cli:main",  # the sigma command itself, as a function of its arguments (tests)
     "validate_run": "sigma_core.config:validate",  # a run file's table checked and completed with the defaults
+    # a validated run file with every component's defaults too, and as TOML (--print-config; sigmann-mlflow)
+    **dict.fromkeys(["resolved_config", "config_toml"], "sigma_core.cli.help"),
     "load_component": "sigma_core.plugins:load",  # a registered component by kind and name, imported
     "dataset_from_config": "sigma_core.data.sources",  # a [data] table's dataset  # argparse parents shared by commands (--debug, --handler, ...)
     # what data plugins (sigmann-data, sigmann-mnist, sigmann-images) build on
@@ -75,8 +78,12 @@ _LAZY = {  # a plugin author needs only these: hookimpl, Layer, ForwardContext, 
     **dict.fromkeys(["Hook", "HookError"], "sigma_core.hooks.base"),
     **dict.fromkeys(["RunView", "Values", "Best"], "sigma_core.hooks.values"),
     **dict.fromkeys(["MetricsHook", "record", "read_metrics"], "sigma_core.hooks.metrics"),
-    "CheckpointHook": "sigma_core.hooks.checkpoints",
-    **dict.fromkeys(["save_checkpoint", "load_checkpoint", "checkpoint_path"], "sigma_core.checkpoint"),
+    **dict.fromkeys(["CheckpointHook", "checkpoint_now"], "sigma_core.hooks.checkpoints"),
+    # run directories (runs/<name>/version_N): the folders sigma plot and sigma dashboard read, and their labels
+    "run_directories": "sigma_core.rundir",
+    "run_label": "sigma_core.rundir:label",
+    **dict.fromkeys(["save_checkpoint", "load_checkpoint", "checkpoint_path", "latest_checkpoint"],
+                    "sigma_core.checkpoint"),
     "NDArray": "sigma_core.ndarray",
     # what the web dashboard edits: the rules of arguments with one meaning everywhere, dropout layers' p
     "ARGUMENT_CONVENTIONS": "sigma_core.config:CONVENTIONS",

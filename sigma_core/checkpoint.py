@@ -1,9 +1,12 @@
 """Checkpoints: everything a run needs to stop and later continue bit for bit.
 
 A checkpoint is one ``.ckpt`` zip of stored members that ``numpy.load`` opens
-like an ``.npz``: ``parameters/<id>.npy``, ``optimiser/<id>/<buffer>.npy``,
+like an ``.npz``: ``parameters/<id>.npy`` (each parameter, and each layer state array such as batch norm's
+running statistics: ``Network.state_dict``), ``optimiser/<id>/<buffer>.npy``,
 ``metadata.json`` (format, handler, the trainer's and the optimiser's other
-state, the run's config) and ``checksum.json`` (a SHA-256 of the others). No
+state, the run's config, its ``preprocess`` transforms with their statistics
+as fitted to the training data: :meth:`Preprocessing.fitted
+<sigma_core.data.Preprocessing.fitted>`) and ``checksum.json`` (a SHA-256 of the others). No
 pickle, and arrays go through NumPy, so a checkpoint loads on any handler.
 
 Nothing a file says is trusted: member sizes are held against the file and
@@ -35,6 +38,7 @@ from . import memory
 from .atomic import WriteError, atomic_write, check_writable, remove_stale, write_error
 from .config import accepts, require
 from .data.numpy_files import NUMBERS, read_array
+from .data.preprocessing import Preprocessing
 from .errors import ConfigError, NonFiniteError, SigmaError
 from .reading import check_readable
 
@@ -71,8 +75,11 @@ class Checkpoint:
         return self.metadata["trainer"]
 
 
-def save_checkpoint(trainer, run_config: dict | None, path) -> Path:
+def save_checkpoint(trainer, run_config: dict | None, path, *, directory=None) -> Path:
     """Write ``trainer``'s full state (and the run's config) atomically to ``path``.
+
+    ``directory``, the run's own directory (:mod:`sigma_core.rundir`), is kept
+    in the metadata: a run resumed from the checkpoint continues there.
 
     A parameter or optimiser buffer holding NaN or Inf raises
     :class:`NonFiniteError` instead, and a failed write (a full disk)
@@ -96,7 +103,8 @@ def save_checkpoint(trainer, run_config: dict | None, path) -> Path:
     metadata = {"format": FORMAT, "version": VERSION,
                 "handler": {"name": trainer.handler.name, "dtype": trainer.handler.dtype},
                 "trainer": trainer.state_dict(), "optimiser": optimiser, "parameters": list(parameters),
-                "config": run_config}
+                "config": run_config, "directory": None if directory is None else str(Path(directory).resolve()),
+                "preprocess": None if trainer.network.preprocessing is None else trainer.network.preprocessing.fitted()}
     members = {}
     for name, array in arrays.items():
         stream = io.BytesIO()
@@ -135,6 +143,8 @@ def load_checkpoint(path) -> Checkpoint:
             raise CheckpointError(f"checkpoint {path}: format version {metadata.get('version')!r} "
                                   f"is not supported (this Sigma reads version {VERSION})")
         require("metadata", METADATA_RULES, metadata, complete=True)
+        if metadata.setdefault("preprocess", None) is not None:  # None: a run built in code, or an older Sigma
+            Preprocessing(metadata["preprocess"])  # the fitted transforms as a run file gives them: same rules
         parameters = {pid: _array(members, f"parameters/{pid}.npy", "f") for pid in metadata["parameters"]}
         optimiser = {**metadata["optimiser"], "memory": {
             pid: {name: _array(members, f"optimiser/{pid}/{name}.npy", NUMBERS) for name in names}

@@ -60,6 +60,14 @@ TYPES = {
               lambda v: isinstance(v, str) or isinstance(v, (list, tuple)) and all(isinstance(n, str) for n in v)),
     "interval": ("[min, max], two finite numbers",
                  lambda v: isinstance(v, (list, tuple)) and len(v) == 2 and all(accepts("number", n) for n in v)),
+    # a CSV file's columns: 3, "0-3", "0-3,6" or an array of them (sigma_core.data.csv_extractor)
+    "columns": ("a column index, a range \"first-last\" or an array of them",
+                lambda v: accepts("int", v) or isinstance(v, str)
+                or isinstance(v, list) and len(v) > 0 and all(accepts("int", n) or isinstance(n, str) for n in v)),
+    # a CSV column's value mapping: values in order (each maps to its position), or value -> number
+    "mapping": ("an array of values or a table of value -> number",
+                lambda v: isinstance(v, list) and all(isinstance(n, (str, Real)) and not isinstance(n, bool) for n in v)
+                or isinstance(v, dict) and all(accepts("number", n) for n in v.values())),
 }
 _COMPARE = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
 _NULL = " or null"
@@ -289,9 +297,10 @@ def apply_override(config: dict, assignment: str):
 
 
 def validate(raw: dict, source: str = "config") -> dict:
-    """Hold a run file's tables against :data:`SCHEMA` and fill in :data:`DEFAULTS`."""
+    """Hold a run file's tables against :data:`SCHEMA` (and plugins' sections) and fill in :data:`DEFAULTS`."""
+    schema = {**SCHEMA, **_plugin_sections(set(raw) - set(SCHEMA))}
     try:
-        require("", SCHEMA, raw)
+        require("", schema, raw)
     except ConfigError as error:
         raise ConfigError(f"{source}: {error}") from None
     for required in ("data", "network"):
@@ -301,10 +310,21 @@ def validate(raw: dict, source: str = "config") -> dict:
         raise ConfigError(f"{source}: network.layers is empty; list the layers with [[network.layers]]")
     config = copy.deepcopy(DEFAULTS)
     for key, value in raw.items():  # a table of listed keys keeps the defaults of those it leaves out
-        listed = isinstance(SCHEMA[key], dict) and ... not in SCHEMA[key]
+        listed = isinstance(schema[key], dict) and ... not in schema[key]
         config[key] = {**config.get(key, {}), **value} if listed else value
     _older_replay_key(raw.get("training", {}), config["training"], source)
     return config
+
+
+def _plugin_sections(keys: set) -> dict:
+    """The rules of those top-level ``keys`` that plugins registered as sections (``register_sections``); any other
+    stays unknown, a typo. Discovery runs only for a run file with a key the core does not know."""
+    if not keys:
+        return {}
+    from . import plugins  # plugins imports this module
+
+    sections = {component.name: component for component in plugins.components("section")}
+    return {key: sections[key].load() for key in keys if key in sections}
 
 
 def _older_replay_key(given: dict, training: dict, source: str) -> None:

@@ -25,9 +25,9 @@ from .ndarray import NDArray, Number
 DTYPES = ("float32", "float64")
 
 
-def _traced(kernel: str, arity=2, vjp=None):
+def _traced(kernel: str, arity=2, vjp=None, doc=""):
     """A differentiable op: the kernel ``kernel`` on the raw inputs, recorded with ``vjp`` (default: the
-    VJP of that name). One function per arity, not ``*inputs``: ops run on every step."""
+    VJP of that name), documented by ``doc``. One function per arity, not ``*inputs``: ops run on every step."""
     vjp = vjp or getattr(vjps, kernel)
     if arity == 1:
         def op(self, a):
@@ -35,17 +35,17 @@ def _traced(kernel: str, arity=2, vjp=None):
     else:
         def op(self, a, b):
             return self._apply(getattr(self.kernels, kernel), vjp, (a, b))
-    op.__name__ = kernel
+    op.__name__, op.__doc__ = kernel, doc
     return op
 
 
-def _comparison(name: str):
-    """A boolean mask of ``a <name> b``, wrapped but never recorded."""
+def _comparison(name: str, symbol: str):
+    """A boolean mask of ``a <symbol> b``, wrapped but never recorded."""
 
     def compare(self, a, b):
         return self._wrap(self.kernels.compare(name, self._raw(a), self._raw(b)))
 
-    compare.__name__ = name
+    compare.__name__, compare.__doc__ = name, f"A mask, 1 where ``a {symbol} b`` (NumPy broadcasting), else 0."
     return compare
 
 
@@ -133,12 +133,15 @@ class Handler:
         self.version += 1  # a compiled step may hold the old buffer
 
     def zeros(self, shape) -> NDArray:
+        """A new array of zeros (``shape``: an int or a tuple)."""
         return self.full(shape, 0.0)
 
     def ones(self, shape) -> NDArray:
+        """A new array of ones."""
         return self.full(shape, 1.0)
 
     def full(self, shape, value) -> NDArray:
+        """A new array with every element ``value``."""
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         return self._wrap(self.kernels.full(shape, value))
 
@@ -147,82 +150,97 @@ class Handler:
         return self._wrap(self.kernels.full((), value, dtype))
 
     # -- elementwise ops (NumPy broadcasting): a kernel and its VJP each -----------------------
-    copy = _traced("copy", 1, vjps.identity)
-    add = _traced("add")
-    subtract = _traced("subtract")
-    multiply = _traced("multiply")
-    divide = _traced("divide")
-    power = _traced("power")
-    maximum = _traced("maximum")
-    matmul = _traced("matmul")
-    negative = _traced("negative", 1)
-    exp = _traced("exp", 1)
-    log = _traced("log", 1)
-    sqrt = _traced("sqrt", 1)
-    abs = _traced("abs", 1)
-    sign = _traced("sign", 1)
-    tanh = _traced("tanh", 1, vjps.activation("tanh"))
-    sigmoid = _traced("sigmoid", 1, vjps.activation("sigmoid"))
-    relu = _traced("relu", 1, vjps.activation("relu"))
-    softplus = _traced("softplus", 1, vjps.activation("softplus"))
+    copy = _traced("copy", 1, vjps.identity, "A new array with ``a``'s values.")
+    add = _traced("add", doc="``a + b``.")
+    subtract = _traced("subtract", doc="``a - b``.")
+    multiply = _traced("multiply", doc="``a * b``, elementwise.")
+    divide = _traced("divide", doc="``a / b``.")
+    power = _traced("power", doc="``a ** b``.")
+    maximum = _traced("maximum", doc="The larger of ``a`` and ``b``, elementwise.")
+    matmul = _traced("matmul", doc="``a @ b``, the matrix product (batched over leading axes).")
+    negative = _traced("negative", 1, doc="``-a``.")
+    exp = _traced("exp", 1, doc="e to the ``a``.")
+    log = _traced("log", 1, doc="The natural logarithm of ``a``.")
+    sqrt = _traced("sqrt", 1, doc="The square root of ``a``.")
+    abs = _traced("abs", 1, doc="``|a|``.")
+    sign = _traced("sign", 1, doc="-1, 0 or 1 by the sign of ``a`` (its gradient is 0).")
+    tanh = _traced("tanh", 1, vjps.activation("tanh"), "The hyperbolic tangent of ``a``.")
+    sigmoid = _traced("sigmoid", 1, vjps.activation("sigmoid"), "``1 / (1 + exp(-a))``.")
+    relu = _traced("relu", 1, vjps.activation("relu"), "``max(a, 0)``.")
+    softplus = _traced("softplus", 1, vjps.activation("softplus"), "``log(1 + exp(a))``, computed stably.")
 
     def clip(self, a, low, high):
+        """``a`` limited to [``low``, ``high``] (its gradient is 0 outside)."""
         return self._apply(self.kernels.clip, vjps.clip, (a,), saved=(low, high), low=low, high=high)
 
     def softmax(self, a, axis=-1):
+        """``exp(a) / sum(exp(a))`` along ``axis``, computed stably."""
         return self._apply(self.kernels.softmax, vjps.softmax, (a,), saved=axis, axis=axis)
 
     def log_softmax(self, a, axis=-1):
+        """``log(softmax(a))`` along ``axis``, computed stably."""
         return self._apply(self.kernels.log_softmax, vjps.log_softmax, (a,), saved=axis, axis=axis)
 
     # -- comparisons and selection (masks are not differentiable) -------------------------------
-    greater = _comparison("greater")
-    greater_equal = _comparison("greater_equal")
-    less = _comparison("less")
-    less_equal = _comparison("less_equal")
-    equal = _comparison("equal")
-    not_equal = _comparison("not_equal")
+    greater = _comparison("greater", ">")
+    greater_equal = _comparison("greater_equal", ">=")
+    less = _comparison("less", "<")
+    less_equal = _comparison("less_equal", "<=")
+    equal = _comparison("equal", "==")
+    not_equal = _comparison("not_equal", "!=")
 
     def where(self, condition, a, b):
+        """``a`` where ``condition`` (a mask) holds, else ``b``."""
         return self._apply(self.kernels.where, vjps.where, (condition, a, b))
 
     # -- reductions ------------------------------------------------------------------------
     def sum(self, a, axis=None, keepdims=False):
+        """The sum over ``axis`` (an int, a tuple, or None: every axis)."""
         return self._apply(self.kernels.sum, vjps.sum, (a,), saved=(axis, keepdims), axis=axis, keepdims=keepdims)
 
     def mean(self, a, axis=None, keepdims=False):
+        """The mean over ``axis``."""
         return self._apply(self.kernels.mean, vjps.mean, (a,), saved=(axis, keepdims), axis=axis, keepdims=keepdims)
 
     def max(self, a, axis=None, keepdims=False):
+        """The largest element over ``axis`` (the gradient goes to the largest, shared between ties)."""
         return self._apply(self.kernels.max, vjps.max, (a,), saved=(axis, keepdims), axis=axis, keepdims=keepdims)
 
     def min(self, a, axis=None, keepdims=False):
+        """The smallest element over ``axis``."""
         return self._apply(self.kernels.min, vjps.min, (a,), saved=(axis, keepdims), axis=axis, keepdims=keepdims)
 
     def argmax(self, a, axis=None):
+        """The index of the largest element over ``axis`` (integers, not differentiable)."""
         return self._wrap(self.kernels.argmax(self._raw(a), axis=axis))
 
     # -- shapes, indexing, joining ------------------------------------------------------------
     def reshape(self, a, shape):
+        """``a``'s elements in ``shape`` (one axis may be -1)."""
         return self._apply(self.kernels.reshape, vjps.reshape, (a,), shape=tuple(shape))
 
     def transpose(self, a, axes=None):
+        """``a`` with its axes in the order ``axes`` (None: reversed)."""
         axes = None if axes is None else tuple(axes)
         return self._apply(self.kernels.transpose, vjps.transpose, (a,), saved=axes, axes=axes)
 
     def permute(self, a, *axes):
+        """:meth:`transpose` with the axes as arguments: ``permute(a, 0, 2, 1)``."""
         return self.transpose(a, axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes)
 
     def getitem(self, a, index):
+        """``a[index]``: NumPy basic and integer-array indexing."""
         if isinstance(index, NDArray):
             index = self._raw(index)
         return self._apply(self.kernels.getitem, vjps.getitem, (a,), saved=index, index=index)
 
     def concatenate(self, arrays, axis=0):
+        """The ``arrays`` joined along an existing ``axis``."""
         arrays = tuple(arrays)
         return self._apply(lambda *xs: self.kernels.concatenate(xs, axis), vjps.concatenate, arrays, saved=axis)
 
     def stack(self, arrays, axis=0):
+        """The ``arrays`` (of one shape) joined along a new ``axis``."""
         arrays = tuple(arrays)
         return self._apply(lambda *xs: self.kernels.stack(xs, axis), vjps.stack, arrays, saved=axis)
 
@@ -309,9 +327,11 @@ class Handler:
 
     # -- random ------------------------------------------------------------------------------
     def uniform(self, shape, low=0.0, high=1.0) -> NDArray:
+        """Uniform random numbers in [``low``, ``high``), from the handler's seeded generator."""
         return self._wrap(self.kernels.uniform(tuple(shape), low, high))
 
     def normal(self, shape, mean=0.0, std=1.0) -> NDArray:
+        """Normal random numbers, from the handler's seeded generator."""
         return self._wrap(self.kernels.normal(tuple(shape), mean, std))
 
     def bernoulli(self, shape, p) -> NDArray:
@@ -323,6 +343,7 @@ class Handler:
         return self.kernels.rng_state()
 
     def set_rng_state(self, state: dict):
+        """Restore the random generator from :meth:`rng_state`."""
         self.kernels.set_rng_state(state)
 
     # -- in place: the only way live data changes ------------------------------------------------
@@ -416,6 +437,7 @@ class Handler:
 
     @contextlib.contextmanager
     def session(self):
+        """``with handler.session():`` one iteration, between :meth:`begin_session` and :meth:`end_session`."""
         self.begin_session()
         try:
             yield

@@ -120,9 +120,9 @@ def register_caches(register: Register) -> None:
 def register_readers(register: Register) -> None:
     """Input-file readers for ``sigma predict``, by suffix (``"png"``; a name without a dot by its last
     ``-`` part, as in MNIST's ``t10k-images-idx3-ubyte``). The core reads ``.npy``, ``.npz``, ``.csv`` and
-    JSON on stdin itself. Called as ``reader(path, network=, preprocessing=)``, a reader returns the file's
-    records as a NumPy array shaped for the network's input; ``preprocessing`` (a ``sigma_core.Preprocessing``)
-    holds the run's saved preprocess transforms, for raw inputs such as images.
+    JSON on stdin itself. Called as ``reader(path, network=)``, a reader returns the file's records, raw (as
+    the run's data source gives them), as a NumPy array shaped for the network's input; ``network.predict``
+    applies the run's fitted preprocess transforms (``network.preprocessing``) to them.
     """
 
 
@@ -163,6 +163,15 @@ def register_compilers(register: Register) -> None:
     """Step compilers for ``[training] compile``: callables ``compiler(trainer)`` that return the function a
     trainer runs each training step with (``sigma_core.Trainer.compile_step``), e.g. recorded kernel calls
     replayed. ``compile = "auto"`` (the default) takes the available one of the highest ``rank``, if any.
+    """
+
+
+@hookspec
+def register_sections(register: Register) -> None:
+    """Top-level run-file sections that a plugin's command reads and the core does not (``[tune]``, sigmann-tune's).
+
+    The implementation is the section's rule (see :mod:`sigma_core.config`; lazy ``"module:attr"`` allowed):
+    a run file's section is held against it like the core's own, and ``sigma train`` passes it through unread.
     """
 
 

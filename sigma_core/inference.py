@@ -2,7 +2,9 @@
 
 A checkpoint holds the run config, so the architecture is rebuilt from its
 ``network.layers``; an exported ``.safetensors`` file carries the same layer
-list as JSON metadata beside the weights, so it needs no run file either. The
+list as JSON metadata beside the weights, so it needs no run file either. Both
+hold the run's ``preprocess`` transforms with the statistics fitted to its
+training data, so a loaded network predicts from raw inputs. The
 safetensors export stays here because :func:`load` reads it back; other
 formats are plugins' exporters (``sigmann-onnx``).
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy
 
@@ -19,37 +22,59 @@ from .errors import ConfigError, SigmaError
 from .reading import check_readable
 
 
+class Saved(NamedTuple):
+    """What a checkpoint or an export holds of a trained network."""
+
+    name: str
+    layers: list  # the run file's network.layers
+    dtype: str
+    parameters: dict  # parameter id -> NumPy array
+    preprocess: list  # the run's preprocess transforms, statistics fitted (an older Sigma's file: as written)
+
+
+def read_saved(path) -> Saved:
+    """The network saved in ``path``, a ``.ckpt`` checkpoint or a ``.safetensors`` export, unbuilt."""
+    path = Path(path)
+    if path.suffix == ".safetensors":
+        return _read_safetensors(path)
+    from .checkpoint import load_checkpoint
+    checkpoint = load_checkpoint(path)
+    if checkpoint.config is None:
+        raise SigmaError(f"checkpoint {path}: saved from code without a run config, so it holds no architecture; "
+                         "build the Network in code and call network.load_state_dict(checkpoint.parameters)")
+    return Saved(checkpoint.config["name"], checkpoint.config["network"]["layers"],
+                 checkpoint.metadata["handler"]["dtype"], checkpoint.parameters, _preprocess(checkpoint))
+
+
 def load(path, handler=None, *, dtype: str | None = None):
     """The network saved in ``path`` (a ``.ckpt`` checkpoint or a ``.safetensors`` export), ready to
-    :meth:`~sigma_core.network.Network.predict` on ``handler`` (an object, a name, or None: ``SIGMA_HANDLER``
-    or the fastest available) in ``dtype`` (default: the one it was saved in)."""
+    :meth:`~sigma_core.network.Network.predict` raw inputs (its run's fitted preprocessing applies first) on
+    ``handler`` (an object, a name, or None: ``SIGMA_HANDLER`` or the fastest available) in ``dtype``
+    (default: the one it was saved in)."""
     from . import backend
     from .architecture import from_layer_list
+    from .data.preprocessing import Preprocessing
     from .network import Network
 
     path = Path(path)
-    if path.suffix == ".safetensors":
-        name, layers, saved_dtype, parameters, _ = _read_safetensors(path)
-    else:
-        from .checkpoint import load_checkpoint
-        checkpoint = load_checkpoint(path)
-        if checkpoint.config is None:
-            raise SigmaError(f"checkpoint {path}: saved from code without a run config, so it holds no architecture; "
-                             "build the Network in code and call network.load_state_dict(checkpoint.parameters)")
-        name, layers = checkpoint.config["name"], checkpoint.config["network"]["layers"]
-        saved_dtype, parameters = checkpoint.metadata["handler"]["dtype"], checkpoint.parameters
+    saved = read_saved(path)
+    preprocessing = Preprocessing(saved.preprocess)
+    if preprocessing.adaptive:  # a file written before Sigma kept the fitted statistics
+        raise SigmaError(f"{path}: its run's preprocess transform {preprocessing.adaptive[0]!r} takes statistics from "
+                         "the training data, which this file (written by an older Sigma) does not hold; train again")
     if handler is None or isinstance(handler, str):
         handler_name, source = backend.resolve_handler_name(cli=handler)
-        handler = backend.create_handler(handler_name, dtype=dtype or saved_dtype, seed=0, source=source)
+        handler = backend.create_handler(handler_name, dtype=dtype or saved.dtype, seed=0, source=source)
     try:
-        network = Network(from_layer_list(layers), name=name)
+        network = Network(from_layer_list(saved.layers), name=saved.name)
     except SigmaError as error:  # the layer list a file holds: name the file
         raise SigmaError(f"{path}: {error}") from None
     network.initialise(handler)
     try:
-        network.load_state_dict(parameters)
+        network.load_state_dict(saved.parameters)
     except SigmaError as error:
         raise SigmaError(f"{path}: the parameters do not fit its architecture ({error})") from None
+    network.preprocessing = preprocessing if saved.preprocess else None
     return network
 
 
@@ -62,41 +87,32 @@ def class_probabilities(network, predictions: numpy.ndarray) -> numpy.ndarray:
 
 
 def export_safetensors(source, path) -> Path:
-    """Write the parameters of the checkpoint ``source`` to ``path``, with its name, dtype and layer list as metadata
-    (the built-in ``safetensors`` exporter of ``sigma export``)."""
-    from .checkpoint import load_checkpoint
-
+    """Write the parameters of the checkpoint ``source`` to ``path``, with its name, dtype, layer list and fitted
+    preprocess transforms as metadata (the built-in ``safetensors`` exporter of ``sigma export``)."""
     from .atomic import atomic_write
 
     try:
         from safetensors.numpy import save
     except ImportError:
         raise SigmaError("exporting to safetensors needs the safetensors package: pip install 'sigmann[export]'") from None
-    checkpoint = load_checkpoint(source)
-    if checkpoint.config is None:
-        raise SigmaError(f"checkpoint {checkpoint.path}: saved from code without a run config, so it holds no architecture")
-    metadata = {"format": "sigma-network", "name": checkpoint.config["name"], "dtype": checkpoint.metadata["handler"]["dtype"],
-                "layers": json.dumps(checkpoint.config["network"]["layers"]), "preprocess": json.dumps(_preprocess(checkpoint))}
-    data = save({pid: numpy.asarray(a, order="C") for pid, a in checkpoint.parameters.items()}, metadata)
+    saved = read_saved(source)
+    metadata = {"format": "sigma-network", "name": saved.name, "dtype": saved.dtype, "layers": json.dumps(saved.layers),
+                "preprocess": json.dumps(saved.preprocess)}
+    data = save({pid: numpy.asarray(a, order="C") for pid, a in saved.parameters.items()}, metadata)
     with atomic_write(path) as stream:
         stream.write(data)
     return Path(path)
 
 
-def saved_preprocess(path) -> list:
-    """The run's ``data.preprocess`` transforms, saved in a checkpoint or an export, for raw inputs such as images."""
-    path = Path(path)
-    if path.suffix == ".safetensors":
-        return _read_safetensors(path)[4]
-    from .checkpoint import load_checkpoint
-    return _preprocess(load_checkpoint(path))
-
-
 def _preprocess(checkpoint) -> list:
-    return (checkpoint.config or {}).get("data", {}).get("preprocess", [])
+    """The fitted transforms; a checkpoint of an older Sigma has only its run file's."""
+    fitted = checkpoint.metadata["preprocess"]
+    return (checkpoint.config or {}).get("data", {}).get("preprocess", []) if fitted is None else fitted
 
 
-def _read_safetensors(path: Path):
+def _read_safetensors(path: Path) -> Saved:
+    from .data.preprocessing import Preprocessing
+
     check_readable(path, SigmaError, "export")
     try:
         from safetensors import SafetensorError
@@ -111,7 +127,7 @@ def _read_safetensors(path: Path):
         layers, preprocess = json.loads(metadata["layers"]), json.loads(metadata.get("preprocess", "[]"))
         require("layers", ["table"], layers)
         require("dtype", ("float32", "float64"), metadata["dtype"])
-        require("preprocess", "array", preprocess)
-        return metadata["name"], layers, metadata["dtype"], load_file(str(path)), preprocess
+        Preprocessing(preprocess)  # the rules of a run file's
+        return Saved(metadata["name"], layers, metadata["dtype"], load_file(str(path)), preprocess)
     except (OSError, SafetensorError, ConfigError, KeyError, ValueError, RecursionError) as error:  # Recursion: JSON
         raise SigmaError(f"{path}: cannot read it as a safetensors export ({error})") from None

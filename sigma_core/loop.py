@@ -47,19 +47,27 @@ put back to its initial state, ``stop`` when the run ends without an error.
 A stop or reset signalled during an epoch abandons that epoch after the
 current iteration; the interrupted epoch is not reported (a later run
 finishes it).
+
+**Why a run ended.** :attr:`Loop.stopped` is None when the epochs ran out,
+else the :class:`Stop` that ended the run first: its reason in words and the
+exit status ``sigma train`` ends with (a stopper's criterion: 0, the web
+page: 3, Ctrl-C: 130). **Where it writes.** :attr:`Loop.directory` is the run's
+own directory (:mod:`sigma_core.rundir`), made when first asked for.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
+import shlex
 import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from enum import Enum
+from pathlib import Path
 
-from . import plugins
+from . import plugins, rundir
 from .config import require, rule_of
 from .errors import SigmaError
 from .hooks.dispatch import Dispatcher
@@ -69,11 +77,28 @@ log = logging.getLogger("sigma")
 
 @dataclass
 class EpochReport:
+    """An epoch just ended: ``iterations`` is its length and ``trained`` how many of them this run trained (fewer
+    when it resumed midway); ``seconds`` is the time they took, pauses not counted."""
+
     epoch: int
     cost: float
     seconds: float
     iterations: int
     validation: dict = field(default_factory=dict)  # iterator name -> evaluate() report
+    trained: int | None = None  # None: all of ``iterations``
+
+    def __post_init__(self):
+        if self.trained is None:
+            self.trained = self.iterations
+
+
+@dataclass(frozen=True)
+class Stop:
+    """What stopped a run before its epochs ran out, in words (``"Ctrl-C"``), and the exit status ``sigma train``
+    ends with: 0 for a stopper's criterion, 3 for the web page's Stop, 130 for Ctrl-C."""
+
+    reason: str
+    status: int = 0
 
 
 class State(str, Enum):
@@ -135,7 +160,8 @@ def strategy_from_config(trainer, table: dict, where: str = "operator") -> Strat
 class Loop:
     """Runs a trainer epoch by epoch until ``epochs`` or until stopped; see the module docstring."""
 
-    def __init__(self, trainer, strategy: Strategy | None = None, *, epochs: int, hooks=()):
+    def __init__(self, trainer, strategy: Strategy | None = None, *, epochs: int, hooks=(), directory=None,
+                 command_line=None):
         strategy = SingleWorker(trainer) if strategy is None else strategy
         if strategy.trainer is not trainer:
             raise SigmaError(f"loop of trainer {trainer.name!r}: its strategy was built for trainer "
@@ -147,6 +173,12 @@ class Loop:
         self.dispatcher = Dispatcher()
         self.reports: list[EpochReport] = []
         self.seconds = 0.0
+        #: Why the last run stopped before its epochs ran out (a :class:`Stop`); None while running or when they did.
+        self.stopped: Stop | None = None
+        #: The command that trains this run again (``["sigma", "train", "run.toml", ...]``), if one did.
+        self.command_line = None if command_line is None else list(command_line)
+        self._directory = None if directory is None else Path(directory)
+        self._paused_seconds = 0.0  # time spent paused in all, so that epochs do not count it
         self._state = State.NONE
         # One lock for the state and the flags below; Condition's default RLock lets a hook
         # (running on the training thread inside the loop) signal without deadlocking.
@@ -167,6 +199,25 @@ class Loop:
     def state(self) -> State:
         """The state last signalled; the loop reaches it at its next boundary."""
         return self._state
+
+    @property
+    def directory(self) -> Path:
+        """The run's own directory (``runs/<name>/version_N``), made when first asked for; see :mod:`sigma_core.rundir`."""
+        with self._changed:
+            if self._directory is None:
+                self._directory = rundir.new_version(self.trainer.name)
+            return self._directory
+
+    @property
+    def has_directory(self) -> bool:
+        """Whether :attr:`directory` has been made (or given): asking for it would make it."""
+        return self._directory is not None
+
+    def resume_command(self, checkpoint) -> str | None:
+        """The shell command that continues this run from ``checkpoint``; None for a run not started by a command."""
+        if self.command_line is None:
+            return None
+        return shlex.join([*self.command_line, "--resume", str(checkpoint)])
 
     @property
     def hooks(self) -> list:
@@ -236,6 +287,7 @@ class Loop:
                              "wait_for_state_changed() before starting it again")
         self._state, self._active, self._paused, self._settled = State.RUNNING, True, False, False
         self._step_requested = self._stepped = False
+        self.stopped = None
 
     # -- signals and commands (any thread) -----------------------------------------------------
     def signal_pause(self) -> None:
@@ -258,10 +310,14 @@ class Loop:
                                  f"{self._state.value}, not paused")
             self._signal(State.RUNNING)
 
-    def signal_stop(self) -> None:
-        """End the run after the current iteration (also when paused); ignored when not running."""
+    def signal_stop(self, reason: str = "a stop command", status: int = 0) -> None:
+        """End the run after the current iteration (also when paused); ignored when not running.
+
+        ``reason`` and ``status`` become :attr:`stopped` (the first stop's: a repeated stop is ignored).
+        """
         with self._changed:
             if self._state in (State.RUNNING, State.PAUSED):
+                self.stopped = Stop(reason, status)
                 self._signal(State.STOPPED)
 
     def signal_reset(self) -> None:
@@ -283,7 +339,8 @@ class Loop:
         """Steer the run by name, from any thread: what hooks send (``run.command``).
 
         ``pause``, ``resume``, ``stop`` and ``reset`` are the ``signal_*``
-        methods. ``step`` runs one iteration of a paused run and pauses it
+        methods; ``stop`` may say why and with which exit status (``reason=...``,
+        ``status=...``: :meth:`signal_stop`). ``step`` runs one iteration of a paused run and pauses it
         again. ``extend`` with ``epochs`` (an integer >= 1) trains that many
         more epochs than planned. ``set`` with ``key="optimiser.<hyperparameter>"``
         and a number ``value`` changes the optimiser. ``extend`` and ``set``
@@ -294,12 +351,17 @@ class Loop:
         must not wait for the loop. Each command is logged as it arrives
         (``call`` at debug level).
         """
-        log.log(logging.DEBUG if name == "call" else logging.INFO, "loop of trainer %s: command %s",
+        # A stop is reported where the run ends (sigma train's last line): logging it too would say it twice.
+        log.log(logging.DEBUG if name in ("call", "stop") else logging.INFO, "loop of trainer %s: command %s",
                 self.trainer.name, " ".join([name, *(f"{key}={value!r}" for key, value in arguments.items())]))
         simple = {"pause": self.signal_pause, "resume": self.signal_resume,
                   "stop": self.signal_stop, "reset": self.signal_reset}
         if name in simple and not arguments:
             return simple[name]()
+        if name == "stop" and arguments and set(arguments) <= {"reason", "status"}:
+            require("stop: reason", "str", arguments.get("reason", ""))
+            require("stop: status", "int in [0, 255]", arguments.get("status", 0))
+            return self.signal_stop(**arguments)
         if name == "step" and not arguments:
             with self._changed:
                 if self._state is not State.PAUSED:
@@ -318,7 +380,8 @@ class Loop:
         if name == "call" and set(arguments) == {"fn"}:
             return self._call(arguments["fn"])
         raise SigmaError(f"unknown command {name!r} with arguments {sorted(arguments)} (commands: pause, resume, "
-                         "stop, reset, step, extend epochs=..., set key=... value=..., call fn=...)")
+                         "stop [reason=... status=...], reset, step, extend epochs=..., set key=... value=..., "
+                         "call fn=...)")
 
     def _change(self, apply) -> None:
         """Run ``apply`` on the training thread at the next boundary, or now when no run is active."""
@@ -419,9 +482,10 @@ class Loop:
     def _epoch(self) -> None:
         """Train the open epoch (or a new one) to its end, unless a stop or reset abandons it."""
         trainer, step = self.trainer, self.strategy.step
-        began = time.perf_counter()
+        began, paused, trained = time.perf_counter(), self._paused_seconds, 0
         for batch in trainer.open_epoch():
             trainer.train_batch(batch, step)
+            trained += 1
             self._emit("iteration")
             # Unlocked reads: a signal that lands just after them is seen at the next boundary.
             if (self._state is not State.RUNNING or self._paused or self._reset_requested or self._step_requested
@@ -430,9 +494,9 @@ class Loop:
                 return  # the caller's loop acts on the stop or reset; the epoch stays open and is not reported
         self.strategy.merge()
         cost = trainer.close_epoch()
-        seconds = time.perf_counter() - began
+        seconds = time.perf_counter() - began - (self._paused_seconds - paused)
         validation = {name: trainer.evaluate(iterator) for name, iterator in trainer.validation.items()}
-        report = EpochReport(trainer.epoch, cost, seconds, trainer.iteration, validation)
+        report = EpochReport(trainer.epoch, cost, seconds, trainer.iteration, validation, trained)
         self.reports.append(report)
         self._emit("epoch", report=report)
 
@@ -463,7 +527,9 @@ class Loop:
                     return True
                 if self._state is State.PAUSED and self._paused:
                     self._settle()
+                    waited = time.perf_counter()
                     self._changed.wait()
+                    self._paused_seconds += time.perf_counter() - waited
                     continue
                 self._paused = not self._paused  # entering or leaving the pause
                 event = "pause" if self._paused else "resume"

@@ -39,7 +39,7 @@ from sigma_core.errors import (ComponentClashError, ComponentLoadError, ConfigEr
 #: Component kinds: kind ``x`` is registered through the function ``register_xs``. The last,
 #: "command", is a ``sigma`` subcommand: ``register_commands(cli)`` adds it to the argparse parser.
 KINDS = ("handler", "layer", "activation", "optimiser", "initialiser", "hook", "extractor", "source", "cache",
-         "reader", "exporter", "operator", "op", "compiler", "command")
+         "reader", "exporter", "operator", "op", "compiler", "section", "command")
 
 ENTRY_POINT_GROUP = "sigma"
 CORE_DISTRIBUTION = "sigmann"

@@ -7,9 +7,11 @@ prefer code build the same objects directly (see the README).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from . import backend, plugins
 from .architecture import from_layer_list
@@ -37,6 +39,12 @@ class Run:
     hooks: list = field(default_factory=list)  # [[hooks]], [checkpoint]'s and [[monitors]], attached by train()
     history: list = field(default_factory=list)
     seconds: float = 0.0
+    #: The run's own directory (runs/<name>/version_N; None: made when a hook first asks, see sigma_core.rundir).
+    directory: Path | None = None
+    #: The command that started the run (without --resume), for the resume commands printed when it stops.
+    command_line: list | None = None
+    #: The Loop of the last train(): its ``stopped`` says why it ended, its ``directory`` where it wrote.
+    loop: Loop | None = None
 
     def train(self, hooks=()) -> dict:
         """Train with the operator ``[operator]`` names (default: single_worker), the run file's hooks and
@@ -44,9 +52,12 @@ class Run:
         if self.trainer.handler is None:
             self.trainer.initialise(self.handler)
         strategy = strategy_from_config(self.trainer, self.config.get("operator", {}))
-        loop = Loop(self.trainer, strategy, epochs=self.epochs, hooks=[*self.hooks, *hooks])
+        loop = self.loop = Loop(self.trainer, strategy, epochs=self.epochs, hooks=[*self.hooks, *hooks],
+                                directory=self.directory, command_line=self.command_line)
         started = time.perf_counter()
         self.history = loop.run()
+        if loop.has_directory:  # a later train() continues there
+            self.directory = loop.directory
         self.seconds = time.perf_counter() - started
         return self.summary()
 
@@ -54,10 +65,17 @@ class Run:
         """Continue from ``checkpoint`` (a path or a loaded :class:`Checkpoint`) on the next :meth:`train`.
 
         With the same run config, handler and dtype the continuation is
-        bit-identical to a run that was never interrupted. Returns the checkpoint.
+        bit-identical to a run that was never interrupted, and it continues in
+        the run directory the checkpoint was saved from, if that still exists.
+        Returns the checkpoint.
         """
         if not isinstance(checkpoint, Checkpoint):
             checkpoint = load_checkpoint(checkpoint)
+        saved_in = checkpoint.metadata.get("directory")
+        if isinstance(saved_in, str) and Path(saved_in).is_dir():
+            self.directory = Path(saved_in)
+            with contextlib.suppress(ValueError):  # shown as it was made, when under the current directory
+                self.directory = self.directory.relative_to(Path.cwd())
         if checkpoint.config is not None:
             # How long to train, where to save and how steps are compiled (the same bits) do not change the
             # arithmetic; anything else may. (training.replay: the older spelling of training.compile.)
@@ -77,9 +95,13 @@ class Run:
         return {
             "name": self.config["name"], "handler": self.handler.name, "dtype": self.handler.dtype,
             "epochs": self.trainer.epoch,  # epochs done, counting those before a resume
+            "stopped": self.loop.stopped.reason if self.loop and self.loop.stopped else None,  # null: finished
             "seconds": round(self.seconds, 3), "cost": last.cost if last else None,
             "accuracy": held_out.get("accuracy"), "validation_cost": held_out.get("cost"),
             "parameters": self.trainer.network.parameter_count,
+            # hooks that failed and were detached (sigma_core.hooks.dispatch.HookFailure)
+            "hook_failures": [{"hook": f.hook, "event": f.event, "message": str(f)}
+                              for f in (self.loop.dispatcher.failures if self.loop else ())],
             "history": [{"epoch": r.epoch, "cost": r.cost, "seconds": round(r.seconds, 3),
                          "accuracy": r.validation.get("validation", {}).get("accuracy")} for r in self.history],
         }
@@ -166,7 +188,9 @@ def build_run(config: dict, *, handler_name: str | None = None) -> Run:
     plugins.get("operator", config["operator"].get("type", "single_worker"))  # an unknown operator fails before the data is read
     compiler = step_compiler(training_cfg["compile"])
 
-    training, held_out = split_dataset(dataset_from_config(config["data"]), config["split"], seed)
+    dataset = dataset_from_config(config["data"])
+    network.preprocessing = dataset.preprocessing  # saved with its checkpoints: predictions take raw inputs
+    training, held_out = split_dataset(dataset, config["split"], seed)
     iterator = MinibatchIterator(training, training_cfg["batch_size"], shuffle=training_cfg["shuffle"], seed=seed,
                                  last_batch=training_cfg["last_batch"])
     if training_cfg["prefetch"]:  # gather the next batch on a background thread while this one trains

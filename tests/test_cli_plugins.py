@@ -31,6 +31,14 @@ def test_json_lists_numpy_as_available_with_the_required_keys():
     assert numpy_entry["distribution"] == "sigmann"
 
 
+def test_no_available_component_gives_a_reason_it_could_not_run():
+    """A check's reason is why a component cannot run; an available one's may only describe it (a GPU's devices)."""
+    entries = json.loads(run_sigma("plugins", "--json").stdout)
+    misleading = [(e["kind"], e["name"], e["reason"]) for e in entries if e["kind"] != "plugin-failure"
+                  and e["available"] and any(word in e["reason"] for word in ("not installed", "cannot", "no "))]
+    assert misleading == []
+
+
 def test_json_shows_the_broken_plugin_and_the_good_one(good_and_broken):
     result = run_sigma("plugins", "--json", env=good_and_broken.subprocess_env())
     assert result.returncode == 0, result.stderr

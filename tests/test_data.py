@@ -215,8 +215,13 @@ def test_the_core_reads_a_local_path_and_names_a_missing_one(tmp_path, monkeypat
     plugins.reset()
     (tmp_path / "a.csv").write_text("1,2,0\n3,4,1\n")
     assert len(dataset_from_config({"source": "csv", "path": str(tmp_path / "a.csv")})) == 2
-    with pytest.raises(DataError, match=r"^file not found: .*gone.csv$"):
+    with pytest.raises(DataError, match=r"^data.path: file not found: .*gone.csv$"):
         dataset_from_config({"source": "csv", "path": str(tmp_path / "gone.csv")})
+    monkeypatch.chdir(tmp_path)  # a relative path says where it was looked for, and relative to what
+    with pytest.raises(DataError) as caught:
+        dataset_from_config({"source": "csv", "path": "data/gone.csv"})
+    assert str(caught.value) == (f"data.path: file not found: data/gone.csv (looked for {tmp_path}/data/gone.csv: "
+                                 f"a relative path is relative to the working directory, {tmp_path})")
     with pytest.raises(ConfigError, match=r"^data.blocks needs the block cache: install sigmann-data, which provides it$"):
         dataset_from_config({"source": "csv", "path": str(tmp_path / "a.csv"), "blocks": {"records": 1}})
 

@@ -423,7 +423,7 @@ def failing(fake_site, run_file, capsys):
         option = f"failing:at='{at}',raises='{raises}',threaded={str(threaded).lower()}"
         status = main(["train", str(run_file), "--quiet", "--monitor", option])
         out, err = capsys.readouterr()
-        news = ("sigma: handler numpy", "sigma: run blobs:")  # what every run logs
+        news = ("sigma: handler numpy", "sigma: run blobs:", "finished after training step ")  # what every run says
         return status, out, [line for line in err.strip().splitlines() if not line.startswith(news)]
 
     return train
@@ -437,7 +437,8 @@ def test_a_hook_failing_anywhere_by_any_exception_is_named_in_one_line_and_train
     status, out, err = failing(at, raises, threaded)
     assert status == 0 and out.startswith("blobs: 2 epochs")  # the whole run, as without the hook
     then = "" if at == "detach" else "; detached, training goes on"
-    assert err == [f"sigma: hook 'failing' failed in {at}: {WHY[raises]}{then}"]
+    assert err == [f"sigma: hook 'failing' failed in {at}: {WHY[raises]}{then}",
+                   f"sigma: hook that failed and was detached: 'failing' ({at})"]  # named again at the end
 
 
 def test_a_hook_that_cannot_be_built_is_refused_in_one_line_before_anything_trains(failing, run_file, capsys):
@@ -460,7 +461,7 @@ def test_a_sigma_error_ends_the_run_from_the_training_thread_and_detaches_a_thre
     status, out, err = failing("on_iteration", "sigma", threaded=True)
     assert status == 0 and out.startswith("blobs: 2 epochs")
     assert err == ["sigma: hook 'failing' failed in on_iteration: SigmaError: refused on purpose; detached, "
-                   "training goes on"]
+                   "training goes on", "sigma: hook that failed and was detached: 'failing' (on_iteration)"]
 
 
 def test_ctrl_c_in_an_inline_hook_still_stops_a_loop_and_a_hooks_own_interrupt_off_the_main_thread_does_not(run_file):

@@ -8,7 +8,6 @@ import json
 import pytest
 
 from sigma_core import config as run_config
-from sigma_core.checkpoint import latest_checkpoint
 from sigma_core.cli import main
 from sigma_core import Hook, MetricsHook
 from sigma_core.hooks.metrics import HEADER
@@ -45,7 +44,9 @@ def test_the_files_hold_what_the_run_printed(run_file, tmp_path, capsys):
         assert f"train cost {logged['cost']:.4f}  validation accuracy {logged['validation.accuracy']:.2%}" in line
         assert logged["learning_rate"] == 0.1 and logged["iterations_per_s"] > 0
 
-    records = read_jsonl(out)
+    *records, stop = read_jsonl(out)
+    assert stop == {"time": stop["time"], "event": "stop", "epoch": 2, "iteration": 9, "step": 18, "epochs": 2,
+                    "stopped": None}  # how the run ended: its epochs ran out
     iterations = [r for r in records if r["event"] == "iteration"]
     assert [r["step"] for r in iterations] == [4, 8, 12, 16]  # every 4th of 18 iterations
     assert [(r["epoch"], r["iteration"]) for r in iterations] == [(1, 4), (1, 8), (2, 3), (2, 7)]
@@ -54,45 +55,59 @@ def test_the_files_hold_what_the_run_printed(run_file, tmp_path, capsys):
     assert all(isinstance(r["network.layers.2-dense.weights"], float) for r in records)  # an array, as its mean
     assert [(r["epoch"], r["cost"], r["validation.accuracy"]) for r in records if r["event"] == "epoch"] == \
            [(e["epoch"], e["cost"], e["accuracy"]) for e in history]
-    assert len(rows) - 1 == sum(len(r) - 5 for r in records)  # every value of every record, once in the CSV
+    assert len(rows) - 1 == sum(len(r) - 5 for r in [*records, stop])  # every value of every record, once in the CSV
 
 
-def test_the_run_directory_defaults_to_runs_slash_the_run_name(run_file, tmp_path, monkeypatch):
+def test_a_run_file_run_twice_gives_two_run_directories(run_file, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert main(["train", str(run_file), "--quiet", "--monitor", "metrics"]) == 0
-    assert [r["epoch"] for r in read_jsonl(tmp_path / "runs" / "blobs") if r["event"] == "epoch"] == [1, 2]
+    for _ in range(2):
+        assert main(["train", str(run_file), "--quiet", "--monitor", "metrics"]) == 0
+    runs = tmp_path / "runs" / "blobs"
+    assert sorted(path.name for path in runs.iterdir()) == ["version_0", "version_1"]
+    for version in runs.iterdir():  # each holds one run: its epochs once, and the checkpoint its end saved
+        assert [r["epoch"] for r in read_jsonl(version) if r["event"] == "epoch"] == [1, 2]
+        assert [path.name for path in (version / "checkpoints").glob("*.ckpt")] == ["blobs-e2-i0.ckpt"]
 
 
-def test_a_resumed_run_appends_under_the_one_header(run_file, tmp_path):
-    out, saves = tmp_path / "metrics", tmp_path / "checkpoints"
+def test_a_resumed_run_continues_its_directory_and_drops_the_rows_past_its_checkpoint(run_file, tmp_path, capsys,
+                                                                                        monkeypatch):
+    monkeypatch.chdir(tmp_path)
     with open(run_file, "a") as stream:
-        stream.write(f'[checkpoint]\ndirectory = "{saves}"\nevery_epochs = 1\n')
-    option = f"metrics:directory='{out}',every=9"
-    assert main(["train", str(run_file), "--quiet", "--monitor", option, "--set", "training.epochs=1"]) == 0
-    assert main(["train", str(run_file), "--quiet", "--monitor", option, "--set", "training.epochs=3",
-                 "--resume", str(latest_checkpoint(saves, "blobs"))]) == 0
-    rows = read_csv(out)
-    assert rows.count(list(HEADER)) == 1 and rows[0] == list(HEADER)
-    records = read_jsonl(out)
+        stream.write('[checkpoint]\ndirectory = "saves"\nevery_epochs = 1\nkeep = 5\n')
+    option = "metrics:every=4"
+    assert main(["train", str(run_file), "--quiet", "--monitor", option, "--set", "training.epochs=3"]) == 0
+    version = tmp_path / "runs" / "blobs" / "version_0"
+    first = read_jsonl(version)
+    assert [r["step"] for r in first if r["event"] == "epoch"] == [9, 18, 27]
+    capsys.readouterr()
+    # From epoch 1's checkpoint: what epochs 2 and 3 logged is trained again, so it goes from both files.
+    assert main(["train", str(run_file), "--quiet", "--monitor", option, "--set", "training.epochs=2",
+                 "--resume", "saves/blobs-e1-i0.ckpt"]) == 0
+    assert [path.name for path in version.parent.iterdir()] == ["version_0"]  # no new version: the same run
+    records = read_jsonl(version)
     assert [(r["event"], r["epoch"], r["step"]) for r in records] == [
-        ("iteration", 1, 9), ("epoch", 1, 9), ("iteration", 2, 18), ("epoch", 2, 18), ("iteration", 3, 27),
-        ("epoch", 3, 27)]
+        ("iteration", 1, 4), ("iteration", 1, 8), ("epoch", 1, 9), ("iteration", 2, 12), ("iteration", 2, 16),
+        ("epoch", 2, 18), ("stop", 2, 18)]
+    assert records[:3] == first[:3]  # the rows up to the checkpoint, untouched
+    rows = read_csv(version)
+    assert rows.count(list(HEADER)) == 1 and rows[0] == list(HEADER)
+    assert [(row[1], row[4]) for row in rows[1:] if row[5] == "cost"] == [
+        (r["event"], str(r["step"])) for r in records if "cost" in r]
 
 
-def test_a_line_cut_short_by_a_crash_stays_on_its_own(run_file, tmp_path):
+def test_a_rerun_into_the_same_directory_replaces_what_was_there_and_a_cut_line_goes(run_file, tmp_path):
     out = tmp_path / "metrics"
     out.mkdir()
     (out / "metrics.csv").write_text(",".join(HEADER) + "\n1.0,iteration,1,1,1,co")
-    (out / "metrics.jsonl").write_text('{"event": "iteration"}\n{"time": 1')
+    (out / "metrics.jsonl").write_text('{"time": 1, "event": "iteration", "epoch": 1, "iteration": 1, "step": 1}\n'
+                                       '{"time": 1')  # the last line cut short by a crash
     run = build_run(run_config.load(run_file, []))
     run.train([MetricsHook(directory=str(out))])
     lines = (out / "metrics.jsonl").read_text().splitlines()
-    assert lines[:2] == ['{"event": "iteration"}', '{"time": 1']
-    assert [json.loads(line)["event"] for line in lines[2:]] == ["epoch", "iteration", "epoch"]
+    assert [json.loads(line)["event"] for line in lines] == ["epoch", "iteration", "epoch", "stop"]
     rows = read_csv(out)
-    assert rows[1] == ["1.0", "iteration", "1", "1", "1", "co"]
-    assert rows[2][1:6] == ["epoch", "1", "9", "9", "cost"]  # 9 iterations per epoch, every 10th logged by default
-    assert all(len(row) == 7 for row in rows[2:])
+    assert rows[0] == list(HEADER) and rows[1][1:6] == ["epoch", "1", "9", "9", "cost"]  # every 10th of 9 per epoch
+    assert all(len(row) == 7 for row in rows[1:])
 
 
 def test_a_file_that_is_not_ours_is_left_alone_and_reported(run_file, tmp_path):

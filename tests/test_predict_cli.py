@@ -14,21 +14,69 @@ import pytest
 import sigma_core
 from sigma_core import config, plugins
 from sigma_core.cli import main
+from sigma_core.inference import class_probabilities
 from sigma_core.run import build_run
 
 ROOT = Path(__file__).resolve().parents[1]
 DIGITS = ROOT / "examples" / "digits.toml"
 
 
+def held_out(overrides=(), preprocess=True):
+    """The digits run's held-out records: as it trained on them, or (``preprocess=False``) raw, as the data source
+    gives them (the split is the same: preprocessing never reorders records)."""
+    cfg = config.load(DIGITS, list(overrides))
+    if not preprocess:
+        cfg["data"]["preprocess"] = []
+    return build_run(cfg, handler_name="numpy").trainer.validation["validation"].dataset
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """A digits checkpoint after 3 epochs, and the held-out inputs and labels it was evaluated on."""
+    """A digits checkpoint after 3 epochs, and the held-out inputs (raw) and labels it was evaluated on."""
     directory = tmp_path_factory.mktemp("digits")
     overrides = ["training.epochs=3", "checkpoint.every_epochs=1", f'checkpoint.directory="{directory}"']
     assert main(["train", str(DIGITS), "--handler", "numpy", "--quiet", *(a for o in overrides for a in ("--set", o))]) == 0
-    held_out = build_run(config.load(DIGITS), handler_name="numpy").trainer.validation["validation"].dataset
-    np.save(directory / "x.npy", held_out.section("inputs"))
-    return directory / "digits-e3-i0.ckpt", held_out.section("inputs"), held_out.section("targets")
+    raw = held_out(preprocess=False)
+    np.save(directory / "x.npy", raw.section("inputs"))
+    return directory / "digits-e3-i0.ckpt", raw.section("inputs"), raw.section("targets")
+
+
+def test_a_fitted_run_predicts_from_raw_inputs(tmp_path, capsys, monkeypatch):
+    """Issue 26: a run's fitted statistics (per-feature range, mean and deviation) travel in its checkpoint and
+    export, so raw rows predict exactly as the preprocessed records did in process."""
+    overrides = ["training.epochs=2", "checkpoint.every_epochs=1", f'checkpoint.directory="{tmp_path}"',
+                 "data.preprocess=[{normalise={per_feature=true}}, {standardise=true}]"]
+    assert main(["train", str(DIGITS), "--handler", "numpy", "--quiet", *(a for o in overrides for a in ("--set", o))]) == 0
+    checkpoint, _ = tmp_path / "digits-e2-i0.ckpt", capsys.readouterr()
+    preprocessed, raw = held_out(overrides).section("inputs"), held_out(overrides, preprocess=False)
+    assert np.abs(raw.section("inputs") - preprocessed).max() > 1  # the two really differ
+    network = sigma_core.load(checkpoint, "numpy")
+    expected = network.predict(raw.section("inputs"))
+    network.preprocessing = None  # the bare network on what the run trained on: the same numbers, bit for bit
+    np.testing.assert_array_equal(network.predict(preprocessed), expected)
+    status, out, _ = sigma(capsys, "eval", checkpoint, "--json", "--handler", "numpy")
+    assert status == 0 and json.loads(out)["accuracy"] == np.mean(expected.argmax(1) == raw.section("targets"))
+
+    np.savetxt(tmp_path / "raw.csv", raw.section("inputs"), delimiter=",", fmt="%g")  # 0..16, as sklearn has them
+    assert sigma(capsys, "predict", checkpoint, tmp_path / "raw.csv", "--out", tmp_path / "p.npy")[0] == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), class_probabilities(network, expected))
+    status, out, _ = sigma(capsys, "predict", checkpoint, "-", "--format", "json",
+                           stdin=json.dumps(raw.section("inputs")[:3].astype(int).tolist()), monkeypatch=monkeypatch)
+    assert status == 0 and [json.loads(line)["class"] for line in out.splitlines()] == expected[:3].argmax(1).tolist()
+    assert sigma(capsys, "export", checkpoint, "--format", "safetensors")[0] == 0
+    np.testing.assert_array_equal(sigma_core.load(checkpoint.with_suffix(".safetensors"), "numpy").predict(
+        raw.section("inputs")), expected)
+    # sigma eval on other raw data (the held-out rows as a CSV file) keeps the training statistics too, where
+    # fitting them anew to these 360 rows would change every input
+    np.savetxt(tmp_path / "labelled.csv", np.column_stack([raw.section("inputs"), raw.section("targets")]),
+               delimiter=",", fmt="%g")
+    (tmp_path / "other.toml").write_text(DIGITS.read_text().replace('source = "sklearn"\nname = "digits"', (
+        f'source = "csv"\npath = "{(tmp_path / "labelled.csv").as_posix()}"\none_hot = 10')).replace(
+        "validation = 0.2", "validation = [0, 360]\ntrain = [0, 360]"))
+    status, out, err = sigma(capsys, "eval", checkpoint, "--json", "--handler", "numpy", "--data-config",
+                             tmp_path / "other.toml")
+    assert status == 0, err
+    assert json.loads(out)["accuracy"] == np.mean(expected.argmax(1) == raw.section("targets"))
 
 
 def sigma(capsys, *argv, stdin=None, monkeypatch=None):

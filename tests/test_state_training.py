@@ -4,6 +4,7 @@ overflow, Ctrl-C. Every failure is one line; the last good checkpoint always sur
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shlex
 import signal
@@ -84,9 +85,16 @@ def dead_pid() -> int:
     return child.pid
 
 
-def sigma(*argv) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "sigma_core", *argv], cwd=ROOT,
+def sigma(*argv, cwd=ROOT) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "sigma_core", *argv], cwd=cwd,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def stop_line(why: str, state: dict, epochs: int) -> str:
+    """The start of the one line ``sigma train`` ends with, for a run stopped by ``why`` in checkpoint ``state``."""
+    where = (f"epoch {state['epoch'] + 1} of {epochs}, iteration {state['iteration']}" if state["in_epoch"]
+             else f"{state['epoch']} of {epochs} epochs done")
+    return f"stopped by {why} after training step {state['total_iterations']} ({where}); saved "
 
 
 def wait_for(condition, process, what):
@@ -221,13 +229,12 @@ def test_ctrl_c_saves_says_how_to_resume_and_a_second_run_of_its_name_cannot_sta
         victim.kill()
     assert victim.returncode == 130, err
     lines = [line for line in err.splitlines() if not line.startswith("sigma: ")]
-    assert len(lines) == 1 and lines[0].startswith("interrupted after training step "), err
+    assert len(lines) == 1 and lines[0].startswith("stopped by Ctrl-C after training step "), err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
-    saved = latest_checkpoint(directory, "run")
+    saved = latest_checkpoint(directory, "run")  # where the run file's [checkpoint] saves
     state = load_checkpoint(saved).trainer
-    assert f"; saved {saved}; resume with: sigma train {path} --set=training.batch_size=8 --resume {saved}" in lines[0]
-    assert lines[0].startswith(f"interrupted after training step {state['total_iterations']} (epoch "
-                               f"{state['epoch'] + 1}, iteration {state['iteration']});")
+    assert lines[0] == (f"{stop_line('Ctrl-C', state, 1000)}{saved}; resume with: sigma train {path} "
+                        f"--set=training.batch_size=8 --resume {saved}")
     command = shlex.split(lines[0].split("resume with: ")[1])
     assert command[:2] == ["sigma", "train"]
     code, out, err = train(capsys, *command[2:], "--set", f"training.epochs={state['epoch'] + 1}")
@@ -235,10 +242,10 @@ def test_ctrl_c_saves_says_how_to_resume_and_a_second_run_of_its_name_cannot_sta
     assert out.startswith(f"run: 1 epoch (of {state['epoch'] + 1} in all) in ")  # the interrupted epoch, finished
 
 
-def test_ctrl_c_without_a_checkpoint_section_says_nothing_was_saved(tmp_path):
+def test_ctrl_c_without_a_checkpoint_section_saves_into_the_run_directory_and_resumes_there(tmp_path):
     path = run_file(tmp_path, records=4000, epochs=1000)
-    victim = sigma("train", str(path), "--quiet", "--out", str(tmp_path / "result.json"),
-                   "--set", 'hooks=[{type="epoch_iteration_reporter", every=[100, "iteration"]}]')
+    victim = sigma("train", str(path), "--quiet", "--out", "result.json",
+                   "--set", 'hooks=[{type="epoch_iteration_reporter", every=[100, "iteration"]}]', cwd=tmp_path)
     try:
         while not victim.stderr.readline().startswith("sigma: epoch 0 iteration 100"):  # training, for sure
             assert victim.poll() is None, victim.communicate()
@@ -247,7 +254,18 @@ def test_ctrl_c_without_a_checkpoint_section_says_nothing_was_saved(tmp_path):
     finally:
         victim.kill()
     assert victim.returncode == 130, err
-    [line] = [line for line in err.splitlines() if not line.startswith("sigma: epoch ")]
-    assert line.startswith("interrupted after training step ") and "Traceback" not in err, err
-    assert line.endswith("; nothing saved: the run file has no [checkpoint] section"), err
-    assert not (tmp_path / "result.json").exists()
+    [line] = [line for line in err.splitlines() if not line.startswith("sigma: ")]
+    [saved] = (tmp_path / "runs" / "run" / "version_0" / "checkpoints").glob("*.ckpt")
+    state = load_checkpoint(saved).trainer
+    relative = saved.relative_to(tmp_path)
+    command = ["sigma", "train", str(path), '--set=hooks=[{type="epoch_iteration_reporter", every=[100, "iteration"]}]',
+               "--resume", str(relative)]
+    assert line == f"{stop_line('Ctrl-C', state, 1000)}{relative}; resume with: {shlex.join(command)}", err
+    assert json.loads((tmp_path / "result.json").read_text())["stopped"] == "Ctrl-C"  # --out says so too
+    # The command it printed resumes in the same run directory.
+    resumed = sigma(*command[1:], "--set", f"training.epochs={state['epoch'] + 1}", "--quiet", cwd=tmp_path)
+    _, err = resumed.communicate(timeout=60)
+    assert resumed.returncode == 0, err
+    assert [p.name for p in (tmp_path / "runs" / "run").iterdir()] == ["version_0"]
+    epochs = state["epoch"] + 1
+    assert f" ({epochs} of {epochs} epochs done); saved runs/run/version_0/checkpoints/run-e{epochs}-i0.ckpt" in err

@@ -130,7 +130,7 @@ def run_directory(tmp_path, lines, name="run") -> Path:
     ([{key: value for key, value in METRICS[0].items() if key != "epoch"}],
      "{file} line 1: not a metrics record (epoch is missing)"),
     ([{**METRICS[0], "event": "lunch"}], "{file} line 1: not a metrics record (event: expected one of iteration, "
-                                         "epoch, got 'lunch')"),
+                                         "epoch, stop, got 'lunch')"),
     ([{**METRICS[0], "step": -1}], "{file} line 1: not a metrics record (step: expected an integer >= 0, got -1)"),
     ([{**METRICS[0], "learning_rate": True}], "{file} line 1: not a metrics record (learning_rate: expected a "
                                               "number or null, got True)"),
@@ -199,8 +199,9 @@ def test_a_run_directory_that_cannot_be_written_is_one_line(capsys, tmp_path):
     status, out, err = sigma(capsys, "train", DIGITS, "--quiet", "--handler", "numpy", "--set", "training.epochs=1",
                              "--monitor", f"metrics:directory='{tmp_path / 'file'}'")
     assert status == 0 and out.startswith("digits: 1 epoch")
-    [line] = [line for line in err.splitlines() if "metrics" in line]
+    [line] = [line for line in err.splitlines() if "'metrics' failed in" in line]
     assert f"run directory {tmp_path / 'file'}: cannot write there (it is a file, not a folder)" in line
+    assert "sigma: hook that failed and was detached: 'metrics' (on_start)" in err.splitlines()  # again at the end
 
 
 @pytest.mark.parametrize("error", [PermissionError(13, "Permission denied"), OSError(30, "Read-only file system"),

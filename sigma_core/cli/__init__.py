@@ -22,9 +22,9 @@ from sigma_core import __version__
 from sigma_core.errors import SigmaError, one_line
 from sigma_core.plugins import components
 
-from . import evaluate, export, options, plugins, predict, summary, train
+from . import evaluate, export, help, options, plugins, predict, summary, train
 
-SUBCOMMANDS = (plugins, train, summary, evaluate, predict, export)
+SUBCOMMANDS = (plugins, help, train, summary, evaluate, predict, export)
 
 log = logging.getLogger("sigma")
 

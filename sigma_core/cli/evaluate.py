@@ -38,6 +38,8 @@ def run_eval(args) -> int:
         raise SigmaError(f"{args.checkpoint}: the checkpoint has no run config (saved from code); "
                          "pass --data-config RUNFILE")
     cfg["handler"]["dtype"] = args.dtype or checkpoint.metadata["handler"]["dtype"]
+    if checkpoint.metadata["preprocess"] is not None:  # the statistics the network was trained with, not refitted
+        cfg["data"]["preprocess"] = checkpoint.metadata["preprocess"]
     run = build_run(cfg, handler_name=args.handler)
     trainer = run.trainer
     trainer.initialise(run.handler)

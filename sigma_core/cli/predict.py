@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import functools
 import json
 import sys
 from pathlib import Path
@@ -16,11 +15,11 @@ from . import options
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "predict", parents=[options.HANDLER, options.DEBUG], help="predict with a checkpoint or an exported network",
-        description="Run the network of a checkpoint (or a .safetensors export) on inputs as it saw them in training: "
+        description="Run the network of a checkpoint (or a .safetensors export) on raw inputs, as the run's data "
+        "source gives them (its preprocess transforms, with the statistics fitted in training, apply first): "
         "a .npy file, an .npz file (its array 'inputs', or its only one), a CSV file of numbers, or - for JSON rows on "
         "stdin (one array of rows, or one row per line); or any file a plugin reads, by suffix (sigmann-images: .png, "
-        ".jpg, ... one record each, fitted to the input's shape and preprocessed as the run's data; sigmann-mnist: "
-        "IDX files).")
+        ".jpg, ... one record each, fitted to the input's shape; sigmann-mnist: IDX files).")
     parser.add_argument("checkpoint", help="checkpoint (.ckpt) or export (.safetensors)")
     parser.add_argument("inputs", nargs="+", help="input files (their records in order), or - for JSON on stdin")
     parser.add_argument("--format", choices=("csv", "json"), default="csv", help="how to print predictions (default csv)")
@@ -37,15 +36,12 @@ def run_predict(args) -> int:
     import numpy
 
     from sigma_core.atomic import atomic_write, check_writable
-    from sigma_core.data import Preprocessing
-    from sigma_core.inference import class_probabilities, load, saved_preprocess
+    from sigma_core.inference import class_probabilities, load
 
     if args.out:
         check_writable(args.out, what="--out")  # before any work
     network = load(args.checkpoint, args.handler, dtype=args.dtype)
-    # the run's saved preprocess transforms, read once and only if a reader of raw files (images) needs them
-    preprocessing = functools.cache(lambda: Preprocessing(saved_preprocess(args.checkpoint)))
-    inputs = [read_inputs(source, args.columns, network, preprocessing) for source in args.inputs]
+    inputs = [read_inputs(source, args.columns, network) for source in args.inputs]
     for source, part in zip(args.inputs, inputs):
         if part.size == 0:  # not the input layer's shape error for a (0,) or (1, 0) array
             raise SigmaError(f"{'stdin' if source == '-' else source}: empty: no input values in it")
@@ -74,8 +70,8 @@ def run_predict(args) -> int:
     return 0
 
 
-def read_inputs(source: str, columns: str, network, preprocessing):
-    """The input records of ``source`` as a NumPy array: the core's plain files, or a registered reader's."""
+def read_inputs(source: str, columns: str, network):
+    """The raw input records of ``source`` as a NumPy array: the core's plain files, or a registered reader's."""
     import numpy
 
     from sigma_core.data import load_numpy, read_csv
@@ -93,7 +89,7 @@ def read_inputs(source: str, columns: str, network, preprocessing):
     if path.suffix == ".csv":
         chunks = [chunk["inputs"] for chunk in read_csv(path, {"inputs": columns})]
         return numpy.concatenate(chunks) if chunks else numpy.empty((0,))
-    return _reader(path)(path, network=network, preprocessing=preprocessing())
+    return _reader(path)(path, network=network)
 
 
 #: Bytes of JSON text a parsed number may take in memory at most, as Python objects before NumPy packs them.

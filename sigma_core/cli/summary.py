@@ -1,25 +1,47 @@
-"""``sigma summary``: the network a run file describes, layer by layer, without reading its data."""
+"""``sigma summary``: the network a run file, a checkpoint or an export describes, layer by layer, without reading
+its data."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from . import options
+
+#: What ``sigma summary`` reads as a saved network rather than a run file, by suffix.
+SAVED = (".ckpt", ".safetensors")
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "summary", parents=[options.DEBUG], help="the network a run file describes: layers, shapes, parameters",
-        description="Print each layer's name, type, output shape and parameter count, and the total.")
-    parser.add_argument("config", help="run file (TOML)")
+        description="Print each layer's name, type, output shape and parameter count, and the total: of the network "
+        "a run file (TOML) describes, or one a checkpoint (.ckpt) or export (.safetensors) holds, with the preprocess "
+        "transforms its raw inputs go through.")
+    parser.add_argument("config", help="run file (TOML), checkpoint (.ckpt) or export (.safetensors)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a run-file key first (repeatable)")
+                        help="override a run-file key first (repeatable; run files only)")
     parser.set_defaults(run=run_summary)
 
 
 def run_summary(args) -> int:
     from sigma_core import config
     from sigma_core.architecture import from_layer_list
+    from sigma_core.errors import SigmaError
     from sigma_core.network import Network
 
-    cfg = config.load(args.config, args.overrides)
-    print(Network(from_layer_list(cfg["network"]["layers"]), name=cfg["name"]).summary())
+    if Path(args.config).suffix not in SAVED:
+        cfg = config.load(args.config, args.overrides)
+        print(Network(from_layer_list(cfg["network"]["layers"]), name=cfg["name"]).summary())
+        return 0
+    from sigma_core.inference import read_saved
+
+    if args.overrides:
+        raise SigmaError(f"--set changes a run file; {args.config} is a saved network")
+    saved = read_saved(args.config)
+    try:
+        print(Network(from_layer_list(saved.layers), name=saved.name).summary())
+    except SigmaError as error:  # the layer list a file holds: name the file
+        raise SigmaError(f"{args.config}: {error}") from None
+    transforms = ", ".join(name for table in saved.preprocess for name in table)
+    print(f"raw inputs go through its preprocess transforms, as fitted in training: {transforms or 'none'}")
     return 0

@@ -1,10 +1,22 @@
-"""``sigma train``: train the run a TOML file describes."""
+"""``sigma train``: train the run a TOML file describes.
+
+Each run writes into a directory of its own, ``runs/<name>/version_N``
+(:mod:`sigma_core.rundir`); a resumed run continues in its checkpoint's. However
+the run ends, ``sigma train`` saves a checkpoint (where the run file's
+``[checkpoint]`` saves, else in the run directory's ``checkpoints/``) and prints
+one line on stderr: what ended the run, the checkpoint and the command that
+resumes from it. Its exit status (also in README.md):
+
+- 0: the epochs ran out, or a hook's criterion stopped the run (early stopping, ``stop``);
+- 3: the web page's Stop (``Stop & save``);
+- 130: Ctrl-C;
+- 2: an error (one ``error:`` line).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
-import shlex
 import signal
 import sys
 import threading
@@ -12,10 +24,15 @@ from pathlib import Path
 
 from sigma_core import config as run_config
 from sigma_core.atomic import atomic_write, check_writable
-from sigma_core.errors import SigmaError
+from sigma_core.errors import SigmaError, one_line
 from sigma_core.hooks import Hook
+from sigma_core.rundir import ROOT, new_version, versions
 
 from . import options
+
+
+#: sigma train --strict's exit status when a run trained to its end but a hook failed and was detached on the way.
+HOOK_FAILED = 4
 
 
 def add_parser(subparsers) -> None:
@@ -28,10 +45,15 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--out", metavar="RESULT.json", help="write the result summary as JSON")
     parser.add_argument("--resume", metavar="CHECKPOINT|DIR|last",
                         help="continue exactly where a checkpoint left off: a file, or the newest valid one of this "
-                        "run in DIR or (last) in the run file's checkpoint.directory")
+                        "run in DIR (a checkpoint folder, a run directory or runs/<name>) or (last) in the run file's "
+                        "checkpoint.directory and runs/<name>")
     parser.add_argument("--monitor", "--hook", dest="monitors", action="append", default=[], metavar="NAME[:KEY=VALUE,...]",
                         help="attach a hook (see `sigma plugins`), e.g. --monitor metrics:every=10 (repeatable)")
     parser.add_argument("--quiet", action="store_true", help="no network summary, no progress bars")
+    parser.add_argument("--strict", action="store_true",
+                        help=f"exit with status {HOOK_FAILED} when a hook failed (it is detached and training goes on)")
+    parser.add_argument("--print-config", action="store_true",
+                        help="print the run file with every default filled in (TOML) and exit without training")
     parser.set_defaults(run=run_train)
 
 
@@ -42,6 +64,15 @@ def run_train(args) -> int:
     if args.dtype:
         overrides.append(f"handler.dtype={args.dtype}")
     cfg = run_config.load(args.config, overrides)
+    if args.print_config:  # with --monitor's hooks and --handler: the run this command would train
+        from sigma_core.hooks.tables import parse_hook_option
+
+        from .help import config_toml, resolved_config
+
+        cfg["hooks"] += [parse_hook_option(text) for text in args.monitors]
+        cfg["handler"]["name"] = args.handler or cfg["handler"]["name"]
+        print(config_toml(resolved_config(cfg)), end="")
+        return 0
     # Everything that can be refused is refused before anything is built, in one line.
     checkpoint = _checkpoint_to_resume(args.resume, cfg) if args.resume else None
     if checkpoint is not None and checkpoint.trainer["epoch"] >= cfg["training"]["epochs"]:
@@ -50,37 +81,48 @@ def run_train(args) -> int:
     out = check_writable(args.out, what="--out") if args.out else None  # refused now, not after training
     run = build_run(cfg, handler_name=args.handler)
     if checkpoint is not None:
-        run.resume(checkpoint)
+        run.resume(checkpoint)  # in its run directory, if it has one
+    run.directory = run.directory or new_version(cfg["name"])
+    flags = [f"--{key}={value}" for key, value in (("handler", args.handler), ("dtype", args.dtype)) if value]
+    run.command_line = ["sigma", "train", args.config, *flags, *(f"--set={o}" for o in args.overrides)]
     if not args.quiet:  # stderr: stdout holds only the result line
         print(run.trainer.network.summary(), file=sys.stderr)
-    summary = _train_guarded(args, run, _hooks(args, run))
-    if summary is None:  # stopped by Ctrl-C
-        return 130
+    summary, status = _train_guarded(run, _hooks(args, run))
     accuracy = "n/a" if summary["accuracy"] is None else f"{summary['accuracy']:.2%}"
     cost = "n/a" if summary["cost"] is None else f"{summary['cost']:.4f}"  # e.g. stopped inside epoch 1
     trained = summary["epochs"] - (checkpoint.trainer["epoch"] if checkpoint else 0)
     epochs = f"{trained} epoch{'s' * (trained != 1)}" + (f" (of {summary['epochs']} in all)" if checkpoint else "")
     print(f"{summary['name']}: {epochs} in {summary['seconds']:.1f}s on "
           f"{summary['handler']} ({summary['dtype']}); final cost {cost}, held-out accuracy {accuracy}")
+    failed = [f"{failure['hook']!r} ({failure['event']})" for failure in summary["hook_failures"]]
+    if failed:  # each was reported when it failed, perhaps long ago: the end of the run names them again
+        print(f"sigma: hook{'s' * (len(failed) > 1)} that failed and {'were' if len(failed) > 1 else 'was'} "
+              f"detached: {', '.join(failed)}", file=sys.stderr)
     if out:
         with atomic_write(out, "w", what="--out") as stream:  # a crash never leaves half a file
             json.dump(summary, stream, indent=2)
-    return 0
+    return status or (HOOK_FAILED if failed and args.strict else 0)
 
 
 def _checkpoint_to_resume(resume: str, cfg: dict):
-    """The checkpoint ``--resume`` names: a file, or the newest one of this run in a directory that loads."""
+    """The checkpoint ``--resume`` names: a file, or the newest one of this run that loads in a folder, its
+    ``checkpoints/`` or its versions' (``last``: the run file's checkpoint.directory and ``runs/<name>``)."""
     from sigma_core.checkpoint import CheckpointError, checkpoints, load_checkpoint
 
-    directory = Path(cfg["checkpoint"]["directory"] if resume == "last" else resume)
-    if not directory.is_dir():
+    if resume != "last" and not Path(resume).is_dir():
         return load_checkpoint(resume)
-    for path in reversed(checkpoints(directory, cfg["name"])):
+    roots = [Path(cfg["checkpoint"]["directory"]), ROOT / cfg["name"]] if resume == "last" else [Path(resume)]
+    folders = [folder for root in roots for folder in (root, root / "checkpoints", *(
+        version / "checkpoints" for version in versions(root)))]
+    found = sorted((path for folder in folders for path in checkpoints(folder, cfg["name"])),
+                   key=lambda path: path.stat().st_mtime_ns)
+    for path in reversed(found):
         try:
             return load_checkpoint(path)
         except CheckpointError as error:
             print(f"skipping {error}", file=sys.stderr)
-    raise SigmaError(f"--resume {resume}: no valid checkpoint of run {cfg['name']!r} in {directory}")
+    where = " or ".join(map(str, roots))
+    raise SigmaError(f"--resume {resume}: no valid checkpoint of run {cfg['name']!r} in {where}")
 
 
 def _hooks(args, run) -> list:
@@ -93,8 +135,9 @@ def _hooks(args, run) -> list:
     return hooks_from_tables(specs, where="--monitor")
 
 
-def _train_guarded(args, run, hooks) -> dict | None:
-    """Train holding this run's lock in every checkpoint directory; on Ctrl-C save, say how to resume, return None.
+def _train_guarded(run, hooks) -> tuple[dict, int]:
+    """Train holding this run's lock in every checkpoint directory it saves in; then save, and say in one line
+    what ended the run, where it saved and how to resume. Returns the summary and the exit status.
 
     The first Ctrl-C stops the run at the next iteration boundary, the second
     aborts at once (what is on disk stays whole: writes are atomic).
@@ -102,34 +145,37 @@ def _train_guarded(args, run, hooks) -> dict | None:
     import numpy
 
     from sigma_core.checkpoint import run_lock
-    from sigma_core.hooks.checkpoints import CheckpointHook
+    from sigma_core.hooks.checkpoints import CheckpointHook, checkpoint_now
 
-    savers = [hook for hook in run.hooks if isinstance(hook, CheckpointHook)]
-    ctrl_c = StopOnCtrlC()
+    folders = [hook.directory for hook in run.hooks if isinstance(hook, CheckpointHook)]
     with contextlib.ExitStack() as locks:
-        for directory in dict.fromkeys(saver.directory for saver in savers):
+        for directory in dict.fromkeys(folders or [run.directory / "checkpoints"]):
             locks.enter_context(run_lock(directory, run.trainer.name))
         with numpy.errstate(all="ignore"):  # an overflow is reported by the non-finite checks, in one line
-            summary = run.train([*hooks, ctrl_c])
-        if not ctrl_c.interrupted:
-            return summary
-        trainer = run.trainer
-        where = (f"interrupted after training step {trainer.total_iterations} (epoch "
-                 f"{trainer.epoch + trainer.in_epoch}, iteration {trainer.iteration})")
-        if not savers:
-            print(f"{where}; nothing saved: the run file has no [checkpoint] section", file=sys.stderr)
-            return None
-        path = savers[0].save(trainer)
-    flags = [f"--{key}={value}" for key, value in (("handler", args.handler), ("dtype", args.dtype)) if value]
-    command = ["sigma", "train", args.config, *flags, *(f"--set={o}" for o in args.overrides), "--resume", str(path)]
-    print(f"{where}; saved {path}; resume with: {shlex.join(command)}", file=sys.stderr)
-    return None
+            summary = run.train([*hooks, StopOnCtrlC()])
+        loop, trainer = run.loop, run.trainer
+        stopped = loop.stopped
+        where = (f"after training step {trainer.total_iterations} (" + (
+            f"epoch {trainer.epoch + 1} of {loop.epochs}, iteration {trainer.iteration}" if trainer.in_epoch
+            else f"{trainer.epoch} of {loop.epochs} epochs done") + ")")
+        what = "finished" if stopped is None else f"stopped by {stopped.reason}"
+        try:
+            path = checkpoint_now(loop)
+        except SigmaError as error:  # a full disk, a non-finite parameter: the run's result still counts
+            print(f"{what} {where}; nothing saved: {one_line(error)}", file=sys.stderr)
+            return summary, stopped.status if stopped else 0
+    if stopped is None:  # to train on, it needs more epochs
+        print(f"{what} {where}; saved {path}; train on with: {loop.resume_command(path)} "
+              f"--set=training.epochs={loop.epochs + run.epochs}", file=sys.stderr)
+        return summary, 0
+    print(f"{what} {where}; saved {path}; resume with: {loop.resume_command(path)}", file=sys.stderr)
+    return summary, stopped.status
 
 
 class StopOnCtrlC(Hook):
     """Turns Ctrl-C into a stop at the next iteration boundary; a second Ctrl-C aborts at once."""
 
-    name, interrupted, previous = "ctrl-c", False, None
+    name, previous = "ctrl-c", None
     order = -1_000_000  # attached first: from then on Ctrl-C stops the run, and a KeyboardInterrupt is a hook's own
 
     def attach(self, run):
@@ -138,10 +184,9 @@ class StopOnCtrlC(Hook):
             self.previous = signal.signal(signal.SIGINT, self.interrupt)
 
     def interrupt(self, signum, frame):
-        self.interrupted = True
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         # From another thread: this handler may run while the training thread holds the loop's lock.
-        threading.Thread(target=self.run.loop.signal_stop, daemon=True).start()
+        threading.Thread(target=self.run.loop.signal_stop, args=("Ctrl-C", 130), daemon=True).start()
 
     def detach(self):
         if self.previous is not None:

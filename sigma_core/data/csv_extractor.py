@@ -18,7 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
+from sigma_core.config import accepts
 from sigma_core.data.errors import DataError
+from sigma_core.errors import ConfigError
 from sigma_core.reading import check_readable
 
 DEFAULT_SECTIONS = {"inputs": "0--2", "targets": -1}  # every column but the last, then the last
@@ -50,6 +52,9 @@ def _mapping_table(mappings: Mapping | None) -> dict[int, dict[str, float]]:
     """``{column: {value: number}}`` from a config mapping whose keys may be strings (TOML)."""
     table = {}
     for column, values in (mappings or {}).items():
+        if not (accepts("int", column) or isinstance(column, str) and column.lstrip("-").isdigit()):
+            raise ConfigError(f"data.mappings: the key {column!r} is not a column index (an integer: "
+                              f"mappings = {{ 4 = [\"setosa\", \"versicolor\"] }})")
         pairs = values.items() if isinstance(values, Mapping) else ((value, i) for i, value in enumerate(values))
         table[int(column)] = {str(key): float(number) for key, number in pairs}
     return table
@@ -66,6 +71,8 @@ def read_csv(path, sections: Mapping[str, int | str | Sequence] | None = None, *
     """
     path = Path(path)
     sections = DEFAULT_SECTIONS if sections is None else sections
+    if len(delimiter) != 1:  # the type of each argument is checked by argument_rules below
+        raise ConfigError(f"data.delimiter: expected one character, got {delimiter!r}")
     mapping = _mapping_table(mappings)
     check_readable(path, DataError, "CSV file")
     try:
@@ -108,6 +115,11 @@ def read_csv(path, sections: Mapping[str, int | str | Sequence] | None = None, *
             raise DataError(f"CSV file {path} has no data rows")
         if rows:
             yield _chunk(rows, columns)
+
+
+#: Checked (sigma_core.config) before a run file's ``[data]`` table reaches :func:`read_csv`.
+read_csv.argument_rules = {"sections": {...: "columns"}, "delimiter": "str", "skip_header": "int >= 0",
+                           "mappings": {...: "mapping"}, "chunk_records": "int >= 1", "allow_non_finite": "bool"}
 
 
 def _value(cell: str, column: int, mapping: dict[int, dict[str, float]], path: Path, line: int,

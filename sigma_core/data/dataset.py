@@ -40,6 +40,9 @@ class Records:
     """Selecting records by position, for any dataset with ``name``, ``len()`` and ``select(index, name)``."""
 
     sorted_parts = False  # whether split parts keep file order rather than the shuffled one
+    #: The fitted :class:`~sigma_core.data.preprocessing.Preprocessing` that made these records from the raw ones
+    #: (set by :func:`~sigma_core.data.sources.dataset_from_config`; parts taken from them do not keep it).
+    preprocessing = None
 
     def take(self, start: int | None = None, stop: int | None = None):
         """Records ``[start, stop)`` with Python slice semantics, e.g. ``take(-2000)`` for the last 2000."""

@@ -147,9 +147,11 @@ def standardise(values, moments: Moments | None = None) -> np.ndarray:
     """
     values = _float(values)
     moments = Moments().update(values) if moments is None else moments
-    std = moments.std
-    mean, std = moments.mean.astype(values.dtype), np.where(std > 0, std, 1).astype(values.dtype)
-    return (values - mean) / std
+    return _standardised(values, moments.mean, moments.std)
+
+
+def _standardised(values: np.ndarray, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
+    return (values - mean.astype(values.dtype)) / np.where(std > 0, std, 1).astype(values.dtype)
 
 
 def permute_axes(values, axes: Sequence[int]) -> np.ndarray:
@@ -166,48 +168,100 @@ def permute_axes(values, axes: Sequence[int]) -> np.ndarray:
 
 @dataclass
 class _Transform:
-    """One ``preprocess`` transform; its ``statistics`` (if any) must see every record's inputs before ``apply``."""
+    """One ``preprocess`` transform: a change to a batch of input records (``inputs``) or to whole records
+    (``records``: shuffle). Its ``statistics`` (if any) must see every record's inputs before it applies;
+    ``value`` is its table value as fitted, for :meth:`Preprocessing.fitted`."""
 
     name: str
-    apply: Callable[[Dataset], Dataset]
+    value: Callable[[], object]
+    inputs: Callable[[np.ndarray], np.ndarray] | None = None
+    records: Callable[[Dataset], Dataset] | None = None
     statistics: Range | Moments | None = None
 
 
-def _inputs(transform: Callable[[np.ndarray], np.ndarray]) -> Callable[[Dataset], Dataset]:
-    return lambda dataset: dataset.with_section("inputs", transform(dataset.section("inputs")))
+def _numbers(key: str, value) -> np.ndarray:
+    """A finite number, or per-feature finite numbers (nested arrays), as float64."""
+    try:
+        array = np.asarray(value)
+    except ValueError:  # ragged
+        array = np.asarray(None)
+    if array.dtype.kind not in "iuf" or not np.isfinite(array).all():
+        raise ConfigError(f"{key}: expected a finite number or an array of them (one per feature), got "
+                          f"{str(value)[:60]}")
+    return array.astype(np.float64)
+
+
+def _fits(key: str, statistic: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``statistic``, if it is one number or one per feature of ``values``' records."""
+    if statistic.ndim and statistic.shape != values.shape[1:]:
+        raise DataError(f"{key}: values of shape {statistic.shape}, one per feature, do not fit records of shape "
+                        f"{values.shape[1:]}")
+    return statistic
+
+
+def _listed(statistic) -> object:
+    """A fitted statistic as JSON numbers: float64 values survive the round trip exactly."""
+    return np.asarray(statistic, dtype=np.float64).tolist()
 
 
 def _normalise(value) -> _Transform:
+    key = "data.preprocess.normalise"
     if isinstance(value, (list, tuple)):
         value = {"range": value}
     if not isinstance(value, Mapping):
-        raise ConfigError("data.preprocess.normalise must be [min, max] or a table with range, "
-                          f"input_range and per_feature, got {value!r}")
-    require("data.preprocess.normalise", {"range": "interval", "input_range": "interval", "per_feature": "bool"},
-            dict(value))
+        raise ConfigError(f"{key} must be [min, max] or a table with range, input_range and per_feature, "
+                          f"got {value!r}")
+    require(key, {"range": "interval", "input_range": "any", "per_feature": "bool"}, dict(value))
     bounds = value.get("range", [0, 1])
     if "input_range" in value:
-        return _Transform("normalise", _inputs(lambda x: normalise(x, *bounds, input_range=value["input_range"])))
+        given = value["input_range"]
+        if not (isinstance(given, (list, tuple)) and len(given) == 2):
+            raise ConfigError(f"{key}.input_range: expected [min, max], two finite numbers or two arrays of them "
+                              f"(one per feature), got {given!r}")
+        low, high = (_numbers(f"{key}.input_range", bound) for bound in given)
+        if low.shape != high.shape or (low > high).any():
+            raise ConfigError(f"{key}.input_range: min and max must have one shape and min <= max")
+
+        def given_range(x):
+            x = _float(x)
+            return rescale(x, (_fits(f"{key}.input_range", low, x).astype(x.dtype), high.astype(x.dtype)), *bounds)
+        return _Transform("normalise", lambda: {"range": list(bounds), "input_range": [low.tolist(), high.tolist()]},
+                          given_range)
     fitted = Range(value.get("per_feature", False))
-    return _Transform("normalise", _inputs(lambda x: rescale(x, fitted.bounds, *bounds)), fitted)
+    return _Transform("normalise", lambda: {"range": list(bounds), "input_range": list(map(_listed, fitted.bounds))},
+                      lambda x: rescale(x, fitted.bounds, *bounds), statistics=fitted)
 
 
 def _standardise(enabled) -> _Transform:
-    require("data.preprocess.standardise", "bool", enabled)
+    key = "data.preprocess.standardise"
+    if isinstance(enabled, Mapping):  # statistics given (or fitted before: Preprocessing.fitted)
+        require(key, {"mean": "any", "std": "any"}, dict(enabled))
+        if len(enabled) != 2:
+            raise ConfigError(f"{key}: give both mean and std, or true to fit them to the training data")
+        mean, std = _numbers(f"{key}.mean", enabled["mean"]), _numbers(f"{key}.std", enabled["std"])
+        if mean.shape != std.shape or (std < 0).any():
+            raise ConfigError(f"{key}: mean and std must have one shape and std >= 0")
+
+        def given(x):
+            x = _float(x)
+            return _standardised(x, _fits(f"{key}.mean", mean, x), std)
+        return _Transform("standardise", lambda: {"mean": mean.tolist(), "std": std.tolist()}, given)
+    require(key, "bool", enabled)
     if not enabled:
-        return _Transform("standardise", lambda dataset: dataset)
+        return _Transform("standardise", lambda: False, lambda x: x)
     fitted = Moments()
-    return _Transform("standardise", _inputs(lambda x: standardise(x, fitted)), fitted)
+    return _Transform("standardise", lambda: {"mean": _listed(fitted.mean), "std": _listed(fitted.std)},
+                      lambda x: standardise(x, fitted), statistics=fitted)
 
 
 def _shuffle(seed) -> _Transform:
     require("data.preprocess.shuffle", "int >= 0", seed)
-    return _Transform("shuffle", lambda dataset: dataset.shuffle(seed))
+    return _Transform("shuffle", lambda: seed, records=lambda dataset: dataset.shuffle(seed))
 
 
 def _permute(axes) -> _Transform:
     require("data.preprocess.permute", ["int"], axes)
-    return _Transform("permute", _inputs(lambda x: permute_axes(x, axes)))
+    return _Transform("permute", lambda: list(axes), lambda x: permute_axes(x, axes))
 
 
 PREPROCESSORS: dict[str, Callable[[object], _Transform]] = {
@@ -233,6 +287,11 @@ class Preprocessing:
     what reaches it. Records too many for memory are fitted with :meth:`fit`,
     one streaming pass per adaptive transform, and then transformed chunk by chunk:
     the result is what the in-memory dataset would give.
+
+    Once fitted, :meth:`fitted` writes the transforms back as a ``preprocess``
+    list whose statistics are spelt out (``{"standardise": {"mean": [...], "std":
+    [...]}}``): what checkpoints and exports keep, so that a trained network takes
+    raw inputs (:meth:`inputs`), transformed as its training data was.
     """
 
     def __init__(self, transforms=None, one_hot: int | None = None):
@@ -240,6 +299,7 @@ class Preprocessing:
         if one_hot is not None:
             require("data.one_hot", "int >= 1", one_hot)
         self.one_hot = one_hot
+        self._raw = Range()  # the raw inputs seen by fit() and __call__
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -250,17 +310,38 @@ class Preprocessing:
         """The transforms that take statistics from every record, which they must see first (empty: none)."""
         return tuple(transform.name for transform in self._transforms if transform.statistics is not None)
 
+    @property
+    def raw_range(self) -> tuple[float, float] | None:
+        """The smallest and largest raw input value of the datasets it fitted or transformed (None: none), such as
+        0 and 255 for pixels: what a drawing's blank and ink become before :meth:`inputs` (``sigmann-web``)."""
+        return None if self._raw.low is None else (float(self._raw.low), float(self._raw.high))
+
     def fit(self, passes: Callable[[], Iterable[Dataset]]) -> None:
         """Fit each adaptive transform over the chunks of ``passes()`` (called once per such transform), the
         transforms before it applied to them."""
         for position, transform in enumerate(self._transforms):
             if transform.statistics is not None:
                 for chunk in passes():
+                    self._raw.update(chunk.section("inputs"))
                     transform.statistics.update(_apply(chunk, self._transforms[:position]).section("inputs"))
+
+    def fitted(self) -> list[dict]:
+        """The transforms as a ``preprocess`` list (JSON-ready) with every fitted statistic written out, so that
+        ``Preprocessing(fitted())`` transforms inputs as this one does without fitting anything."""
+        return [{transform.name: transform.value()} for transform in self._transforms]
+
+    def inputs(self, values) -> np.ndarray:
+        """A batch of raw input records (records on axis 0) through the transforms that change inputs: every one
+        but ``shuffle``, which reorders records; the adaptive ones must have been fitted."""
+        for transform in self._transforms:
+            if transform.inputs is not None:
+                values = transform.inputs(values)
+        return values
 
     def __call__(self, dataset: Dataset, *, fit: bool = False) -> Dataset:
         """``dataset`` through every transform, then its ``targets`` one-hot; with ``fit``, each adaptive transform
         first takes its statistics from what reaches it."""
+        self._raw.update(dataset.section("inputs"))
         dataset = _apply(dataset, self._transforms, fit)
         return dataset if self.one_hot is None else dataset.one_hot("targets", self.one_hot)
 
@@ -270,5 +351,6 @@ def _apply(dataset: Dataset, transforms: list[_Transform], fit: bool = False) ->
     for transform in transforms:
         if fit and transform.statistics is not None:
             transform.statistics.update(dataset.section("inputs"))
-        dataset = transform.apply(dataset)
+        dataset = (transform.records(dataset) if transform.inputs is None
+                   else dataset.with_section("inputs", transform.inputs(dataset.section("inputs"))))
     return dataset

@@ -9,7 +9,8 @@ every source shares::
     {"source": "csv", "path": "big.csv", "blocks": {"records": 10000, "memory_budget": 100000000}}
 
 An extractor returns a :class:`Dataset`, a dict of arrays, or an iterable of
-such chunks. ``preprocess`` and ``one_hot`` make a :class:`Preprocessing`.
+such chunks. ``preprocess`` and ``one_hot`` make a :class:`Preprocessing`,
+fitted to these records and kept as the dataset's ``preprocessing``.
 ``blocks`` hands the extractor's chunks and the preprocessing to the cache
 registered as ``blocks`` (``sigmann-data``'s on-disk block cache, see
 :func:`~sigma_core.hookspecs.register_caches`), which fits the adaptive transforms in
@@ -71,7 +72,9 @@ def resolve_path(value: str | os.PathLike | Sequence[str | os.PathLike], *, md5:
     if needs is None:
         path = Path(value).expanduser()
         if not path.exists():
-            raise DataError(f"file not found: {path}")
+            where = "" if path.is_absolute() else f" (looked for {path.absolute()}: a relative path is relative " \
+                                                  f"to the working directory, {Path.cwd()})"
+            raise DataError(f"{key}: file not found: {path}{where}")
         return path
     scheme = scheme or "file"
     try:
@@ -99,12 +102,15 @@ def dataset_from_config(cfg: Mapping) -> Records:
     arguments = _arguments(source, extractor, cfg)
     try:
         if cache is None:
-            return preprocessing(_in_memory(extractor(**arguments), source), fit=True)
-        return cache(cfg["blocks"], source=source, config={k: v for k, v in cfg.items() if k != "blocks"},
-                     arguments=arguments, read=lambda: _chunks(extractor(**arguments), source),
-                     preprocessing=preprocessing)
+            dataset = preprocessing(_in_memory(extractor(**arguments), source), fit=True)
+        else:
+            dataset = cache(cfg["blocks"], source=source, config={k: v for k, v in cfg.items() if k != "blocks"},
+                            arguments=arguments, read=lambda: _chunks(extractor(**arguments), source),
+                            preprocessing=preprocessing)
     except MemoryError as error:  # NumPy's message says how much, in what shape
         raise DataError(f"data.source {source!r}: not enough memory: {error}") from None
+    dataset.preprocessing = preprocessing
+    return dataset
 
 
 def _arguments(source: str, extractor: Callable, cfg: Mapping) -> dict:

@@ -18,7 +18,9 @@ holds the run's values at the event as one flat, read-only mapping,
 ``"validation.accuracy"``, ... see :mod:`sigma_core.hooks.values`), and on the
 training thread the live ``trainer``, ``network`` and ``optimiser`` for hooks
 that steer. Commands (``self.run.command("stop")``) reach the loop at its next
-iteration boundary.
+iteration boundary. A hook that writes files writes them into
+``self.run.directory``, the run's own directory (``runs/<name>/version_N``,
+:mod:`sigma_core.rundir`), unless it is told another.
 
 **Where it runs.** By default on the training thread (inline): the hook may
 read and change anything live, at an exact boundary, and training waits for
@@ -41,8 +43,8 @@ its ``detach`` is called, and training goes on, as it would without the
 hook. That holds wherever it fails (``attach``, any event, ``detach``), inline
 or threaded, and whatever it raises, ``SystemExit`` included: ``sys.exit()``
 in a plugin would otherwise end a long run with no word. A hook that means
-to end the run says so: ``self.run.command("stop")`` stops it at the next
-boundary (``on_stop`` follows, and ``sigma train`` reports it as finished),
+to end the run says so: ``self.run.command("stop", reason="...")`` stops it at
+the next boundary (``on_stop`` follows, and ``sigma train`` prints the reason and exits 0),
 and a ``SigmaError`` ends it with a reason. What ends the run, after every
 hook is detached:
 

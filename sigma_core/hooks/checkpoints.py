@@ -2,7 +2,8 @@
 
 A run file's ``[checkpoint]`` section becomes these hooks, and a ``[[hooks]]``
 table adds more: ``{ type = "checkpoint", best = "validation.accuracy" }``
-keeps the best epochs so far.
+keeps the best epochs so far. :func:`checkpoint_now` saves one on demand
+(Ctrl-C, the web page's Stop & save, the end of ``sigma train``).
 """
 
 from __future__ import annotations
@@ -46,10 +47,22 @@ class CheckpointHook(Hook):
 
     def save(self, trainer) -> Path:
         """Save now, then delete all but the newest ``keep`` checkpoints of this trainer."""
-        path = save_checkpoint(trainer, trainer.run_config, checkpoint_path(self.directory, trainer))
+        path = save_checkpoint(trainer, trainer.run_config, checkpoint_path(self.directory, trainer),
+                               directory=self.run.directory if self.run and self.run.loop.has_directory else None)
         for old in checkpoints(self.directory, trainer.name)[:-self.keep]:
             old.unlink(missing_ok=True)
         return path
+
+
+def checkpoint_now(loop) -> Path:
+    """Save the run of ``loop`` now (on its training thread, or once it has ended) where its first checkpoint
+    hook saves, else into ``checkpoints/`` in the run's own directory; returns the path."""
+    saver = next((hook for hook in loop.hooks if isinstance(hook, CheckpointHook)), None)
+    if saver is not None:
+        return saver.save(loop.trainer)
+    trainer = loop.trainer
+    return save_checkpoint(trainer, trainer.run_config, checkpoint_path(loop.directory / "checkpoints", trainer),
+                           directory=loop.directory)
 
 
 def checkpoint_hooks_from_config(config: dict) -> list[CheckpointHook]:

@@ -44,7 +44,7 @@ class Dispatcher:
     def __init__(self, hooks=()):
         self.hooks: list[Hook] = []
         #: One line per hook detached after an error, over this dispatcher's runs.
-        self.failures: list[str] = []
+        self.failures: list[HookFailure] = []
         self.view: RunView | None = None  # the run's live view, while a run is on
         self._listeners = {event: ((), ()) for event in EVENTS}  # event -> (inline, threaded) (hook|channel, interval)
         self._inline: list[Hook] = []  # attached inline hooks, in order
@@ -165,7 +165,18 @@ class Dispatcher:
         """A hook failed (on the training thread or its own): one line naming it; training goes on."""
         then = "; detached, training goes on" if during_run else ""  # in detach, the run is over already
         log.warning("hook %r failed in %s%s", hook.name, why, then)
-        self.failures.append(f"hook {hook.name!r} failed in {why}")
+        self.failures.append(HookFailure(hook.name, why))
+
+
+class HookFailure(str):
+    """A hook that failed and was detached, as the line reported (``hook 'web' failed in on_epoch: OSError: ...``),
+    with the hook's name (``hook``) and what it was doing (``event``) for a run's summary: ``sigma train``'s last
+    line and ``--out`` name it, and ``--strict`` makes its exit status non-zero."""
+
+    def __new__(cls, hook: str, why: str):
+        line = super().__new__(cls, f"hook {hook!r} failed in {why}")
+        line.hook, line.event = hook, why.partition(":")[0]
+        return line
 
 
 def detach(hook: Hook, report=None) -> None:

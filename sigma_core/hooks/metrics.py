@@ -1,8 +1,9 @@
 """The ``metrics`` hook: every reported value, appended to a CSV and a JSON-lines file.
 
-Both go into the run directory, ``directory`` (default ``runs/<run name>``
-under the current directory, where the ``tensorboard`` and ``plots`` hooks
-write too and ``sigma plot`` reads): ``metrics.csv`` and ``metrics.jsonl``.
+Both go into ``directory``, by default the run's own directory
+(``run.directory``: ``runs/<run name>/version_N``, see :mod:`sigma_core.rundir`),
+where the ``tensorboard`` and ``plots`` hooks write too and ``sigma plot``
+reads: ``metrics.csv`` and ``metrics.jsonl``.
 
 Each event is one record (:func:`record`). Every ``every``-th iteration
 (default 10; 0: none): that iteration's ``cost`` and the ``learning_rate``.
@@ -13,14 +14,20 @@ also carry the run values named in ``values`` (wildcards allowed:
 ``values = ["network.layers.*.weights", "bits_per_character.*"]``): numbers,
 and arrays as their mean. A record's ``epoch`` is the epoch it belongs to (1
 for the first), ``iteration`` the iteration within it and ``step`` the
-iterations trained in all.
+iterations trained in all. When the run ends (``on_stop``), one ``stop``
+record: ``epoch`` the epochs done, ``epochs`` the epochs planned and
+``stopped`` what stopped the run early (``"Ctrl-C"``; null when its epochs
+ran out): what ``sigma dashboard`` shows a finished run by.
 
 ``metrics.jsonl`` has one object per record. ``metrics.csv`` is long: one
 value per row under the fixed header ``time,event,epoch,iteration,step,name,value``,
-so a key that appears mid-run needs no new column, and a resumed run
-(``--resume``) appends under the header already there. Both are flushed after
-every record: a crash loses at most the record being written. The hook runs
-on its own thread (``threaded``), so a slow disk never holds training up.
+so a key that appears mid-run needs no new column. A resumed run
+(``--resume``) continues its own directory's files: the records past the step
+it resumes from (trained after the checkpoint, and now trained again) and the
+old ``stop`` record are dropped from both files when it starts, and it appends
+under the header already there. Both are flushed after every record: a crash
+loses at most the record being written. The hook runs on its own thread
+(``threaded``), so a slow disk never holds training up.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from pathlib import Path
 
 import numpy
 
-from ..atomic import check_writable
+from ..atomic import atomic_write, check_writable
 from ..config import require
 from ..errors import ConfigError, SigmaError
 from ..reading import check_readable
@@ -78,13 +85,14 @@ class MetricsHook(Hook):
 
     def attach(self, run):
         super().attach(run)
-        self.directory = Path(self.directory or Path("runs") / run.name)
+        self.directory = Path(self.directory) if self.directory else run.directory
 
     def on_start(self):
         self.open()
 
     def open(self):
-        """Open both files for appending, checking that an existing CSV is one of ours."""
+        """Open both files for appending, checking that an existing CSV is one of ours and dropping the records
+        past the step this run starts from."""
         check_writable(self.directory, folder=True, what="run directory")
         csv_path = self.directory / "metrics.csv"
         fresh = not csv_path.exists() or csv_path.stat().st_size == 0
@@ -93,11 +101,17 @@ class MetricsHook(Hook):
                 if next(csv.reader(stream), None) != list(HEADER):
                     raise HookError(f"{csv_path}: not a metrics file (its first line is not {','.join(HEADER)}); "
                                     "choose another directory")
+        start = self.run.values["total_iterations"]
+        if not fresh:
+            _keep_until(csv_path, start, lambda row: (row[4], row[1]), csv_rows=True)
+        jsonl_path = self.directory / "metrics.jsonl"
+        if jsonl_path.exists():
+            _keep_until(jsonl_path, start, lambda row: (row["step"], row["event"]))
         self._csv = _append(csv_path)
         self._writer = csv.writer(self._csv, lineterminator="\n")
         if fresh:
             self._writer.writerow(HEADER)
-        self._jsonl = _append(self.directory / "metrics.jsonl")
+        self._jsonl = _append(jsonl_path)
 
     def on_iteration(self):
         values = self.run.values
@@ -106,6 +120,12 @@ class MetricsHook(Hook):
     def on_epoch(self, report):
         values = self.run.values
         self.write(record("epoch", values, report, values.matching(self.patterns)))
+
+    def on_stop(self):
+        values, stopped = self.run.values, self.run.loop.stopped
+        self.write({"time": round(values["time"], 3), "event": "stop", "epoch": values["epoch"],
+                    "iteration": values["iteration"], "step": values["total_iterations"], "epochs": self.run.epochs,
+                    "stopped": stopped and stopped.reason})
 
     def write(self, row: dict):
         head = [row[key] for key in HEADER[:5]]
@@ -121,6 +141,28 @@ class MetricsHook(Hook):
         self._csv = self._jsonl = None
 
 
+def _keep_until(path: Path, step: int, key, csv_rows: bool = False) -> None:
+    """Rewrite ``path`` (atomically) without its records past ``step`` and its ``stop`` records; ``key`` gives a
+    record's (step, event). A line that cannot be read as a record goes too (a crash cut it short)."""
+    with path.open(newline="", encoding="utf-8", errors="replace") as stream:
+        rows = list(csv.reader(stream)) if csv_rows else stream.read().splitlines()
+    kept = rows[:1] if csv_rows else []  # the CSV's header
+    for row in rows[len(kept):]:
+        try:
+            at, event = key(row if csv_rows else json.loads(row))
+            if int(at) <= step and event != "stop":
+                kept.append(row)
+        except (ValueError, TypeError, KeyError, IndexError, RecursionError):
+            continue
+    if len(kept) == len(rows):
+        return
+    with atomic_write(path, "w", what="metrics file") as stream:
+        if csv_rows:
+            csv.writer(stream, lineterminator="\n").writerows(kept)
+        else:
+            stream.writelines(line + "\n" for line in kept)
+
+
 def _append(path: Path):
     """``path`` opened for appending; a line cut short by a crash is ended first."""
     stream = path.open("a", newline="", encoding="utf-8")
@@ -133,8 +175,8 @@ def _append(path: Path):
 
 
 #: What a record of :func:`record` is, as :func:`sigma_core.config.require` checks it: its counters, and numbers.
-RECORD = {"event": ("iteration", "epoch"), "epoch": "int >= 0", "iteration": "int >= 0", "step": "int >= 0",
-          ...: "real or null"}
+RECORD = {"event": ("iteration", "epoch", "stop"), "epoch": "int >= 0", "iteration": "int >= 0",
+          "step": "int >= 0", ...: "real or null"}
 
 
 def read_metrics(directory) -> tuple[Path, list[dict]]:
@@ -144,7 +186,8 @@ def read_metrics(directory) -> tuple[Path, list[dict]]:
     JSON object (cut short by a crash, or not text at all) is skipped; an object
     that is not a record (:data:`RECORD`: a missing counter, a string where a
     number belongs) is an error naming its line. A step logged twice (trained
-    again after a resume) keeps its last record.
+    again after a resume) keeps its last record. ``stop`` records are among
+    them (the last one says how the run ended).
     """
     path = Path(directory)
     path = check_readable(path / "metrics.jsonl" if path.is_dir() else path, SigmaError, "metrics file")
@@ -162,7 +205,8 @@ def read_metrics(directory) -> tuple[Path, list[dict]]:
         if not isinstance(row, dict):
             continue
         try:
-            require("", RECORD, row, complete=True)
+            require("", RECORD, {key: value for key, value in row.items() if key != "stopped"}, complete=True)
+            require("stopped", "str or null", row.get("stopped"))  # a stop record's reason
         except ConfigError as error:
             raise SigmaError(f"{path} line {number}: not a metrics record ({error})") from None
         records[row["event"], row["step"]] = row

@@ -1,19 +1,18 @@
 """Stoppers: end training at an epoch, when a value stops improving, or on NaN/Inf.
 
 They run last at an event (``order``), after the hooks whose results they
-judge; a stop takes effect at the loop's next iteration boundary.
+judge; a stop takes effect at the loop's next iteration boundary. Each says
+why in the stop command (``reason``), which ``sigma train`` prints as the
+run's last line, and stops with exit status 0: reaching a criterion is a
+success (NaN/Inf is not: :class:`StopOnNonFinite` raises).
 """
 
 from __future__ import annotations
-
-import logging
 
 from ..config import require
 from ..errors import NonFiniteError, first_non_finite
 from .base import Hook
 from .values import Best
-
-log = logging.getLogger("sigma.hooks")
 
 
 class StopTraining(Hook):
@@ -34,8 +33,8 @@ class StopTraining(Hook):
     def check(self):
         values = self.run.values
         if self.at_epoch is None or values["epoch"] >= self.at_epoch:
-            log.info("stopping after epoch %d iteration %d (%s)", values["epoch"], values["iteration"], self.name)
-            self.run.command("stop")
+            when = "its first check" if self.at_epoch is None else f"at_epoch = {self.at_epoch}"
+            self.run.command("stop", reason=f"hook {self.name!r} ({when})")
 
 
 class EarlyStopping(Hook):
@@ -63,9 +62,8 @@ class EarlyStopping(Hook):
             return
         self._misses += 1
         if self._misses >= self.patience:
-            log.info("early stopping: %s has not improved on %.6g for %d checks", self.value, self.best.value,
-                     self._misses)
-            self.run.command("stop")
+            self.run.command("stop", reason=f"early stopping ({self.value} has not improved on {self.best.value:.6g} "
+                                            f"for {self._misses} checks)")
 
 
 class StopOnNonFinite(Hook):

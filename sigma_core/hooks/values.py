@@ -192,6 +192,16 @@ class RunView:
         """The epochs the run is to train in all (a command may extend it)."""
         return self.loop.epochs
 
+    @property
+    def directory(self):
+        """The run's own directory (a Path, ``runs/<name>/version_N``, made when first asked for), where hooks
+        write their files: the one place it is decided (:mod:`sigma_core.rundir`); a resumed run keeps its own."""
+        return self.loop.directory
+
+    def resume_command(self, checkpoint) -> str | None:
+        """The shell command that continues this run from ``checkpoint`` (None for a run started in code)."""
+        return self.loop.resume_command(checkpoint)
+
     # -- steering (any thread) ----------------------------------------------------------------------
     def command(self, name: str, **arguments):
         """Steer the run: ``pause``, ``resume``, ``stop``, ``reset``, ``step``, ``set`` (``key=..., value=...``),

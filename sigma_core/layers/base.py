@@ -22,7 +22,15 @@ class ForwardContext:
 
 
 class Layer:
-    """Base class: subclasses set ``output_shape`` and ``parameter_shapes`` in __init__."""
+    """Base class: subclasses set ``output_shape`` and ``parameter_shapes`` in __init__.
+
+    A layer may also set ``state_shapes`` (name -> shape): arrays it keeps from step to step that are not
+    parameters (batch norm's running statistics). The network makes them (filled from :meth:`initial_state`),
+    passes them to :meth:`forward` with the parameters, and saves and restores them with the parameters
+    (``Network.state_dict``, checkpoints, ``sigma predict``); optimisers and weight decay never see them.
+    forward changes them in place, with handler ops (an op of its own, ``handler.fill``), so a recorded step
+    (sigmann-replay) repeats the change.
+    """
 
     #: number of inputs the layer takes (None: one or more)
     arity: int | None = 1
@@ -51,6 +59,7 @@ class Layer:
             raise ArchitectureError(f"layer {name!r} ({type(self).__name__}) takes one or more inputs, got none")
         self.output_shape: tuple = self.input_shapes[0] if self.input_shapes else ()
         self.parameter_shapes: dict[str, tuple] = {}
+        self.state_shapes: dict[str, tuple] = {}
 
     @property
     def input_shape(self) -> tuple:
@@ -60,7 +69,12 @@ class Layer:
         """Initialiser per parameter name, used where no trainer binding matches."""
         return {}
 
+    def initial_state(self) -> dict:
+        """The value (a number) each state array starts at, by name; one not named here starts at 0."""
+        return {}
+
     def forward(self, handler, inputs: list, params: dict, context: ForwardContext):
+        """The output, from the inputs and ``params`` (the parameters and the state arrays, by name)."""
         raise NotImplementedError
 
     def describe(self) -> str:

@@ -1,4 +1,5 @@
-"""``sigma predict`` on image files: read with Pillow, fitted to the input's shape, preprocessed as the run's data."""
+"""``sigma predict`` on image files: read with Pillow, fitted to the input's shape, raw pixels (the checkpoint's fitted
+preprocessing applies, as to arrays)."""
 
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ def probabilities(capsys, tmp_path, *argv):
 
 
 @pytest.mark.parametrize("shape", [(6, 8), (36,), (6, 8, 3)], ids=["greyscale", "flat-square", "rgb"])
-def test_images_predict_as_their_preprocessed_pixels(tmp_path, capsys, shape):
+def test_images_predict_as_their_raw_pixels(tmp_path, capsys, shape):
     checkpoint, pixels = trained(tmp_path, shape)
     files = []
     for index, record in enumerate(pixels[:4]):
@@ -68,9 +69,9 @@ def test_images_predict_as_their_preprocessed_pixels(tmp_path, capsys, shape):
         files.append(tmp_path / f"{index}.png")
         Image.fromarray(image).save(files[-1])
     network = sigma_core.load(checkpoint, "numpy")
-    expected = class_probabilities(network, network.predict(pixels[:4] / 255.0))
+    expected = class_probabilities(network, network.predict(pixels[:4]))
     np.testing.assert_allclose(probabilities(capsys, tmp_path, "predict", checkpoint, *files), expected, rtol=1e-5)
-    np.save(tmp_path / "x.npy", pixels[:2] / 255.0)  # arrays and images mix, in argument order
+    np.save(tmp_path / "x.npy", pixels[:2])  # arrays and images mix, in argument order
     np.testing.assert_allclose(probabilities(capsys, tmp_path, "predict", checkpoint, files[3], tmp_path / "x.npy", files[2]),
                                expected[[3, 0, 1, 2]], rtol=1e-5)
     assert main(["export", str(checkpoint), "--format", "safetensors"]) == 0  # the export keeps the preprocessing
@@ -87,18 +88,25 @@ def test_an_image_of_another_size_is_resized_to_the_input(tmp_path, capsys):
     resized = np.asarray(Image.open(tmp_path / "big.png").resize((8, 6)), np.float64)
     network = sigma_core.load(checkpoint, "numpy")
     np.testing.assert_allclose(probabilities(capsys, tmp_path, "predict", checkpoint, tmp_path / "big.png"),
-                               class_probabilities(network, network.predict(resized[None] / 255.0)), rtol=1e-5)
+                               class_probabilities(network, network.predict(resized[None])), rtol=1e-5)
+
+
+def test_a_standardised_run_takes_raw_images_too(tmp_path, capsys):
+    """The checkpoint holds the fitted mean and deviation: an image predicts as its record did in training."""
+    checkpoint, pixels = trained(tmp_path, (6, 8), preprocess="{ standardise = true }")
+    Image.fromarray(pixels[5]).save(tmp_path / "5.png")
+    network = sigma_core.load(checkpoint, "numpy")
+    record = (pixels[5:6] - pixels.mean(axis=0)) / pixels.std(axis=0)  # as the run standardised it
+    np.testing.assert_allclose(probabilities(capsys, tmp_path, "predict", checkpoint, tmp_path / "5.png"),
+                               class_probabilities(network, network.predict(pixels[5:6])), rtol=1e-5)
+    network.preprocessing = None  # the network itself, on the standardised record
+    np.testing.assert_allclose(probabilities(capsys, tmp_path, "predict", checkpoint, tmp_path / "5.png"),
+                               class_probabilities(network, network.predict(record)), rtol=1e-5)
 
 
 def test_image_errors_are_one_line(tmp_path, capsys, monkeypatch):
     checkpoint, pixels = trained(tmp_path, (6, 8))
     Image.fromarray(pixels[0]).save(tmp_path / "0.png")
-    fitted, _ = trained(tmp_path / "fitted", (6, 8), preprocess="{ standardise = true }")
-    capsys.readouterr()
-    assert main(["predict", str(fitted), str(tmp_path / "0.png")]) == 2
-    assert capsys.readouterr().err.splitlines()[-1] == (
-        f"error: {tmp_path / '0.png'}: the run's preprocess transform 'standardise' was fitted to its training data, which "
-        "the checkpoint does not hold; give normalise an input_range, or predict on arrays")
     np.save(tmp_path / "flat.npy", np.zeros((2, 48)))
     assert main(["predict", str(checkpoint), str(tmp_path / "flat.npy"), str(tmp_path / "0.png")]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == "error: the inputs have different record shapes: (48,), (6, 8)"

@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy
 import pytest
@@ -95,6 +96,44 @@ def test_the_figure_is_labelled_and_overlays_runs_with_a_legend(run_file, tmp_pa
     assert_png(tmp_path / "plot.png")
 
 
+def test_a_folder_of_versions_overlays_each_version_with_a_legend(run_file, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    for rate in (0.1, 0.02):  # one run file run twice: runs/blobs/version_0 and version_1
+        assert main(["train", str(run_file), "--quiet", "--monitor", "metrics:every=2", "--set",
+                     f"optimiser.learning_rate={rate}"]) == 0
+    drawn = {}
+    monkeypatch.setattr("sigmann_plots.plot.draw", lambda runs, output: drawn.update(runs=runs, output=output))
+    assert main(["plot", "runs/blobs"]) == 0
+    assert list(drawn["runs"]) == ["blobs/version_0", "blobs/version_1"] and drawn["output"] == Path("runs/blobs/metrics.png")
+    rate = figure(drawn["runs"]).axes[2]
+    assert [t.get_text() for t in rate.get_legend().get_texts()] == ["blobs/version_0", "blobs/version_1"]
+    assert [line.get_ydata()[0] for line in rate.lines] == [0.1, 0.02]  # each version its own curve, not one run
+
+
+def test_a_resumed_run_is_drawn_whole(run_file, tmp_path, monkeypatch):
+    from sigma_core import MetricsHook, build_run
+    from sigma_core import config as run_config
+    from sigmann_plots.hook import PlotsHook
+
+    monkeypatch.chdir(tmp_path)
+    run_file.write_text(run_file.read_text() + '[checkpoint]\ndirectory = "saves"\nevery_epochs = 1\n')
+    assert main(["train", str(run_file), "--quiet", "--monitor", "metrics:every=3", "--set", "training.epochs=2"]) == 0
+    sent = []
+
+    class Plots(PlotsHook):
+        def write(self, row):
+            sent.append((row["event"], row["step"]))
+            super().write(row)
+
+    run = build_run(run_config.load(run_file, ["training.epochs=3"]))
+    run.resume("saves/blobs-e1-i0.ckpt")  # in runs/blobs/version_0, after epoch 1 (step 9) of 9 iterations each
+    run.train([MetricsHook(every=3), Plots(every=3)])
+    assert sent == [("iteration", 3), ("iteration", 6), ("iteration", 9), ("epoch", 9),  # drawn before
+                    ("iteration", 12), ("iteration", 15), ("iteration", 18), ("epoch", 18),
+                    ("iteration", 21), ("iteration", 24), ("iteration", 27), ("epoch", 27)]
+    assert_png(tmp_path / "runs" / "blobs" / "version_0" / "metrics.png")
+
+
 def test_a_resumed_or_crashed_log_is_read_once_per_step(tmp_path):
     lines = [{"event": "iteration", "step": 2, "epoch": 1, "iteration": 2, "cost": 9.0},
              {"event": "iteration", "step": 2, "epoch": 1, "iteration": 2, "cost": 1.0},  # trained again after resume
@@ -126,7 +165,7 @@ def test_the_drawing_process_reports_a_failure_in_one_line(tmp_path):
 def test_a_plots_hook_that_cannot_draw_is_one_line_and_training_goes_on(run_file, tmp_path, capsys, caplog):
     (tmp_path / "taken").write_text("a file where the run directory should go")
     assert main(["train", str(run_file), "--quiet", "--monitor", f"plots:directory='{tmp_path / 'taken'}'"]) == 0
-    failures = [line for line in capsys.readouterr().err.splitlines() if "plots" in line]
+    failures = [line for line in capsys.readouterr().err.splitlines() if line.startswith("sigma: hook 'plots'")]
     assert len(failures) == 1 and failures[0].startswith("sigma: hook 'plots' failed in on_start: WriteError: plots ")
     assert failures[0].endswith("; detached, training goes on")
 
@@ -162,7 +201,7 @@ def test_ctrl_c_stops_the_run_and_the_drawing_process_draws_the_last_epoch_witho
     run_file.write_text(run_file.read_text().replace("epochs = 3", "epochs = 100000"))
     training = subprocess.Popen([sys.executable, "-c", "from sigma_core.cli import main; raise SystemExit(main())",
                                  "train", str(run_file), "--quiet", "--monitor", f"plots:directory='{tmp_path}'"],
-                                stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=tmp_path,
                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while not (tmp_path / "metrics.png").exists():  # the worker is up and drawing
@@ -170,7 +209,7 @@ def test_ctrl_c_stops_the_run_and_the_drawing_process_draws_the_last_epoch_witho
         time.sleep(0.1)
     os.killpg(training.pid, signal.SIGINT)  # Ctrl-C reaches every process of the terminal's group
     _, err = training.communicate(timeout=60)
-    assert training.returncode == 130 and "Traceback" not in err and "interrupted after training step" in err, err
+    assert training.returncode == 130 and "Traceback" not in err and "stopped by Ctrl-C after training step" in err, err
 
 
 def test_sigma_plugins_lists_the_hook_and_the_command_with_their_distribution():

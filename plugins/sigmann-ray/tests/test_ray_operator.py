@@ -133,8 +133,9 @@ def test_a_killed_worker_is_restarted_and_training_finishes(ray_instance, caplog
     assert run.trainer.total_iterations == 2 * len(run.trainer.training_iterator)
     # Killed after step 10; step 11 was already started ahead, so the loss shows in step 11 or, if worker 1 had
     # finished it, in step 12.
-    restarts = [r.getMessage() for r in caplog.records if re.search("ray worker 1 died in global step 1[12] ",
-                                                                    r.getMessage())]
+    restarts = [r.getMessage() for r in caplog.records
+                if re.search(r"^ray worker 1 on node \S+ \(id \w{8}\) died \(\w+\) in global step 1[12]; ",
+                             r.getMessage())]
     assert len(restarts) == 1 and "repeating the step from the last synchronised state" in restarts[0]
     single = digits_run(epochs=2)  # the repeated step started from the same state: nothing was lost or doubled
     Loop(single.trainer, epochs=2).run()
@@ -178,3 +179,49 @@ def test_cli_reports_a_missing_ray_in_one_line(tmp_path):
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1] == ("error: operator: operator 'ray' cannot run here: "
                                                     "Ray is not installed (pip install ray)")
+
+
+def descendants(root: int) -> dict[int, str]:
+    """The live processes under ``root``: pid -> command line."""
+    table = {}
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            state, parent = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[:2]
+            command = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError):
+            continue
+        if state != "Z":
+            table[int(name)] = (int(parent), command)
+    found, grown = {root}, True
+    while grown:
+        grown = {pid for pid, (parent, _) in table.items() if parent in found} - found
+        found |= grown
+    return {pid: table[pid][1] for pid in found - {root} if pid in table}
+
+
+@pytest.mark.slow
+def test_with_no_restarts_a_lost_worker_on_this_node_is_one_line_and_status_2(tmp_path):
+    """The compiled-graph path (the workers on the driver's node), through the CLI on its own local Ray: a
+    worker killed mid-run ends the run in the documented exit status 2 and one line, without the crash
+    (SIGSEGV while Ray shut down) that results read in place and kept alive by the error used to cause, and
+    without Ray's messages on the terminal."""
+    raw = (ROOT / "examples" / "digits.toml").read_text().replace("epochs = 20", "epochs = 200")
+    (tmp_path / "run.toml").write_text(raw + '\n[operator]\ntype = "ray"\nworkers = 2\nrestarts = 0\n')
+    script = "import sys; from sigma_core.cli import main; sys.exit(main())"
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("RAY_")}
+    run = subprocess.Popen([sys.executable, "-c", script, "train", "run.toml", "--quiet", "--handler", "numpy"],
+                           cwd=tmp_path,
+                           env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in run.stderr:  # until the run says where its workers are: then it is training
+        if "results through a compiled graph" in line:
+            break
+    else:
+        raise AssertionError(f"the run ended before training: {run.communicate()}")
+    victim = min(pid for pid, command in descendants(run.pid).items() if command.startswith("ray::RayWorker"))
+    os.kill(victim, signal.SIGKILL)
+    out, err = run.communicate(timeout=120)  # what the run said after the line above
+    assert run.returncode == 2, (run.returncode, err)  # not -11
+    assert re.fullmatch(r"error: ray worker \d on node \S+ \(id \w{8}\) died \(\w+\) in global step \d+; giving up "
+                        r"\(restarts = 0 allows none\); Ray's messages: \S+ and the nodes' Ray session logs",
+                        err.strip().splitlines()[-1]), err
+    assert len(err.strip().splitlines()) == 1 and "(raylet)" not in out, (out, err)

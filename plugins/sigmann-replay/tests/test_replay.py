@@ -16,7 +16,7 @@ from sigma_core import config as run_config
 from sigma_core.cli import main
 from sigma_core.data.dataset import from_arrays
 from sigma_core.data.iterators import MinibatchIterator
-from sigma_core.optimisers import Adagrad, Adam, GradientDescent, Momentum
+from sigma_core.optimisers import Adagrad, Adam, GradientDescent, Momentum, Optimiser
 from sigmann_recurrent import LSTM
 from sigmann_replay import Recording, StepReplay
 
@@ -467,3 +467,54 @@ def test_replayed_cpu_steps_launch_and_a_batch_bound_anew_each_step_keeps_its_ke
     # the first dense layer and the cost read the batch; tanh is not fused on cpu (no launch either)
     assert forms == ["kernel", "kernel", "launch", "kernel"]
     assert "launch" in StepReplay.of(on).last.forms  # the layers after the first still launch
+
+
+class Signum(Optimiser):
+    """A plugin optimiser as docs/plugins.md writes one: update() in handler ops, not reading the step count."""
+
+    memory_names, stepwise = ("momentum",), False
+
+    def __init__(self, learning_rate=0.01, beta=0.9, *, weight_decay=0.0, freeze=()):
+        super().__init__(learning_rate, weight_decay=weight_decay, freeze=freeze)
+        self.beta = beta
+
+    def update(self, handler, param, grad, memory, step):
+        (momentum,) = memory
+        if self.weight_decay:
+            grad = grad + self.weight_decay * param
+        handler.fill(momentum, self.beta * momentum + (1.0 - self.beta) * grad)
+        handler.fill(param, param - self.learning_rate * handler.sign(momentum))
+
+
+class BiasCorrected(Signum):
+    """One whose update reads the step count (and says so: stepwise stays True)."""
+
+    stepwise = True
+
+    def update(self, handler, param, grad, memory, step):
+        super().update(handler, param, grad * (1.0 / (1.0 - self.beta ** step)), memory, step)
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_a_plugin_optimisers_update_is_replayed_bit_for_bit_and_a_schedule_takes_effect(handler):
+    def halve(t):  # a schedule: the recorded update calls hold the old rate, so the next step is recorded anew
+        if t.iteration == 3:
+            t.optimiser.learning_rate /= 2
+
+    off, on = (trainer(handler, r, optimiser=Signum(0.01, weight_decay=0.001)) for r in (False, True))
+    assert train(off, between=halve) == train(on, between=halve)
+    assert_same(off, on)
+    assert off.optimiser.learning_rate == 0.01 / 8
+    assert replayed(on) > 10  # of 21 steps: after each change the next step is recorded anew
+
+
+def test_a_plugin_optimiser_whose_update_may_read_the_step_runs_normally_and_says_why(caplog):
+    off, on = (trainer("numpy", r, optimiser=BiasCorrected(0.01)) for r in (False, True))
+    with caplog.at_level(logging.INFO, logger="sigma"):
+        assert train(off) == train(on)
+    assert_same(off, on)
+    assert replayed(on) == 0
+    notes = [r.getMessage() for r in caplog.records if "not replayed" in r.getMessage()]
+    assert notes == [f"trainer {on.name}: training steps are not replayed (optimiser BiasCorrected's update() may "
+                     "read the step count (its class does not set stepwise = False), which a replay of its kernel "
+                     "calls would not change); they run normally"]

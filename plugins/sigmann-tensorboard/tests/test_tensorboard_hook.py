@@ -79,7 +79,7 @@ def test_scalars_equal_the_printed_epoch_lines_and_the_metrics_files(run_file, t
         assert f"{scalars(board, 'epoch/validation.cost')[epoch]:.4f}" == validation_cost
 
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    for record in records:  # every value the metrics hook logged, at the same step (float32 in the events)
+    for record in records[:-1]:  # the last says how the run ended: not a scalar  # every value the metrics hook logged, at the same step (float32 in the events)
         step = record["step"] if record["event"] == "iteration" else record["epoch"]
         for name, value in record.items():
             if name not in ("time", "event", "epoch", "iteration", "step"):
@@ -142,10 +142,12 @@ def test_step_updates_are_the_optimisers_published_update_of_each_epochs_last_st
     assert run.trainer.optimiser.publish_updates is True
 
 
-def test_hparams_hold_the_run_settings_and_the_final_metrics(run_file, tmp_path):
+def test_hparams_hold_the_run_settings_and_the_final_metrics_in_the_run_of_its_scalars(run_file, tmp_path):
     run = build_run(run_config.load(run_file, []))
     summary = run.train([TensorBoardHook(directory=str(tmp_path), histograms="")])
-    board = events(tmp_path / "hparams")
+    assert [path.name for path in tmp_path.iterdir() if path.is_dir()] == []  # no run of their own beside it
+    board = events(tmp_path)
+    assert sorted(scalars(board, "epoch/cost")) == [1, 2]  # the same run as the scalars: one row in TensorBoard
     content = board.PluginTagToContent("hparams")
     start = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"]).session_start_info
     hparams = {name: value.WhichOneof("kind") and getattr(value, value.WhichOneof("kind"))

@@ -106,3 +106,47 @@ def test_bad_requests_are_one_line_and_status_2(tmp_path, capsys):
         assert main(["plugin", "new", kind, name, "--directory", str(tmp_path)]) == 2
         assert capsys.readouterr().err.splitlines() == [message]
     assert [p.name for p in tmp_path.iterdir()] == ["sigmann-taken"] and not any((tmp_path / "sigmann-taken").iterdir())
+
+
+@pytest.mark.slow
+def test_into_adds_components_to_a_distribution_that_installs_and_passes_every_test(tmp_path, capsys):
+    assert main(["plugin", "new", "layer", "demo", "--directory", str(tmp_path)]) == 0
+    plugin = tmp_path / "sigmann-demo"
+    before = {p: p.read_text() for p in plugin.rglob("*") if p.is_file() and p.name != "pyproject.toml"}
+    capsys.readouterr()
+    for kind, name in (("layer", "second"), ("activation", "fancy")):  # a second layer: its own register_layers
+        assert main(["plugin", "new", kind, name, "--into", str(plugin)]) == 0
+    assert capsys.readouterr().out.splitlines()[-4:] == [
+        f"{plugin}/src/sigmann_demo/fancy.py", f"{plugin}/tests/test_fancy.py", f"{plugin}/pyproject.toml",
+        f"reinstall it (pip install -e '{plugin}[test]') so that the new entry point 'fancy' is seen"]
+    assert {p: p.read_text() for p in before} == before  # the files it had are as they were
+    assert ('demo = "sigmann_demo"\nsecond = "sigmann_demo.second"\nfancy = "sigmann_demo.fancy"\n'
+            in (plugin / "pyproject.toml").read_text())
+    env = install(tmp_path, plugin)
+    tests = run(["-m", "pytest", "-q", "-p", "no:cacheprovider"], plugin, env)
+    assert tests.returncode == 0 and "6 passed" in tests.stdout, tests.stdout + tests.stderr
+    listed = run(["-m", "sigma_core", "plugins", "--json"], tmp_path, env)
+    mine = {(c["kind"], c["name"]) for c in json.loads(listed.stdout) if c.get("distribution") == "sigmann-demo"}
+    assert mine == {("layer", "demo"), ("layer", "second"), ("activation", "fancy")}
+
+
+def test_into_refuses_what_it_would_overwrite_or_cannot_place_in_one_line(tmp_path, capsys):
+    assert main(["plugin", "new", "layer", "demo", "--directory", str(tmp_path)]) == 0
+    plugin = tmp_path / "sigmann-demo"
+    (plugin / "tests" / "test_taken.py").write_text("")
+    (tmp_path / "bare").mkdir()
+    (tmp_path / "bare" / "pyproject.toml").write_text('[project]\nname = "bare"\nversion = "1"\n')
+    before = {p: p.read_text() for p in plugin.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    cases = {("demo", plugin): f"--into {plugin}: entry point 'demo', {plugin}/tests/test_demo.py exist already; "
+                               "sigma plugin new never overwrites: choose another name",
+             ("taken", plugin): f"--into {plugin}: {plugin}/tests/test_taken.py exists already; sigma plugin new "
+                                "never overwrites: choose another name",
+             ("other", tmp_path / "none"): f"--into {tmp_path / 'none'}: cannot read {tmp_path / 'none'}/pyproject.toml: "
+                                           "No such file or directory",
+             ("other", tmp_path / "bare"): f"--into {tmp_path / 'bare'}: {tmp_path / 'bare'}/pyproject.toml has no "
+                                           "[project.entry-points.sigma] table (sigma plugin new writes one)"}
+    for (name, folder), message in cases.items():
+        assert main(["plugin", "new", "activation", name, "--into", str(folder)]) == 2
+        assert capsys.readouterr().err.splitlines() == [f"error: {message}"]
+    assert {p: p.read_text() for p in plugin.rglob("*") if p.is_file()} == before

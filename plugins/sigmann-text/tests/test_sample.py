@@ -88,6 +88,25 @@ def test_temperature_towards_zero_is_greedy(trained, capsys):
     assert sample(capsys, checkpoint, "--length", 30, "--temperature", 3, "--seed", 1, "--prime", prime)[1] != greedy
 
 
+def test_the_run_file_finds_its_newest_checkpoint(trained, capsys, tmp_path):
+    """``sigma sample examples/chars.toml``, as the README has it: the run's newest checkpoint, in the directory its
+    [checkpoint] section names (where `sigma train` writes them)."""
+    checkpoint = trained[0]
+    run = (ROOT / "examples" / "chars.toml").read_text()
+    assert 'directory = "checkpoints"' in run
+    (tmp_path / "chars.toml").write_text(run.replace('directory = "checkpoints"',
+                                                     f'directory = "{checkpoint.parent.as_posix()}"'))
+    assert checkpoint.name == "chars-e3-i0.ckpt"  # the newest: 3 epochs
+    assert sample(capsys, tmp_path / "chars.toml", "--length", 40, "--seed", 2) == \
+        sample(capsys, checkpoint, "--length", 40, "--seed", 2)
+    (tmp_path / "empty.toml").write_text(run.replace('directory = "checkpoints"',
+                                                     f'directory = "{(tmp_path / "none").as_posix()}"'))
+    code, out, err = sample(capsys, tmp_path / "empty.toml")
+    assert code == 2 and err.splitlines()[-1] == (f"error: {tmp_path / 'empty.toml'}: no checkpoint of run 'chars' in "
+                                                  f"{(tmp_path / 'none').as_posix()} yet (sigma train "
+                                                  f"{tmp_path / 'empty.toml'} saves them there)")
+
+
 @pytest.mark.parametrize("arguments, message", [
     (["--temperature", "-1"], "sigma sample: argument --temperature: expected a finite number >= 0, got '-1'"),
     (["--temperature", "nan"], "sigma sample: argument --temperature: expected a finite number >= 0, got 'nan'"),

@@ -162,7 +162,7 @@ def test_stop_and_save_writes_a_checkpoint_and_the_server_stops(live, tmp_path):
     run = live(checkpoints=str(tmp_path))
     run.wait_for(lambda: run.trainer.total_iterations > 5, what="training")
     answer = run.post("/api/control", action="stop", save=True).json()
-    path = answer["message"].split("saved ")[1].split(" ")[0]
+    path = answer["message"].split("saved ")[1].split(";")[0]
     assert answer["state"]["state"] == "stopped" and path.startswith(str(tmp_path))
     assert load_checkpoint(path).trainer["total_iterations"] == run.trainer.total_iterations
     run.server.thread.join(30)  # it stops half a second after the run; 30 s: a starved CI machine
@@ -317,6 +317,7 @@ def test_sigma_train_serves_until_the_end_or_keeps_serving_until_ctrl_c(run_file
 
     kept = sigma("train", str(run_file), "--quiet", "--monitor", "web:keep_serving=true")
     url = url_of(kept)
+    assert kept.stderr.readline().startswith("finished after training step 80 (2 of 2 epochs done); saved ")
     assert "stays up read-only" in kept.stderr.readline()
     base, token = url.split("?token=")
     state = httpx.get(base + "api/state").json()
@@ -334,7 +335,7 @@ def test_sigma_train_serves_until_the_end_or_keeps_serving_until_ctrl_c(run_file
     time.sleep(0.5)
     os.killpg(interrupted.pid, signal.SIGINT)  # Ctrl-C stops training and the server
     out, err = interrupted.communicate(timeout=30)
-    assert interrupted.returncode == 130 and "interrupted after training step" in err
+    assert interrupted.returncode == 130 and "stopped by Ctrl-C after training step" in err
 
 
 def test_sigma_dashboard_shows_a_finished_run_read_only(run_file, tmp_path):

@@ -397,8 +397,28 @@ def system_names(handlers) -> list[str]:
     return names
 
 
+def extra_workloads() -> dict:
+    """Workloads other distributions add, by name: the entry points of the group ``sigmann_bench.workloads``
+    (sigmann-vision's ``cnn``), each naming an object with ``batch`` (records per step), ``systems(handlers)``
+    (the system names to time, ours first), ``make_step(system)`` -> step(batch) and ``make_batches()``. They
+    run as the built-in ones do: every system in its own process, rounds alternating."""
+    from importlib.metadata import entry_points
+
+    return {point.name: point for point in entry_points(group="sigmann_bench.workloads")}
+
+
+def _extra(workload):
+    return extra_workloads()[workload].load()
+
+
+def _batch(workload) -> int:
+    return WORKLOADS[workload].get("batch", BATCH) if workload in WORKLOADS else _extra(workload).batch
+
+
 def make_step(workload, system):
     """step(batch) for one system on one workload; every system starts from the same parameters."""
+    if workload not in WORKLOADS:
+        return _extra(workload).make_step(system)
     spec = dict(WORKLOADS[workload], name=workload)
     reference = build_trainer(spec, "numpy")  # seeded: the same initial parameters in every process
     if system.startswith("sigma-"):
@@ -416,7 +436,7 @@ def make_step(workload, system):
 def _worker(connection, workload, system):
     """One system in its own process: runs the rounds it is sent, returns per-iteration times."""
     step = make_step(workload, system)
-    batches = make_batches(batch=WORKLOADS[workload].get("batch", BATCH))
+    batches = make_batches(batch=_batch(workload)) if workload in WORKLOADS else _extra(workload).make_batches()
     connection.send("ready")
     while (message := connection.recv()) is not None:
         start, iterations = message
@@ -439,7 +459,7 @@ def bench_workload(name, handlers, rounds, iterations, warmup):
     import multiprocessing
 
     context = multiprocessing.get_context("spawn")
-    systems = system_names(handlers)
+    systems = system_names(handlers) if name in WORKLOADS else _extra(name).systems(handlers)
     workers = {}
     try:
         for system in systems:
@@ -480,7 +500,7 @@ def bench_workload(name, handlers, rounds, iterations, warmup):
             "median_ms": round(median * 1e3, 4),
             "min_ms": round(min(round_medians[system]) * 1e3, 4),
             "max_ms": round(max(round_medians[system]) * 1e3, 4),
-            "samples_per_s": round(WORKLOADS[name].get("batch", BATCH) / median, 1),
+            "samples_per_s": round(_batch(name) / median, 1),
             "ratio_to_ours": round(median / ours, 3),
             "iterations": len(samples[system]),
         })
@@ -541,9 +561,10 @@ def run(handlers=None, workloads=None, quick=False, first_iteration=True, log=sy
     """Every measurement as JSON-ready records (see the module docstring)."""
     from sigma_core import SigmaError
 
-    unknown = sorted(set(workloads or ()) - set(WORKLOADS))
+    known = [*WORKLOADS, *extra_workloads()]
+    unknown = sorted(set(workloads or ()) - set(known))
     if unknown:
-        raise SigmaError(f"sigma bench: unknown workload(s) {', '.join(unknown)} (choose from {', '.join(WORKLOADS)})")
+        raise SigmaError(f"sigma bench: unknown workload(s) {', '.join(unknown)} (choose from {', '.join(known)})")
     handlers = sigma_handlers(handlers)
     if not handlers:
         raise SigmaError("sigma bench: none of the requested handlers can run here")
@@ -562,7 +583,8 @@ def run(handlers=None, workloads=None, quick=False, first_iteration=True, log=sy
         print(f"sigma bench: {name} done", file=log)
     if first_iteration and "cpu" in handlers:
         for name in workloads or DEFAULT_WORKLOADS:
-            records += first_iteration_latency(name)
+            if name in WORKLOADS:
+                records += first_iteration_latency(name)
     return records
 
 

@@ -1,10 +1,8 @@
-"""``sigma predict`` on image files: read with Pillow, fitted to the network's input, preprocessed as in training.
+"""``sigma predict`` on image files: read with Pillow and fitted to the network's input.
 
-A network trained on pixels expects them as its run's data extractor gave them
-and its ``preprocess`` transforms changed them; an image file given to ``sigma
-predict`` gets the same treatment here. Adaptive transforms (normalise without an
-``input_range``, standardise) took their statistics from the training data,
-which a checkpoint does not hold, so they are refused with a way out.
+The pixels come out raw, as the run's data extractor gave them (0..255); the
+network's saved preprocessing (``network.preprocessing``, statistics fitted in
+training) then changes them as it changed the training data.
 """
 
 from __future__ import annotations
@@ -14,16 +12,16 @@ from pathlib import Path
 
 import numpy as np
 
-from sigma_core import Dataset, Preprocessing, SigmaError
+from sigma_core import SigmaError
 
 from .decode import decode
 
 MODES = {1: "L", 3: "RGB", 4: "RGBA"}  # Pillow's mode for a number of channels
 
 
-def read_image(path, *, network, preprocessing: Preprocessing) -> np.ndarray:
+def read_image(path, *, network) -> np.ndarray:
     """One record: the image converted and resized to the network's input, (pixels,) of a square greyscale image,
-    (height, width) greyscale or (height, width, 1 | 3 | 4) channels; then the run's preprocessing."""
+    (height, width) greyscale or (height, width, 1 | 3 | 4) channels; raw pixels."""
     path = Path(path)
     shape = next(layer.output_shape for layer in network.layers.values() if not layer.input_shapes)
     side = math.isqrt(shape[0])
@@ -31,8 +29,4 @@ def read_image(path, *, network, preprocessing: Preprocessing) -> np.ndarray:
     if mode is None or height * width * len(mode) != math.prod(shape):
         raise SigmaError(f"{path}: images need a network input of (pixels of a square,), (height, width) or "
                          f"(height, width, 1 | 3 | 4 channels); this network takes {shape}")
-    if preprocessing.adaptive:
-        raise SigmaError(f"{path}: the run's preprocess transform {preprocessing.adaptive[0]!r} was fitted to its training "
-                         "data, which the checkpoint does not hold; give normalise an input_range, or predict on arrays")
-    pixels = decode(path, mode, (width, height)).astype(np.float64).reshape(shape)
-    return preprocessing(Dataset({"inputs": pixels[None]}, path.name)).section("inputs")
+    return decode(path, mode, (width, height)).astype(np.float64).reshape(1, *shape)

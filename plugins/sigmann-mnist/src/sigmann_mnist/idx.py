@@ -74,7 +74,7 @@ def load_idx(path, targets_path=None, *, allow_non_finite: bool = False) -> Data
         raise DataError(f"IDX file{'s' * (len(files) > 1)} {' and '.join(map(str, files.values()))}: {error}") from None
 
 
-def predict_inputs(path, *, network, preprocessing) -> np.ndarray:
-    """The ``sigma predict`` reader: an IDX file's records as they are (the network's input shape is not checked
+def predict_inputs(path, *, network) -> np.ndarray:
+    """The ``sigma predict`` reader: an IDX file's records, raw (the network's input shape is not checked
     here: a mismatch is the network's one-line error)."""
     return read_idx(path)

@@ -2,7 +2,10 @@
 
 The graph has input ``inputs`` (batch first), output ``predictions`` (what
 ``Network.predict`` returns) and, for a softmax cross-entropy network,
-``probabilities``. Each layer's part comes from the exporter registered as
+``probabilities``. The graph starts after the run's ``preprocess`` transforms:
+the model's metadata ``preprocess`` holds them, statistics fitted in training,
+as JSON (``sigma_core.Preprocessing(json.loads(...)).inputs(raw)`` applies
+them). Each layer's part comes from the exporter registered as
 ``"onnx/<layer type>"`` (:mod:`sigmann_onnx.layers` for the core's layers, a
 layer plugin's own for its layers); a layer without one is an error that lists
 the layers that export.
@@ -10,6 +13,7 @@ the layers that export.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy
@@ -23,8 +27,8 @@ PREFIX = "onnx/"
 class Graph:
     """The ONNX graph being written, handed to every layer's exporter.
 
-    A layer's parameters are already in the graph as ``"<layer name>.<param>"``
-    (``"2-dense.weights"``), in the network's dtype. An exporter adds nodes with
+    A layer's parameters and state arrays are already in the graph as ``"<layer name>.<param>"``
+    (``"2-dense.weights"``, ``"bn.running_mean"``), in the network's dtype. An exporter adds nodes with
     :meth:`op`, graph inputs with :meth:`input`, extra graph outputs with
     :meth:`output` and constants with :meth:`constant`, and returns the name of
     the value its layer outputs.
@@ -85,8 +89,8 @@ def export_onnx(source, path) -> Path:
     exporters = {c.name.removeprefix(PREFIX): c for c in components("exporter") if c.name.startswith(PREFIX)}
     dtype = numpy.dtype(network.handler.dtype)
     graph = Graph(dtype)
-    weights = [numpy_helper.from_array(array.to_numpy().astype(dtype), parameter)
-               for parameter, array in network.parameters.items()]
+    weights = [numpy_helper.from_array(array.to_numpy().astype(dtype), parameter)  # parameters and layer state
+               for parameter, array in (*network.parameters.items(), *network.state.items())]
     values, types, sources = {}, _layer_types(network), _sources(network)
     for name, layer in network.layers.items():
         if types[name] not in exporters:
@@ -99,6 +103,8 @@ def export_onnx(source, path) -> Path:
                                              ["batch", *shape]), *graph.outputs]
     model = helper.make_model(helper.make_graph(graph.nodes, network.name, graph.inputs, outputs, weights),
                               producer_name="sigma", opset_imports=[helper.make_opsetid("", OPSET)])
+    if network.preprocessing is not None:
+        helper.set_model_props(model, {"preprocess": json.dumps(network.preprocessing.fitted())})
     onnx.checker.check_model(model)
     with atomic_write(path) as stream:  # whole or not at all; an unwritable path is one line naming it
         onnx.save(model, stream)

@@ -15,11 +15,14 @@ def register_commands(cli):
         "plot",
         help="draw cost, validation accuracy and learning rate of runs as a PNG",
         description="Draw the curves of one or more runs (the directories the metrics hook wrote, "
-        "e.g. runs/digits) into one PNG, overlaid with a legend.",
+        "e.g. runs/digits/version_0) into one PNG, overlaid with a legend. A folder of versions "
+        "(runs/digits) stands for each of its versions.",
     )
-    parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="a run directory holding metrics.jsonl")
+    parser.add_argument("runs", nargs="+", metavar="RUN_DIR",
+                        help="a run directory holding metrics.jsonl, or a folder of them (runs/<name>)")
     parser.add_argument("-o", "--output", metavar="PNG",
-                        help="where to write (default: RUN_DIR/metrics.png for one run, plot.png for several)")
+                        help="where to write (default: RUN_DIR/metrics.png for one run directory given, "
+                        "plot.png for several)")
     parser.set_defaults(run=run_plot)
 
 
@@ -32,13 +35,13 @@ def register_hooks(register):
 def run_plot(args) -> int:
     from pathlib import Path
 
-    from sigma_core import check_writable
+    from sigma_core import check_writable, run_directories, run_label
     from sigmann_plots.plot import draw, read_run
 
     runs = {}
-    for directory in args.runs:
-        label = Path(directory).resolve().name
-        runs[directory if label in runs else label] = read_run(directory)
+    for directory in (run for given in args.runs for run in run_directories(given)):
+        label = run_label(directory)
+        runs[str(directory) if label in runs else label] = read_run(directory)
     output = Path(args.output or (Path(args.runs[0]) / "metrics.png" if len(args.runs) == 1 else "plot.png"))
     check_writable(output, what="-o" if args.output else "")  # before matplotlib loads and draws
     draw(runs, output)

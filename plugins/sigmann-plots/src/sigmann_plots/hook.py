@@ -3,11 +3,16 @@
 It sends the records the ``metrics`` hook would write (the same
 :func:`sigma_core.record`: every ``every`` iterations and every
 epoch) to a drawing process, which draws them as ``sigma plot`` does into
-``<directory>/metrics.png`` (``directory`` defaults to ``runs/<run name>``).
+``<directory>/metrics.png`` (``directory`` defaults to the run's own directory,
+``run.directory``: ``runs/<run name>/version_N``).
 A separate process because drawing is mostly Python: on a thread it would
 hold the interpreter lock the training thread needs. When epochs end faster
 than it draws, it draws the newest (see :mod:`sigmann_plots.worker`), and
 always the last.
+
+A resumed run's drawing starts from the records its directory's
+``metrics.jsonl`` holds up to the step it resumes from, so the curves show the
+whole run, not only what followed the resume.
 
 A run directory that cannot be written is refused when the run starts, and a
 drawing process that has died (its own line says why) fails the hook at its
@@ -20,7 +25,7 @@ import json
 import subprocess
 import sys
 
-from sigma_core import HookError, MetricsHook, check_writable
+from sigma_core import HookError, MetricsHook, SigmaError, check_writable, read_metrics
 
 
 class PlotsHook(MetricsHook):
@@ -36,6 +41,15 @@ class PlotsHook(MetricsHook):
         check_writable(self.directory / "metrics.png", what="plots")  # now, not when the first epoch is drawn
         command = [sys.executable, "-m", "sigmann_plots.worker", str(self.directory / "metrics.png"), self.run.name]
         self.worker = subprocess.Popen(command, stdin=subprocess.PIPE, text=True, bufsize=1)
+        start = self.run.values["total_iterations"]
+        if start and (self.directory / "metrics.jsonl").is_file():  # resumed: what was drawn before
+            try:
+                earlier = read_metrics(self.directory)[1]
+            except SigmaError:
+                earlier = []  # nothing readable: draw from here on
+            for row in earlier:
+                if row["step"] <= start and row["event"] != "stop":
+                    self.write(row)
 
     def write(self, row: dict):
         try:

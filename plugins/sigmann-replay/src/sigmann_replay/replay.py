@@ -25,11 +25,15 @@ replays in its own way: its kernels' ``capture(recording, calls)`` gives what
 each replay runs (the ``cuda`` handler's CUDA graph, :mod:`sigma_cuda.graphs`);
 it raises :class:`NotReplayable` to decline.
 
-A step that reads data to the host (data-dependent control flow), keeps an
-array across steps, has a layer with ``replayable = False`` or an optimiser
-that overrides its step, or runs on a handler with arrays off the host and no
-``capture``, is not replayed: the reason is logged once, such steps run
-normally. The first step of a signature runs normally (lazy state is made
+A plugin optimiser that overrides ``update`` with handler ops is replayed like
+the rest of the step when its class sets ``stepwise = False`` (its update does
+not read the step count, which a replay would not change); its recorded calls
+hold its hyperparameters, so a step after a schedule changed one is recorded
+anew. A step that reads data to the host (data-dependent control flow), keeps an
+array across steps, has a layer with ``replayable = False``, an optimiser
+that overrides ``step``, or one whose ``update`` may read the step count, or runs
+on a handler with arrays off the host and no ``capture``, is not replayed: the
+reason is logged once, such steps run normally. The first step of a signature runs normally (lazy state is made
 then), the second is recorded; the cache holds :data:`CACHE_SIZE` recordings.
 """
 
@@ -195,8 +199,14 @@ class Recording:
         capture = getattr(kernels, "capture", None)  # a device handler's own replay (module docstring)
         if kernels.xp is not numpy and capture is None:
             raise NotReplayable(f"handler {trainer.handler.name!r} keeps its arrays off the host")
-        if type(opt).step is not Optimiser.step or type(opt).update is not Optimiser.update:
-            raise NotReplayable(f"optimiser {type(opt).__name__} overrides its step")
+        if type(opt).step is not Optimiser.step:
+            raise NotReplayable(f"optimiser {type(opt).__name__} overrides step(), which may do anything per step")
+        #: A plugin optimiser whose update() is written in handler ops: its kernel calls are recorded like the
+        #: rest of the step, with its hyperparameters (and the step count, were it read) as they were then.
+        self.custom = type(opt).update is not Optimiser.update
+        if self.custom and opt.stepwise:
+            raise NotReplayable(f"optimiser {type(opt).__name__}'s update() may read the step count (its class "
+                                "does not set stepwise = False), which a replay of its kernel calls would not change")
         if opt.publish_updates:
             raise NotReplayable("a hook reads the optimiser's updates")
         for name, layer in trainer.network.layers.items():
@@ -219,7 +229,7 @@ class Recording:
         calls = [_call(kernels, record, owned) for record in self.records]
         # what the kernels still run as methods ask the pool for, in order
         self.forms = [_form(record, call) for record, call in zip(self.records, calls)]  # for ``sigma explain``
-        self.updates = self._updates(calls)
+        self.updates = [] if self.custom else self._updates(calls)
         self.patches = self._patches(calls)
         own = {key: raw.copy() for key, raw in self.adopted.items()
                if raw.nbytes <= COPY_MAX and raw.flags.c_contiguous}
@@ -249,6 +259,8 @@ class Recording:
         # when run, the updates (at ``rebind``) are bound by the prologue.
         self.hyperparameters = operator.attrgetter("learning_rate", "weight_decay", *opt.hyperparameters())
         self.values, self.run_calls, self.rebind = None, ([], []), []
+        if self.custom:  # what its recorded update calls were made with: see current()
+            self.values = self.hyperparameters(opt)
         updates = {id(c) for u in self.updates for c in u[1:] if c}
         for i, call in enumerate(calls if self.captured is None else ()):
             if call is None:
@@ -300,6 +312,11 @@ class Recording:
         return updates
 
     # -- replaying ---------------------------------------------------------------------------
+    def current(self) -> bool:
+        """Whether a replay gives the bits of a normal step now: a plugin optimiser's recorded update calls hold
+        its hyperparameters as they were when it was recorded (a schedule may have changed them since)."""
+        return not self.custom or self.hyperparameters(self.trainer.optimiser) == self.values
+
     def replay(self, batch: dict):
         """Run the recorded step on ``batch``; returns the cost (the recorded handler number)."""
         if self.captured is not None:
@@ -448,8 +465,10 @@ class StepReplay:
                 self.cache.move_to_end(key)
         entry = self.entry
         if entry.__class__ is Recording:
-            self.replayed += 1
-            return entry.replay(batch)
+            if entry.current():
+                self.replayed += 1
+                return entry.replay(batch)
+            entry = None  # recorded with other hyperparameters: recorded anew below
         if entry is not None:  # first sighting (the step makes lazy state), or known not replayable: a normal step
             if entry is False:
                 self._store(key, None)

@@ -1,6 +1,7 @@
 """The ``tensorboard`` hook: a run as TensorBoard event files, written with tensorboardX.
 
-Into ``directory`` (default ``runs/<run name>``, beside the ``metrics``
+Into ``directory`` (default the run's own directory, ``run.directory``:
+``runs/<run name>/version_N``, beside the ``metrics``
 hook's files), on the hook's own thread:
 
 - scalars named ``<event>/<name>`` after the ``metrics`` hook's records
@@ -21,9 +22,13 @@ hook's files), on the hook's own thread:
 - the run's config, as text (``config``);
 - when the run ends, its hyperparameters (every scalar setting of the run
   file) with its final epoch's metrics (``final/<name>``) for the HParams
-  tab, in the subdirectory ``hparams``.
+  tab, in the same event file as the scalars: TensorBoard then lists one run
+  whose HParams row and charts belong together (tensorboardX's ``add_hparams``
+  would make a run of its own, ``<run>/<time>``, beside it).
 
-A resumed run adds an event file to the same directory; TensorBoard shows one run.
+Each run writes its own directory (``tensorboard --logdir runs/<name>`` shows
+its versions side by side); a resumed run adds an event file to its
+checkpoint's run directory, and TensorBoard shows one run.
 
 The files are written on the hook's thread (:class:`EventFile`), each epoch
 flushed to disk: a disk that fills up or goes away is one line naming the
@@ -68,7 +73,7 @@ class TensorBoardHook(Hook):
         super().attach(run)
         if self.updates == "step":
             run.optimiser.publish_updates = True
-        self.directory = Path(self.directory or Path("runs") / run.name)
+        self.directory = Path(self.directory) if self.directory else run.directory
         self.optimiser_type = type(run.optimiser).__name__
         self._summary, self._Summary = summary, Summary
 
@@ -109,15 +114,11 @@ class TensorBoardHook(Hook):
         if metrics:
             hparams = dict(_settings(self.run.config or {}))
             hparams.setdefault("optimiser.type", self.optimiser_type)
-            step = self.final["epoch"]
-            session = EventFile(self.directory / "hparams")  # TensorBoard's HParams tab reads a run of its own
-            try:
-                for part in self._summary.hparams(hparams, metrics):  # experiment, session start, session end
-                    session.add(part)
-                for name, value in metrics.items():
-                    session.add(self._summary.scalar(name, value), step)
-            finally:
-                session.close()
+            for part in self._summary.hparams(hparams, metrics):  # experiment, session start, session end
+                self.writer.add(part)
+            for name, value in metrics.items():  # the metrics the HParams tab shows, read from this run's scalars
+                self.writer.add(self._summary.scalar(name, value), self.final["epoch"])
+            self.writer.flush()
 
     def _scalars(self, row: dict, step: int):
         """The record's values as one ``Summary`` (what tensorboardX's ``scalar`` makes of each, a tenth of the

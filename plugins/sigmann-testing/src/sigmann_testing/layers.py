@@ -66,7 +66,14 @@ def _forward(handler, layer, inputs, params, training, rng_state=None):
         handler.set_rng_state(rng_state)
     context = ForwardContext(training=training)
     return layer.forward(handler, [handler.asarray(x) for x in inputs],
-                         {p: handler.asarray(v) for p, v in params.items()}, context)
+                         {**{p: handler.asarray(v) for p, v in params.items()}, **_state(handler, layer)}, context)
+
+
+def _state(handler, layer) -> dict:
+    """The layer's state arrays (``Layer.state_shapes``) as a new network would make them: every pass starts
+    from them afresh, so a pass in training mode that moves them changes no later pass."""
+    initial = layer.initial_state()
+    return {key: handler.full(shape, initial.get(key, 0.0)) for key, shape in layer.state_shapes.items()}
 
 
 def _check_mode(handler, layer, inputs, params, projection, training, where, eps, rtol, atol, samples, rng):
@@ -85,7 +92,7 @@ def _check_mode(handler, layer, inputs, params, projection, training, where, eps
     xs, ps = [handler.asarray(x) for x in inputs], {p: handler.asarray(v) for p, v in params.items()}
     with handler.tape() as tape:
         tape.watch(*xs, *ps.values())
-        out = layer.forward(handler, xs, ps, ForwardContext(training=training))
+        out = layer.forward(handler, xs, {**ps, **_state(handler, layer)}, ForwardContext(training=training))
         grads = tape.gradient((out * handler.asarray(projection)).sum(), [*xs, *ps.values()])
     arrays = [(f"input {i}", i, x) for i, x in enumerate(inputs)] + [(f"parameter {p!r}", p, v) for p, v in params.items()]
     for (label, key, base), grad in zip(arrays, grads):

@@ -3,7 +3,11 @@
 It writes ``sigmann-NAME/`` (pyproject with the ``sigma`` entry point, the
 module with a small working example of the kind, its tests, a README) from the
 templates in ``templates/``, so that ``pip install`` and ``pytest`` pass as
-written and the author replaces the example step by step. The command comes
+written and the author replaces the example step by step. With ``--into DIR``
+it adds a component to the distribution in ``DIR`` instead: the example's
+module next to the package its ``sigma`` entry point names, that module as a
+second entry point (its own ``register_*`` function, so the files already
+there are left as they are), and its test. The command comes
 with Sigma's test kit (this distribution), which the tests it writes use: an
 authoring tool, not something a run needs.
 """
@@ -48,6 +52,8 @@ def register_commands(cli):
     new.add_argument("kind", help=f"what the plugin adds: {', '.join(KINDS)}")
     new.add_argument("name", help="the component's name (lowercase letters, digits and _), as run files will name it")
     new.add_argument("--directory", default=".", help="where to write sigmann-NAME/ (default: here)")
+    new.add_argument("--into", metavar="DIR", help="add the component to the distribution in DIR (its pyproject.toml, "
+                     "package and tests/) instead of writing a new one")
     # The commands there are before this one: sigma's own, which no plugin command may take
     new.set_defaults(run=functools.partial(run_new, commands=frozenset(cli.choices)))
 
@@ -70,20 +76,85 @@ def run_new(args, commands=frozenset()) -> int:
     if kind == "command" and name in commands:
         raise SigmaError(f"command {name!r} is one of sigma's own commands, which a plugin cannot replace; "
                          "choose another name")
+    if getattr(args, "into", None):
+        return add_into(Path(args.into), kind, name)
     folder = check_writable(args.directory, folder=True, what="--directory") / f"sigmann-{name.replace('_', '-')}"
     if os.path.lexists(folder):  # False, not an error, for a name too long: atomic_path below says so in one line
         raise SigmaError(f"{folder} already exists; sigma plugin new never overwrites: remove it or choose another name")
-    description, usage = KINDS[kind]
-    values = {"name": name, "kind": kind, "module": f"sigmann_{name}", "distribution": folder.name,
-              "Class": "".join(part.title() for part in name.split("_")), "function": name,
-              "description": description, "usage": Template(usage).substitute(name=name)}
     files = {"pyproject.toml": "pyproject", "README.md": "README", f"src/sigmann_{name}/__init__.py": kind,
              f"tests/test_{name}.py": f"{kind}_test"}
-    texts = {file: Template((TEMPLATES / f"{template}.tmpl").read_text()).substitute(values)
-             for file, template in files.items()}
+    texts = _texts(files, kind, name, f"sigmann_{name}", folder.name)
     with atomic_path(folder, folder=True, what="--directory") as partial:  # the whole plugin, or nothing
         for file, text in texts.items():
             (partial / file).parent.mkdir(parents=True, exist_ok=True)
             (partial / file).write_text(text)
     print(folder)
+    return 0
+
+
+def _texts(files: dict, kind: str, name: str, module: str, distribution: str) -> dict:
+    """File -> text, from each file's template."""
+    description, usage = KINDS[kind]
+    values = {"name": name, "kind": kind, "module": module, "distribution": distribution,
+              "Class": "".join(part.title() for part in name.split("_")), "function": name,
+              "description": description, "usage": Template(usage).substitute(name=name)}
+    return {file: Template((TEMPLATES / f"{template}.tmpl").read_text()).substitute(values)
+            for file, template in files.items()}
+
+
+ENTRY_POINTS = "[project.entry-points.sigma]"
+
+
+def add_into(folder: Path, kind: str, name: str) -> int:
+    """Add a ``kind`` component ``name`` to the distribution in ``folder``: ``<package>/<name>.py`` beside the
+    package its first ``sigma`` entry point names, the entry point ``name = "<package>.<name>"`` in its
+    pyproject, and ``tests/test_<name>.py``. Everything is checked before anything is written; an existing file
+    or entry point of that name is refused, never replaced."""
+    import tomllib
+
+    from sigma_core import atomic_write
+
+    pyproject = folder / "pyproject.toml"
+    try:
+        text = pyproject.read_text(encoding="utf-8")
+        entry_points = tomllib.loads(text).get("project", {}).get("entry-points", {}).get("sigma")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise SigmaError(f"--into {folder}: cannot read {pyproject}: {getattr(error, 'strerror', None) or error}") \
+            from None
+    lines = text.splitlines(keepends=True)
+    if not entry_points or ENTRY_POINTS not in (line.strip() for line in lines):
+        raise SigmaError(f"--into {folder}: {pyproject} has no {ENTRY_POINTS} table (sigma plugin new writes one)")
+    package = str(next(iter(entry_points.values()))).partition(":")[0].split(".")[0]
+    where = next((f"{root}{package}" for root in ("src/", "") if (folder / root / package / "__init__.py").is_file()),
+                 None)
+    if where is None:
+        raise SigmaError(f"--into {folder}: its entry point names package {package!r}, which is not in "
+                         f"{folder / 'src'} nor {folder} (a folder with __init__.py)")
+    files = {f"{where}/{name}.py": kind, f"tests/test_{name}.py": f"{kind}_test"}
+    taken = [f"entry point {name!r}"] * (name in entry_points) + [str(folder / file) for file in files
+                                                                     if os.path.lexists(folder / file)]
+    if taken:
+        raise SigmaError(f"--into {folder}: {', '.join(taken)} {'exist' if len(taken) > 1 else 'exists'} already; "
+                         "sigma plugin new never overwrites: choose another name")
+    texts = _texts(files, kind, name, f"{package}.{name}", folder.name)
+    # The entry point goes after the table's last line (its keys, before a blank line or the next table).
+    start = next(i for i, line in enumerate(lines) if line.strip() == ENTRY_POINTS)
+    end = start + 1
+    while end < len(lines) and lines[end].strip() and not lines[end].lstrip().startswith("["):
+        end += 1
+    if lines[end - 1][-1:] != "\n":
+        lines[end - 1] += "\n"
+    lines.insert(end, f'{name} = "{package}.{name}"\n')
+    if tomllib.loads("".join(lines))["project"]["entry-points"]["sigma"] != {**entry_points, name: f"{package}.{name}"}:
+        raise SigmaError(f"--into {folder}: cannot tell where {pyproject}'s {ENTRY_POINTS} table ends; add "
+                         f'{name} = "{package}.{name}" to it yourself')
+    for file, text in texts.items():
+        (folder / file).parent.mkdir(parents=True, exist_ok=True)
+        with atomic_write(folder / file, "w", what="--into") as stream:
+            stream.write(text)
+    with atomic_write(pyproject, "w", what="--into") as stream:
+        stream.write("".join(lines))
+    for file in (*files, "pyproject.toml"):
+        print(folder / file)
+    print(f"reinstall it (pip install -e '{folder}[test]') so that the new entry point {name!r} is seen")
     return 0

@@ -31,7 +31,8 @@ def add_parser(cli) -> None:
     parser = cli.add_parser("sample", parents=[options.HANDLER, options.DEBUG],
                             help="generate text from a character-model checkpoint",
                             description=__doc__.split("\n\n")[1].replace("\n", " "))
-    parser.add_argument("checkpoint", help="a .ckpt of a run whose data.source is chars")
+    parser.add_argument("checkpoint", help="a .ckpt of a run whose data.source is chars, or the run file (.toml) "
+                        "that trains it: the newest checkpoint of that run in its checkpoint.directory")
     parser.add_argument("--length", type=options.ranged("int >= 0"), default=200,
                         help="characters to generate (default 200)")
     parser.add_argument("--temperature", type=options.ranged("number >= 0"), default=1.0,
@@ -44,7 +45,8 @@ def add_parser(cli) -> None:
 
 
 def run_sample(args) -> int:
-    sampler = Sampler(args.checkpoint, handler=args.handler, dtype=args.dtype, text=args.text)
+    sampler = Sampler(newest(args.checkpoint) if args.checkpoint.endswith(".toml") else args.checkpoint,
+                      handler=args.handler, dtype=args.dtype, text=args.text)
     pieces = sampler.stream(args.length, args.temperature, seed=args.seed, prime=args.prime)  # a bad prime: refused
     try:
         for piece in pieces:
@@ -54,6 +56,19 @@ def run_sample(args) -> int:
         sys.stdout.write("\n")  # the line ends, however the sample did
         sys.stdout.flush()
     return 0
+
+
+def newest(run_file: str):
+    """The newest checkpoint the run of ``run_file`` saved in its ``checkpoint.directory``."""
+    from sigma_core import latest_checkpoint, load_run_file
+
+    config = load_run_file(run_file)
+    directory = config["checkpoint"]["directory"]
+    found = latest_checkpoint(directory, config["name"])
+    if found is None:
+        raise SigmaError(f"{run_file}: no checkpoint of run {config['name']!r} in {directory} yet "
+                         f"(sigma train {run_file} saves them there)")
+    return found
 
 
 class Sampler:

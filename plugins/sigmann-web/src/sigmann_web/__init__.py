@@ -21,10 +21,11 @@ def register_commands(cli):
     parser = cli.add_parser(
         "dashboard",
         help="show finished runs' metrics in the browser (read-only)",
-        description="Serve the dashboard for run directories the metrics hook wrote (e.g. runs/digits), "
-        "one tab each, read-only, until Ctrl-C.",
+        description="Serve the dashboard for run directories the metrics hook wrote (e.g. runs/digits/version_0; "
+        "runs/digits: each of its versions), one tab each, read-only, until Ctrl-C.",
     )
-    parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="a run directory holding metrics.jsonl")
+    parser.add_argument("runs", nargs="+", metavar="RUN_DIR",
+                        help="a run directory holding metrics.jsonl, or a folder of them (runs/<name>)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine)")
     parser.add_argument("--port", type=cli_options.ranged("int in [0, 65535]"), default=0,
                         help="port (default: a free one, printed)")
@@ -36,10 +37,11 @@ def run_dashboard(args) -> int:
     import sys
     import webbrowser
 
+    from sigma_core import run_directories
     from sigmann_web.board import board_from_files
     from sigmann_web.server import Server
 
-    boards = [board_from_files(directory) for directory in args.runs]
+    boards = [board_from_files(run) for given in args.runs for run in run_directories(given)]
     server = Server(args.host, args.port)
     for board in boards:
         server.add(board)

@@ -38,8 +38,8 @@ HEADERS = [(b"content-security-policy", b"default-src 'self'; img-src 'self' dat
            (b"x-content-type-options", b"nosniff"), (b"cache-control", b"no-store")]
 
 
-#: The largest request body read, in bytes: the page sends a 28×28 drawing in about 15 kB (some 19 bytes a
-#: pixel), so 1 MiB holds drawings of some 50,000 pixels (224×224).
+#: The largest request body read, in bytes: the page sends a drawing's strokes in a few kB (some 12 bytes a
+#: point); 1 MiB also holds drawings of some 50,000 pixels (224×224) sent as pixels (some 19 bytes a pixel).
 MAX_BODY = 1 << 20
 #: How deeply a request body may nest: an object holding rows of pixels is 3.
 MAX_DEPTH = 3
@@ -48,7 +48,7 @@ MAX_DEPTH = 3
 FIELDS = {
     "control": ({"action": "str"}, {"epochs": "int >= 1", "save": "bool"}),
     "set": ({"key": "str", "value": "any"}, {}),  # held against the setting's own rule, named by its key
-    "predict": ({"pixels": "array"}, {}),
+    "predict": ({}, {"strokes": "array", "pixels": "array"}),  # one of them: the hook says so
     "watch": ({"key": "str"}, {}),
 }
 
@@ -155,7 +155,7 @@ def build_app(server) -> Starlette:
         return {"message": hook.set(body.get("key"), body.get("value"))}
 
     def predict(hook, body):
-        return hook.predict(body.get("pixels"))
+        return hook.predict(body.get("pixels"), body.get("strokes"))
 
     def watch(hook, body):
         return {"keys": hook.watch(body.get("key"))}

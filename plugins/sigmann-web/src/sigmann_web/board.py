@@ -17,7 +17,7 @@ from __future__ import annotations
 import collections
 import time
 
-from sigma_core import read_metrics, record
+from sigma_core import read_metrics, record, run_label
 
 #: Inbox entries a live board holds before the oldest is dropped (a server stalled for a second, at every=1).
 INBOX_SIZE = 4096
@@ -153,17 +153,28 @@ def _finite(value):
 
 
 def board_from_files(directory) -> Board:
-    """A read-only board of a finished run from the ``metrics.jsonl`` in ``directory`` (or that file)."""
+    """A read-only board of an ended run from the ``metrics.jsonl`` in ``directory`` (or that file).
+
+    Its ``stop`` record (the last, if it was resumed) says how it ended: ``stopped`` with the epochs done of those
+    planned and what stopped it, or ``finished``; a run without one (it crashed, or predates them) shows as ended.
+    """
     path, rows = read_metrics(directory)
+    stop = next((r for r in reversed(rows) if r["event"] == "stop"), None)
+    rows = [r for r in rows if r["event"] != "stop"]
     epochs = [r for r in rows if r["event"] == "epoch"]
-    name = path.parent.resolve().name
-    info = {"run": name, "source": str(path), "epochs": max((r["epoch"] for r in rows), default=0),
-            "iterations_per_epoch": max((r["iteration"] for r in epochs), default=0)}
+    done = stop["epoch"] if stop else len(epochs)
+    planned = stop.get("epochs", done) if stop else max((r["epoch"] for r in rows), default=0)
+    ended = "ended" if stop is None else "stopped" if stop.get("stopped") or done < planned else "finished"
+    name = run_label(path)
+    info = {"run": name, "source": str(path), "epochs": planned,
+            "iterations_per_epoch": max((r["iteration"] for r in epochs), default=0),
+            "ended": (f"stopped at epoch {done} of {planned}" + (f" by {stop['stopped']}" if stop["stopped"] else "")
+                      if ended == "stopped" else f"{ended} after {done} of {planned} epochs")}
     board = Board(name, info, max_points=max(2000, len(rows)))
-    last = rows[-1]
-    board.values = {"time": last.get("time", time.time()), "epoch": len(epochs), "total_iterations": last["step"],
+    last = rows[-1] if rows else stop
+    board.values = {"time": last.get("time", time.time()), "epoch": done, "total_iterations": last["step"],
                     "iteration": last["iteration"], "optimiser.cost_total": last.get("cost"),
                     "optimiser.learning_rate": last.get("learning_rate")}
     board.records = rows
-    board.ended = "finished"
+    board.ended = ended
     return board

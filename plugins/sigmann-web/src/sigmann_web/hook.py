@@ -6,8 +6,8 @@ which the server's thread turns into chart points four times a second; a
 full inbox drops its oldest entry, so a slow or stuck page never holds
 training up. Running inline lets it read what only the training thread may:
 the top-k accuracies of the evaluation pass the operator has just made
-(served from the trainer's cache) and the first dense layer's weights for
-the weight images.
+(served from the trainer's cache) and the first convolution's filters or dense
+layer's weights for the weight images.
 
 The page steers the run through the loop's commands: ``pause``,
 ``resume``, ``step``, ``reset``, ``stop``, ``set`` for optimiser
@@ -31,16 +31,20 @@ from concurrent.futures import TimeoutError as FutureTimeout
 import numpy
 
 from sigma_core import ARGUMENT_CONVENTIONS as CONVENTIONS
-from sigma_core import (CheckpointHook, ConfigError, DropoutLayer, Hook, HookError, SigmaError, checkpoint_path, require,
-                        save_checkpoint)
+from sigma_core import (CheckpointHook, ConfigError, DropoutLayer, Hook, HookError, SigmaError, checkpoint_now,
+                        checkpoint_path, require, save_checkpoint)
 
 from .board import Board
+from .drawing import digit_image, strokes_array
 from .server import connect
 
 #: Seconds an action waits for the training loop to reach an iteration boundary.
 WAIT = 10.0
-#: Weight images shown for the first dense layer (one per unit, the first ones).
+#: Weight images shown for the first convolution or dense layer (one per filter or unit, the first ones).
 TILES = 32
+#: The exit status of ``sigma train`` when the page stopped the run (Stop, Stop & save): 0 is a finished run,
+#: 130 Ctrl-C, 2 an error. Documented in the README.
+STOPPED_FROM_PAGE = 3
 
 
 class WebHook(Hook):
@@ -51,11 +55,12 @@ class WebHook(Hook):
     #: hooks built in Python, so that a port above 65535 is one line now rather than a traceback from the socket.
     argument_rules = {"host": "str", "port": "int in [0, 65535]", "every": "int >= 0", "values": "names",
                       "top": "shape", "image": "shape or null", "input_range": "interval or null",
-                      "keep_serving": "bool", "paused": "bool", "checkpoints": "str", "max_points": "int >= 100"}
+                      "keep_serving": "bool", "paused": "bool", "checkpoints": "str or null",
+                      "max_points": "int >= 100"}
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, every: int = 10, values: list | str = (),
                  top: list | int = (1, 3), image: list | None = None, input_range: list | None = None,
-                 keep_serving: bool = False, paused: bool = False, checkpoints: str = "checkpoints",
+                 keep_serving: bool = False, paused: bool = False, checkpoints: str | None = None,
                  max_points: int = 2000):
         options = {"host": host, "port": port, "every": every, "values": values, "top": top, "image": image,
                    "input_range": input_range, "keep_serving": keep_serving, "paused": paused,
@@ -127,15 +132,15 @@ class WebHook(Hook):
             self.server.release(self.board)
 
     def _weights(self):
-        """The first dense layer's weights as images, one per unit (its first :data:`TILES`): each scaled to
+        """The first layer's weights as images (:func:`weight_tiles`, its first :data:`TILES`): each scaled to
         -127..127 and sent as base64 of int8 bytes, row after row, image after image (compact, quick to encode)."""
         name = self._layout.get("weights")
         if name is None:
             return None
-        tiles = self._trainer.network.parameters[name].to_numpy()[:, :TILES].T
+        tiles = weight_tiles(self._trainer.network.parameters[name].to_numpy())
         tiles = tiles / numpy.maximum(numpy.abs(tiles).max(axis=1, keepdims=True), 1e-12)
         data = numpy.rint(numpy.nan_to_num(tiles) * 127).astype(numpy.int8).tobytes()
-        return {"layer": name, "shape": list(self._layout["image"]), "count": len(tiles),
+        return {"layer": name, "shape": list(self._layout["tile"]), "count": len(tiles),
                 "tiles": base64.b64encode(data).decode("ascii")}
 
     # -- what the page asks for (server threads) ----------------------------------------------------
@@ -155,10 +160,14 @@ class WebHook(Hook):
         if action == "stop" and save:
             path = self._on_training_thread(self._save_and_stop)
             self._settle(loop)
-            return f"stopped; saved {path} (continue with: sigma train RUN.toml --resume {path})"
+            command = self.run.resume_command(path) or f"Run.resume({str(path)!r}) in Python"
+            return f"stopped; saved {path}; resume with: {command}"
         if action not in ("start", "pause", "resume", "step", "reset", "stop"):
             raise ConfigError(f"unknown action {action!r}; actions: start, pause, resume, step, reset, stop, extend")
-        loop.command("resume" if action == "start" else action)
+        if action == "stop":
+            loop.command("stop", reason="the web page's Stop", status=STOPPED_FROM_PAGE)
+        else:
+            loop.command("resume" if action == "start" else action)
         self._settle(loop)
         return {"start": "started", "pause": "paused", "resume": "resumed", "step": "stepped one iteration",
                 "reset": "reset to the initial parameters", "stop": "stopped"}[action]
@@ -178,11 +187,30 @@ class WebHook(Hook):
             self._on_training_thread(lambda: setattr(layer, "p", float(value)))
         return f"{key} = {value:g}"
 
-    def predict(self, pixels) -> dict:
-        """Class probabilities for a drawn image (``POST /api/predict``): ``pixels`` are h×w numbers in [0, 1]."""
+    def predict(self, pixels=None, strokes=None) -> dict:
+        """Class probabilities for a drawing (``POST /api/predict``), and the h×w image the network saw: its
+        ``strokes``, prepared as MNIST's digits were (:mod:`sigmann_web.drawing`), or ``pixels``, h×w numbers in
+        [0, 1] (0 blank, 1 ink) taken as they are. Blank..ink become ``input_range``, raw input values, which
+        the run's fitted preprocessing then changes as it changed the training data."""
         shape = self._layout["image"]
         if shape is None:
             raise SigmaError("the network's input is not an image, so there is nothing to draw")
+        if (pixels is None) == (strokes is None):
+            raise ConfigError("give the drawing as strokes or as pixels (one of them)")
+        image = self._pixels(pixels, shape) if strokes is None else digit_image(strokes_array(strokes), shape)
+        low, high = self.input_range
+        trainer = self._trainer
+        raw = (low + image * (high - low)).reshape(1, *self._layout["input_shape"])
+        preprocessing = trainer.network.preprocessing
+        batch = (raw if preprocessing is None else preprocessing.inputs(raw)).astype(trainer.handler.dtype)
+        outputs = self._on_training_thread(lambda: infer(trainer, batch), live=False)
+        probabilities = _probabilities(outputs.reshape(-1))
+        return {"probabilities": [round(float(p), 6) for p in probabilities], "predicted": int(probabilities.argmax()),
+                "pixels": numpy.round(image.reshape(shape), 4).tolist()}
+
+    @staticmethod
+    def _pixels(pixels, shape) -> numpy.ndarray:
+        """``pixels`` checked: h×w numbers in [0, 1], flat or in rows."""
         rows = pixels if pixels and all(isinstance(row, list) for row in pixels) else [pixels]
         if not (isinstance(pixels, list) and all(isinstance(row, list) and all(
                 isinstance(v, (int, float)) and not isinstance(v, bool) for v in row) for row in rows)):
@@ -196,12 +224,7 @@ class WebHook(Hook):
                              f"{list(image.shape)}")
         if not (numpy.isfinite(image).all() and image.min() >= 0 and image.max() <= 1):
             raise ConfigError("pixels must be numbers in [0, 1]")
-        low, high = self.input_range
-        trainer = self._trainer
-        batch = (low + image * (high - low)).reshape(1, *self._layout["input_shape"]).astype(trainer.handler.dtype)
-        outputs = self._on_training_thread(lambda: infer(trainer, batch), live=False)
-        probabilities = _probabilities(outputs.reshape(-1))
-        return {"probabilities": [round(float(p), 6) for p in probabilities], "predicted": int(probabilities.argmax())}
+        return image
 
     def watch(self, pattern) -> list[str]:
         """Chart the run values ``pattern`` matches (``POST /api/watch``); returns the names it matches now."""
@@ -239,12 +262,15 @@ class WebHook(Hook):
             raise SigmaError(f"the training thread did not reach an iteration boundary within {WAIT:g} s") from None
 
     def _save_and_stop(self):
-        """Training thread: a checkpoint where the run's [checkpoint] saves (else ``checkpoints``), then stop."""
+        """Training thread: a checkpoint where the run's [checkpoint] saves (else in ``checkpoints``, if given, else
+        in the run directory's ``checkpoints/``: :func:`sigma_core.checkpoint_now`), then stop."""
         loop, trainer = self.loop, self._trainer
-        saver = next((hook for hook in loop.hooks if isinstance(hook, CheckpointHook)), None)
-        path = saver.save(trainer) if saver else save_checkpoint(trainer, trainer.run_config,
-                                                                 checkpoint_path(self.checkpoints, trainer))
-        loop.signal_stop()
+        if self.checkpoints is None or any(isinstance(hook, CheckpointHook) for hook in loop.hooks):
+            path = checkpoint_now(loop)
+        else:
+            path = save_checkpoint(trainer, trainer.run_config, checkpoint_path(self.checkpoints, trainer),
+                                   directory=loop.directory)
+        loop.signal_stop("the web page's Stop & save", STOPPED_FROM_PAGE)
         return path
 
     @staticmethod
@@ -264,9 +290,13 @@ def layout(trainer, image=None) -> dict:
                            f"{list(input_shape or ())}")
     costs = [layer for layer in network.layers.values() if layer.is_cost]
     last = costs[0].input_shape if costs else list(network.layers.values())[-1].output_shape
-    weights = next((f"{name}.weights" for name, layer in network.layers.items() if image
-                    and len(layer.parameter_shapes.get("weights", ())) == 2
-                    and layer.parameter_shapes["weights"][0] == math.prod(image)), None)
+    # The first layer with weights to show: a convolution's filters (sigmann-vision's conv2d, weights (out, in,
+    # kh, kw)) or a dense layer's units over the input image's pixels.
+    weights, tile = next(((f"{name}.weights", shape[2:] if len(shape) == 4 else image)
+                          for name, layer in network.layers.items()
+                          for shape in [tuple(layer.parameter_shapes.get("weights", ()))]
+                          if len(shape) == 4 or (image and len(shape) == 2 and shape[0] == math.prod(image))),
+                         (None, None))
     optimiser = trainer.optimiser
     settable = {f"optimiser.{name}": CONVENTIONS.get(name, "number")
                 for name, value in optimiser.hyperparameters().items()
@@ -274,11 +304,23 @@ def layout(trainer, image=None) -> dict:
     settable.update((f"network.layers.{name}.p", CONVENTIONS["p"])
                     for name, layer in network.layers.items() if isinstance(layer, DropoutLayer))
     return {"trainer": trainer, "input_shape": input_shape, "image": image, "classes": last[-1] if last else None,
-            "weights": weights, "settable": settable}
+            "weights": weights, "tile": tile, "settable": settable}
+
+
+def weight_tiles(weights) -> numpy.ndarray:
+    """The first :data:`TILES` images of a layer's weights, one row each: a dense layer's per unit (its column:
+    a weight per input pixel), a convolution's per filter ((out, in, kh, kw): each averaged over its inputs)."""
+    if weights.ndim == 4:
+        return weights[:TILES].mean(axis=1).reshape(min(TILES, len(weights)), -1)
+    return weights[:, :TILES].T
 
 
 def data_range(trainer) -> tuple[float, float]:
-    """The range of the training inputs (of up to 1,000 records), which a drawing's [0, 1] is mapped to."""
+    """The range of the raw training inputs, which a drawing's [0, 1] is mapped to: as the run's preprocessing
+    saw them, else measured on (up to 1,000) training records."""
+    seen = trainer.network.preprocessing and trainer.network.preprocessing.raw_range
+    if seen and seen[1] > seen[0]:
+        return seen
     iterator = trainer.training_iterator
     try:
         inputs = getattr(iterator, "iterator", iterator).dataset.section("inputs")[:1000]

@@ -45,13 +45,16 @@ async function post(path, body) {
 }
 
 let toastTimer = null;
-function toast(text, isError = false) {
+// A sticky message (a stop's checkpoint and resume command) stays until clicked away; others fade.
+function toast(text, isError = false, sticky = false) {
   const el = document.getElementById("toast");
   el.textContent = text;
-  el.className = "toast" + (isError ? " error" : "");
+  el.className = "toast" + (isError ? " error" : "") + (sticky ? " sticky" : "");
+  el.title = sticky ? "click to close" : "";
+  el.onclick = sticky ? () => { if (!String(getSelection())) el.hidden = true; } : null;  // selecting the command keeps it
   el.hidden = false;
   clearTimeout(toastTimer);
-  toastTimer = setTimeout(() => { el.hidden = true; }, isError ? 6000 : 3000);
+  if (!sticky) toastTimer = setTimeout(() => { el.hidden = true; }, isError ? 6000 : 3000);
 }
 
 function connect() {
@@ -221,7 +224,7 @@ class Run {
         step: {action: "step"}, reset: {action: "reset"}, "stop-save": {action: "stop", save: true},
         extend: {action: "extend", epochs: parseInt($(el, '[data-field="extend"]').value, 10)},
       }[action];
-      this.act("/api/control", body);
+      this.act("/api/control", body, action === "stop-save" ? answer => toast(answer.message, false, true) : undefined);
     });
     $(el, '[data-field="smoothing"]').addEventListener("input", () => this.render());
     $(el, '[data-field="log"]').addEventListener("change", () => this.render());
@@ -328,7 +331,8 @@ class Run {
                  ["Batches per epoch", whole(info.iterations_per_epoch)], ["Held out", (info.validation || []).join(", ") || "—"]);
       if (info.image) facts.push(["Input", `${info.image[0]}×${info.image[1]} image (values ${number(info.input_range[0])} to ${number(info.input_range[1])}), ${info.classes} classes`]);
     } else {
-      facts.push(["Source", info.source || "—"], ["Epochs", whole(info.epochs)], ["Batches per epoch", whole(info.iterations_per_epoch)]);
+      facts.push(["Source", info.source || "—"], ["Epochs", whole(info.epochs)], ["Batches per epoch", whole(info.iterations_per_epoch)],
+                 ["Ended", info.ended || "—"]);
     }
     bind(el, "facts").replaceChildren(...facts.flatMap(([k, v]) => [Object.assign(document.createElement("dt"), {textContent: k}),
                                                                       Object.assign(document.createElement("dd"), {textContent: v})]));
@@ -426,8 +430,9 @@ class Run {
   // -- draw a digit --------------------------------------------------------------------------------
   wireDrawing() {
     const canvas = $(this.el, '[data-canvas="draw"]');
-    const context = canvas.getContext("2d", {willReadFrequently: true});
+    const context = canvas.getContext("2d");
     let drawing = false, last = null, timer = null;
+    this.strokes = []; // what the server prepares as MNIST's digits were: each stroke [x0, y0, x1, y1, ...]
     const point = event => {
       const box = canvas.getBoundingClientRect();
       return [(event.clientX - box.left) * canvas.width / box.width, (event.clientY - box.top) * canvas.height / box.height];
@@ -435,17 +440,19 @@ class Run {
     const stroke = to => {
       context.strokeStyle = "#111827";
       context.lineCap = context.lineJoin = "round";
-      context.lineWidth = this.info.image[0] <= 8 ? 44 : 20; // about as thick as the strokes the data holds
+      context.lineWidth = 12; // for the eye only: the server inks the strokes with a pen sized to the digit's box
       context.beginPath();
       context.moveTo(...(last || to));
       context.lineTo(...to);
       context.stroke();
       last = to;
+      this.strokes[this.strokes.length - 1].push(...to.map(v => Math.round(v * 10) / 10));
     };
     canvas.addEventListener("pointerdown", event => {
       if (!TOKEN) return toast("drawing needs the token: open the address sigma printed (with ?token=…)", true);
       drawing = true;
       last = null;
+      this.strokes.push([]);
       canvas.setPointerCapture(event.pointerId);
       stroke(point(event));
     });
@@ -462,48 +469,23 @@ class Run {
   clearDrawing() {
     const canvas = $(this.el, '[data-canvas="draw"]');
     canvas.getContext("2d").clearRect(0, 0, canvas.width, canvas.height);
+    this.strokes = [];
     $(this.el, '[data-canvas="preview"]').getContext("2d").clearRect(0, 0, 64, 64);
     bind(this.el, "bars").innerHTML = '<p class="hint">Draw with the mouse; the network\'s class probabilities appear here.</p>';
   }
 
-  pixels() {
-    // The drawing's ink, cropped to its bounding square and averaged down to the network's h×w grid
-    // (MNIST-sized grids keep a margin, as MNIST centres digits in a 20×20 box of 28×28).
-    const [h, w] = this.info.image;
-    const canvas = $(this.el, '[data-canvas="draw"]');
-    const {data, width, height} = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height);
-    let top = height, bottom = -1, left = width, right = -1;
-    for (let y = 0; y < height; y++) for (let x = 0; x < width; x++) if (data[(y * width + x) * 4 + 3] > 0) {
-      top = Math.min(top, y); bottom = Math.max(bottom, y); left = Math.min(left, x); right = Math.max(right, x);
-    }
-    if (bottom < 0) return null;
-    const fill = Math.min(h, w) >= 16 ? 20 / 28 : 1;
-    const side = Math.max(bottom - top + 1, right - left + 1) / fill;
-    const x0 = (left + right + 1) / 2 - side / 2, y0 = (top + bottom + 1) / 2 - side / 2;
-    const sums = new Float64Array(h * w), counts = new Float64Array(h * w);
-    for (let y = Math.max(0, Math.floor(y0)); y < Math.min(height, y0 + side); y++) {
-      for (let x = Math.max(0, Math.floor(x0)); x < Math.min(width, x0 + side); x++) {
-        const cell = Math.min(h - 1, Math.floor((y - y0) * h / side)) * w + Math.min(w - 1, Math.floor((x - x0) * w / side));
-        sums[cell] += data[(y * width + x) * 4 + 3] / 255;
-        counts[cell] += 1;
-      }
-    }
-    // cells of the bounding square outside the canvas count as blank
-    const area = (side / h) * (side / w);
-    return Array.from(sums, (sum, i) => Math.min(1, sum / Math.max(area, counts[i], 1)));
-  }
-
   async predict() {
-    const pixels = this.pixels();
-    if (!pixels) return;
+    // The server scales, boxes and centres the strokes as MNIST's digits were (sigmann_web/drawing.py) and
+    // answers with the image the network saw, shown beside the pad.
+    if (!this.strokes.length) return;
+    const answer = await this.act("/api/predict", {strokes: this.strokes}, () => {});
+    if (!answer) return;
     const [h, w] = this.info.image;
     const preview = $(this.el, '[data-canvas="preview"]');
     preview.width = w; preview.height = h;
     const context = preview.getContext("2d"), image = context.createImageData(w, h);
-    pixels.forEach((v, i) => image.data.set([255 - 255 * v, 255 - 255 * v, 255 - 255 * v, 255], i * 4));
+    answer.pixels.flat().forEach((v, i) => image.data.set([255 - 255 * v, 255 - 255 * v, 255 - 255 * v, 255], i * 4));
     context.putImageData(image, 0, 0);
-    const answer = await this.act("/api/predict", {pixels}, () => {});
-    if (!answer) return;
     const bars = bind(this.el, "bars");
     bars.replaceChildren(...answer.probabilities.map((p, digit) => {
       const row = document.createElement("div");

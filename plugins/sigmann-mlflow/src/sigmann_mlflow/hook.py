@@ -1,0 +1,198 @@
+"""The ``mlflow`` hook: a run logged to MLflow, a tracking server or a local store.
+
+Each run becomes an MLflow run in the experiment ``experiment`` (default: the
+run's name), named ``run_name`` (default: its run directory's, ``version_N``)
+and tagged ``sigma.directory`` with that directory. It logs
+
+- parameters: the run file as the run resolved it, every component's
+  default filled in (:func:`sigma_core.resolved_config`, what ``sigma train
+  --print-config`` prints), flattened to dotted keys (``optimiser.beta1``,
+  ``network.layers.1.size``), each value as TOML writes it;
+- metrics named ``<event>/<name>`` after the ``metrics`` hook's records
+  (:func:`sigma_core.record`): ``iteration/cost`` and
+  ``iteration/learning_rate`` every ``every`` iterations, at step = iterations
+  trained; ``epoch/cost``, ``epoch/validation.accuracy``, ``epoch/validation.cost``,
+  ``epoch/learning_rate``, ``epoch/iterations_per_s`` and ``epoch/seconds``
+  after each epoch, at step = the epoch, as the progress lines number it;
+- when the run ends, with ``artifacts``: ``run.toml``, the resolved run file
+  (``sigma train run.toml`` trains the run again); the final checkpoint in
+  ``checkpoints/`` (``sigma train run.toml --resume`` continues it); and, when
+  safetensors is installed, its export in ``export/``. The MLflow run is then
+  FINISHED; one whose Sigma run ended in an error is FAILED.
+
+``tracking_uri`` is any MLflow tracking URI (``http://127.0.0.1:5000``,
+``sqlite:///path/mlflow.db``, ``databricks``). Without one:
+``MLFLOW_TRACKING_URI`` if it is set, else a local store in ``mlruns/``
+beside the run directories (``runs/mlruns``): the database
+``runs/mlruns/mlflow.db``, the artifacts in ``runs/mlruns/artifacts``. A
+database, not MLflow's file store (``./mlruns`` as folders of files), because
+MLflow 3 refuses the file store unless ``MLFLOW_ALLOW_FILE_STORE`` is set: it
+is in maintenance mode, and a SQLite database is what MLflow itself now uses
+by default (``sqlite:///mlflow.db``). See it with ``mlflow ui
+--backend-store-uri sqlite:///runs/mlruns/mlflow.db``.
+
+Threads: MLflow is imported when the hook attaches (on the training thread,
+once, about two seconds, before the first step rather than during it); every
+call to MLflow is made on the hook's own thread (``threaded``), so a slow or
+unreachable server never holds a step up, and a failing one is one line
+naming the hook, which the dispatcher detaches while training goes on.
+Iteration metrics are sent in batches, at each epoch's end and every
+:data:`FLUSH_SECONDS`. The end of the run waits up to ``drain_seconds`` for
+the hook to send what it holds (what is still queued then is not sent, and
+the MLflow run stays RUNNING). The final checkpoint is saved on the hook's
+thread, first thing in ``on_stop``, from the trainer the hook was given when
+it attached: meanwhile the training thread waits for this hook's queue to
+empty, so the trainer stands still while it is read.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+
+from sigma_core import (Hook, MetricsHook, check_writable, checkpoint_path, config_toml, load_component, record,
+                        resolved_config, save_checkpoint)
+
+#: Seconds between batches of iteration metrics within an epoch (the epoch's end sends one too).
+FLUSH_SECONDS = 5.0
+#: What MLflow takes in one request: metrics, parameters (its ``MAX_METRICS_PER_BATCH``, ``MAX_PARAMS_TAGS_PER_BATCH``).
+BATCH_METRICS, BATCH_PARAMETERS = 1000, 100
+#: The longest parameter value MLflow stores (its ``MAX_PARAM_VAL_LENGTH``); longer ones are cut.
+PARAMETER_LENGTH = 6000
+#: Characters MLflow allows in a parameter or metric name; any other becomes ``_`` (an initialiser's ``*.weights``).
+_NOT_IN_NAMES = re.compile(r"[^/\w.\- ]")
+
+
+class MlflowHook(Hook):
+    """Logs the resolved run file, metrics per step and per epoch, and artifacts to MLflow; see the module docstring."""
+
+    name = "mlflow"
+    threaded = True
+    queue_size = 1024  # events wait, not dropped, while a new store is set up at the thread's share of the CPU
+    drain_seconds = 60.0  # the end of the run waits this long for the last metrics and the artifacts
+    argument_rules = {"every": "int >= 0"}  # checked when built from a run file or --monitor
+
+    def __init__(self, tracking_uri: str | None = None, experiment: str | None = None, run_name: str | None = None,
+                 every: int = 10, artifacts: bool = True):
+        self.tracking_uri, self.experiment, self.run_name = tracking_uri, experiment, run_name
+        self.every, self.artifacts = every, artifacts
+        self.reads = {"on_iteration": ("cost",)}
+        self.run_id = None  # the MLflow run's, once it is made
+        self._pending: list = []  # metrics not sent yet
+        self._open = False  # an MLflow run is made and not ended yet
+
+    def attach(self, run):  # on the training thread, before the first step
+        import mlflow  # noqa: F401  about 2 s: here, once, rather than on the hook's thread at its share of the CPU
+
+        super().attach(run)
+        self._trainer = run.trainer  # for the final checkpoint, read when the run has ended (module docstring)
+        directory = run.directory
+        default = not (self.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"))
+        self._store = directory.parent.parent / "mlruns" if default else None  # runs/mlruns, beside runs/<name>/
+        self._experiment = self.experiment or run.name
+        self._run_name = self.run_name or directory.name
+        self._tags = {"sigma.directory": str(directory.resolve())}
+        config = None if run.config is None else resolved_config(run.config)
+        self._parameters = dict(parameters(config)) if config else {}
+        self._toml = config_toml(config) if config else None
+        self._pending, self._open, self.run_id = [], False, None
+
+    def on_start(self):
+        from mlflow.entities import Param
+        from mlflow.tracking import MlflowClient
+
+        uri, location = self.tracking_uri, None
+        if self._store is not None:  # the default: a local database beside the run directories
+            store = check_writable(self._store, folder=True, what="mlflow store").resolve()
+            uri, location = f"sqlite:///{store / 'mlflow.db'}", (store / "artifacts").as_uri()
+        self._client = client = MlflowClient(uri)  # None: MLFLOW_TRACKING_URI
+        experiment = self._experiment_id(location)
+        self.run_id = client.create_run(experiment, run_name=self._run_name, tags=self._tags).info.run_id
+        self._open, self._flushed = True, time.monotonic()
+        items = [Param(key, value) for key, value in self._parameters.items()]
+        for start in range(0, len(items), BATCH_PARAMETERS):
+            client.log_batch(self.run_id, params=items[start:start + BATCH_PARAMETERS])
+
+    def _experiment_id(self, location: str | None) -> str:
+        """The id of the experiment named ``self._experiment``, made (with its artifacts at ``location``) if new."""
+        from mlflow.exceptions import MlflowException
+
+        experiment = self._client.get_experiment_by_name(self._experiment)
+        if experiment is None:
+            try:
+                return self._client.create_experiment(self._experiment, artifact_location=location)
+            except MlflowException:  # another run made it meanwhile
+                experiment = self._client.get_experiment_by_name(self._experiment)
+                if experiment is None:
+                    raise
+        return experiment.experiment_id
+
+    def on_iteration(self):
+        values = self.run.values
+        self._add(record("iteration", values), values["total_iterations"])
+        if len(self._pending) >= BATCH_METRICS or time.monotonic() - self._flushed >= FLUSH_SECONDS:
+            self._flush()
+
+    def on_epoch(self, report):
+        self._add(record("epoch", self.run.values, report), report.epoch)
+        self._flush()
+
+    def on_stop(self):
+        self._flush()
+        if self.artifacts:
+            self._log_artifacts()
+        self._open = False
+        self._client.set_terminated(self.run_id, "FINISHED")
+
+    def detach(self):  # on the hook's thread; the run ended in an error, or this hook failed, if it is still open
+        if self._open:
+            self._open = False
+            self._client.set_terminated(self.run_id, "FAILED")
+
+    def _add(self, row: dict, step: int) -> None:
+        from mlflow.entities import Metric
+
+        milliseconds = int(row["time"] * 1000)
+        self._pending += [Metric(f"{row['event']}/{name}", float(value), milliseconds, step)
+                          for name, value in row.items() if name not in MetricsHook.HEADER and value is not None]
+
+    def _flush(self) -> None:
+        pending, self._pending, self._flushed = self._pending, [], time.monotonic()
+        for start in range(0, len(pending), BATCH_METRICS):
+            self._client.log_batch(self.run_id, metrics=pending[start:start + BATCH_METRICS])
+
+    def _log_artifacts(self) -> None:
+        """The final checkpoint (saved first, while the training thread waits), its export, the resolved run file."""
+        trainer, log = self._trainer, self._client.log_artifact
+        with tempfile.TemporaryDirectory(prefix="sigma-mlflow-") as folder:
+            folder = Path(folder)
+            checkpoint = save_checkpoint(trainer, trainer.run_config, checkpoint_path(folder, trainer))
+            if trainer.run_config is not None and importlib.util.find_spec("safetensors") is not None:
+                export_safetensors = load_component("exporter", "safetensors")  # what sigma export writes
+                export = export_safetensors(checkpoint, folder / f"{checkpoint.stem}.safetensors")
+                log(self.run_id, str(export), "export")
+            log(self.run_id, str(checkpoint), "checkpoints")
+            if self._toml is not None:
+                (folder / "run.toml").write_text(self._toml, encoding="utf-8")
+                log(self.run_id, str(folder / "run.toml"))
+
+
+def parameters(table, prefix: str = ""):
+    """A resolved run file's values as MLflow parameters: ``(dotted key, value as TOML writes it)``.
+
+    Tables and arrays of tables are flattened (``network.layers.1.size``); other arrays are one value
+    (``[28, 28]``); unset values (None) are left out.
+    """
+    items = table.items() if isinstance(table, dict) else enumerate(table)
+    for key, value in items:
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) or isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            yield from parameters(value, f"{name}.")
+        elif value is not None:
+            text = value if isinstance(value, str) else json.dumps(value)
+            yield _NOT_IN_NAMES.sub("_", name), text[:PARAMETER_LENGTH]

@@ -1,0 +1,228 @@
+"""The mlflow hook against real MLflow stores (a SQLite database, a ``mlflow server``), read back by MLflow's client."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+import urllib.request
+
+import numpy
+import pytest
+from mlflow.tracking import MlflowClient
+from safetensors.numpy import load_file
+
+from sigma_core import build_run, cli_main, load_checkpoint, load_run_file, resolved_config
+
+RUN_FILE = """
+name = "blobs"
+[handler]
+name = "numpy"
+[data]
+source = "synthetic"
+n = 96
+shape = 5
+classes = 3
+[split]
+validation = 0.25
+[[network.layers]]
+type = "input"
+shape = [5]
+[[network.layers]]
+type = "dense"
+size = 3
+[[network.layers]]
+type = "softmax_ce"
+[optimiser]
+type = "momentum"
+learning_rate = 0.1
+[training]
+batch_size = 8
+epochs = 2
+prefetch = 0
+"""
+
+
+@pytest.fixture
+def run_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the run directories, runs/blobs/version_N, go here
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    path = tmp_path / "run.toml"
+    path.write_text(RUN_FILE)
+    return path
+
+
+@pytest.fixture(scope="module")
+def database(tmp_path_factory):
+    """One SQLite store for the module's tests (making one takes seconds); each test has its own experiment."""
+    return f"sqlite:///{tmp_path_factory.mktemp('store') / 'mlflow.db'}"
+
+
+def only_run(client, experiment: str):
+    runs = client.search_runs([client.get_experiment_by_name(experiment).experiment_id])
+    assert len(runs) == 1
+    return runs[0]
+
+
+def history(client, run, key) -> dict:
+    return {metric.step: metric.value for metric in client.get_metric_history(run.info.run_id, key)}
+
+
+def without_unset(table):
+    """A resolved run file as TOML reads it back: TOML has no null."""
+    if isinstance(table, dict):
+        return {key: without_unset(value) for key, value in table.items() if value is not None}
+    return [without_unset(item) for item in table] if isinstance(table, list) else table
+
+
+def test_monitor_logs_the_resolved_run_file_every_metric_and_the_artifacts(run_file, database, tmp_path):
+    out = tmp_path / "metrics"
+    assert cli_main(["train", str(run_file), "--quiet", "--monitor", f"metrics:directory='{out}',every=3",
+                     "--monitor", f"mlflow:tracking_uri='{database}',experiment='cli',every=3"]) == 0
+    client = MlflowClient(database)
+    run = only_run(client, "cli")
+    assert (run.info.status, run.info.run_name) == ("FINISHED", "version_0")
+    assert run.data.tags["sigma.directory"] == str((tmp_path / "runs" / "blobs" / "version_0").resolve())
+
+    parameters = run.data.params  # the run file's values, and the defaults of what it names
+    assert parameters["optimiser.type"] == "momentum" and parameters["optimiser.learning_rate"] == "0.1"
+    assert parameters["optimiser.weight_decay"] == "0.0" and parameters["training.shuffle"] == "true"
+    assert parameters["network.layers.1.size"] == "3" and parameters["network.layers.1.activation"] == "none"
+    assert parameters["network.layers.0.shape"] == "[5]" and parameters["operator.type"] == "single_worker"
+
+    records = [record for line in (out / "metrics.jsonl").read_text().splitlines()
+               if (record := json.loads(line))["event"] in ("iteration", "epoch")]
+    logged = 0
+    for record in records:  # every value the metrics hook wrote, at the same step, in full precision
+        step = record["step"] if record["event"] == "iteration" else record["epoch"]
+        for name, value in record.items():
+            if name not in ("time", "event", "epoch", "iteration", "step"):
+                assert history(client, run, f"{record['event']}/{name}")[step] == value
+                logged += 1
+    assert sorted(history(client, run, "iteration/cost")) == [3, 6, 9, 12, 15, 18]
+    assert sorted(history(client, run, "epoch/validation.accuracy")) == [1, 2] and logged == 6 * 2 + 2 * 6
+
+    folder = tmp_path / "artifacts"
+    client.download_artifacts(run.info.run_id, "", str(folder))
+    assert tomllib.loads((folder / "run.toml").read_text()) == without_unset(resolved_config(load_run_file(run_file)))
+    checkpoint = load_checkpoint(folder / "checkpoints" / "blobs-e2-i0.ckpt")
+    assert (checkpoint.trainer["epoch"], checkpoint.trainer["total_iterations"]) == (2, 18)
+    export = load_file(folder / "export" / "blobs-e2-i0.safetensors")
+    assert export.keys() == checkpoint.parameters.keys()
+    for key, array in export.items():
+        numpy.testing.assert_array_equal(array, checkpoint.parameters[key])
+
+
+def test_a_run_files_monitors_table_defaults_to_a_store_beside_the_run_directories(run_file, monkeypatch):
+    """The default store is runs/mlruns (a SQLite database: MLflow 3 refuses its file store), and MLflow is called
+    only on the hook's own thread. ([[monitors]], the older name of [[hooks]], is read the same way.)"""
+    run_file.write_text(RUN_FILE + '[[monitors]]\ntype = "mlflow"\n')
+    threads = set()
+    for method in ("create_run", "log_batch", "log_artifact", "set_terminated"):
+        original = getattr(MlflowClient, method)
+
+        def recorded(self, *arguments, original=original, **keywords):
+            threads.add(threading.current_thread())
+            return original(self, *arguments, **keywords)
+
+        monkeypatch.setattr(MlflowClient, method, recorded)
+    run = build_run(load_run_file(run_file))
+    summary = run.train()
+    assert threads and threading.main_thread() not in threads
+
+    store = run_file.parent / "runs" / "mlruns"
+    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    assert client.get_experiment_by_name("blobs").artifact_location == (store / "artifacts").as_uri()
+    logged = only_run(client, "blobs")
+    accuracies = {epoch["epoch"]: epoch["accuracy"] for epoch in summary["history"]}
+    assert history(client, logged, "epoch/validation.accuracy") == accuracies
+    assert history(client, logged, "epoch/cost") == {r["epoch"]: r["cost"] for r in summary["history"]}
+    assert sorted(path.name for path in (store / "artifacts" / logged.info.run_id / "artifacts").iterdir()) == [
+        "checkpoints", "export", "run.toml"]
+
+
+def test_an_unreachable_server_is_one_line_and_training_goes_on(run_file, monkeypatch, caplog):
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # MLflow would otherwise retry for minutes
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    from sigmann_mlflow.hook import MlflowHook
+
+    run = build_run(load_run_file(run_file))
+    with caplog.at_level(logging.WARNING, logger="sigma"):
+        summary = run.train([MlflowHook(tracking_uri=f"http://127.0.0.1:{port}")])
+    assert summary["epochs"] == 2
+    [warning] = [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
+    assert warning.startswith("hook 'mlflow' failed in on_start: MlflowException: API request to "
+                              f"http://127.0.0.1:{port}/") and warning.endswith("; detached, training goes on")
+    assert "\n" not in warning
+
+
+@pytest.fixture
+def server(tmp_path):
+    """A ``mlflow server`` on 127.0.0.1 and a free port, serving artifacts; stopped (its whole process group) after."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = (tmp_path / "server.log").open("w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+         "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}", "--artifacts-destination",
+         str(tmp_path / "served")], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120  # it starts in 5-10 s, a minute on a crowded machine
+        while True:
+            try:
+                with urllib.request.urlopen(f"{uri}/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"mlflow server did not start: {(tmp_path / 'server.log').read_text()[-2000:]}")
+            time.sleep(0.25)
+        yield uri
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        log.close()
+
+
+def test_a_tracking_server_gets_the_metrics_and_the_artifacts(run_file, server, capsys):
+    assert cli_main(["train", str(run_file), "--quiet", "--out", "summary.json",
+                     "--monitor", f"mlflow:tracking_uri='{server}',every=4"]) == 0
+    summary = json.loads((run_file.parent / "summary.json").read_text())
+    client = MlflowClient(server)
+    run = only_run(client, "blobs")
+    assert run.info.status == "FINISHED" and run.data.params["optimiser.type"] == "momentum"
+    assert history(client, run, "epoch/cost") == {r["epoch"]: r["cost"] for r in summary["history"]}
+    assert sorted(history(client, run, "iteration/cost")) == [4, 8, 12, 16]
+    assert sorted(artifact.path for artifact in client.list_artifacts(run.info.run_id)) == [
+        "checkpoints", "export", "run.toml"]
+    assert [artifact.path for artifact in client.list_artifacts(run.info.run_id, "checkpoints")] == [
+        "checkpoints/blobs-e2-i0.ckpt"]
+
+
+def test_sigma_help_shows_the_hooks_arguments(capsys):
+    assert cli_main(["help", "monitor", "mlflow"]) == 0
+    shown = capsys.readouterr().out
+    assert shown.startswith("hook mlflow, from sigmann-mlflow 0.1.0\n")
+    arguments = {line.split()[0]: line.split(maxsplit=1)[1] for line in shown.partition("\nArguments (")[2]
+                 .partition("\n\n")[0].splitlines()[1:]}
+    assert list(arguments) == ["tracking_uri", "experiment", "run_name", "every", "artifacts"]
+    assert re.fullmatch(r"an integer >= 0\s+default 10", arguments["every"])
+    assert re.fullmatch(r"true or false\s+default true", arguments["artifacts"])
+    assert re.fullmatch(r"a string\s+default unset", arguments["tracking_uri"])

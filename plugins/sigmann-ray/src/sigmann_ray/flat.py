@@ -1,0 +1,36 @@
+"""The flat gradient: every trainable parameter's gradient in one array, the form the workers exchange.
+
+One array per worker and step is one channel write or one object to move,
+and adding the workers' arrays is one pass each. The layout says where each
+parameter's gradient sits; the sum is taken in worker order everywhere, so
+the driver and every worker get the same bits.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy
+
+
+def layout(trainer) -> list:
+    """Where each trainable parameter's gradient sits in the flat gradient: ``(id, start, stop, shape)``."""
+    parameters, places, start = trainer.network.parameters, [], 0
+    for pid in trainer.optimiser.trainable(list(parameters)):
+        shape = tuple(parameters[pid].shape)
+        places.append((pid, start, start + math.prod(shape), shape))
+        start += math.prod(shape)
+    return places
+
+
+def add_up(flats: list, out: numpy.ndarray) -> numpy.ndarray:
+    """The sum of the workers' weighted gradients, in worker order (so every process gets the same bits)."""
+    numpy.copyto(out, flats[0])
+    for flat in flats[1:]:
+        out += flat
+    return out
+
+
+def unflatten(flat: numpy.ndarray, places: list) -> dict:
+    """Gradients by id, as views of ``flat``."""
+    return {pid: flat[start:stop].reshape(shape) for pid, start, stop, shape in places}

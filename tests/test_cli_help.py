@@ -1,0 +1,167 @@
+"""``sigma help KIND NAME`` and ``sigma train --print-config``: the components' own declarations, shown."""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sigma_core import config_toml
+from sigma_core.cli import main
+
+RUN_FILE = """
+name = "blobs"
+[handler]
+name = "numpy"
+[data]
+source = "synthetic"
+n = 40
+shape = 5
+classes = 3
+preprocess = [{ standardise = true }]
+[[network.layers]]
+type = "input"
+shape = [5]
+[[network.layers]]
+type = "dense"
+size = 3
+[[network.layers]]
+type = "softmax_ce"
+[optimiser]
+type = "adam"
+learning_rate = 0.01
+[initialisers]
+"*.weights" = { type = "gaussian", std = 0.1 }
+[training]
+epochs = 2
+"""
+
+
+def shown(capsys, *arguments) -> tuple[int, str, str]:
+    status = main(list(arguments))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def rows(out: str) -> list[tuple[str, ...]]:
+    """The argument table of ``sigma help``'s output: (name, type, default) per argument, columns two spaces apart."""
+    table = out.partition("\nArguments (")[2].partition("\n\n")[0].splitlines()[1:]
+    return [tuple(re.split(r"\s{2,}", line.strip())) for line in table]
+
+
+def test_help_shows_a_layers_arguments_types_defaults_and_docstring(capsys):
+    status, out, _ = shown(capsys, "help", "layer", "dense")
+    assert status == 0
+    assert out.startswith("layer dense (aliases: fullyconnected, fc), from sigmann ")
+    assert "\nactivation(x · weights + biases) over the flattened per-sample features.\n" in out  # its docstring
+    assert "\nArguments ([[network.layers]]):\n" in out
+    assert rows(out) == [("size", "an integer >= 1", "required"), ("activation", "anything", 'default "none"'),
+                         ("bias", "true or false", "default true"),
+                         ("time_distributed", "true or false", "default false")]
+    assert out.endswith("The table's other keys: type, name, inputs.\n")
+
+
+def test_help_shows_rules_from_conventions_and_argument_rules(capsys):
+    status, out, _ = shown(capsys, "help", "optimiser", "adam")
+    assert status == 0 and "\nAdam (Kingma & Ba, 2015" in out
+    assert ("beta1", "a finite number in [0, 1)", "default 0.9") in rows(out)  # config.CONVENTIONS
+    assert ("freeze", "a string or an array of strings", "default []") in rows(out)
+    status, out, _ = shown(capsys, "help", "extractor", "synthetic")
+    assert status == 0 and ("n", "an integer >= 1", "required") in rows(out)  # its argument_rules
+    assert "The table's other keys: source, preprocess, one_hot" in out
+
+
+def test_help_takes_monitor_for_hook_and_lists_a_kind(capsys):
+    assert shown(capsys, "help", "monitor", "metrics") == shown(capsys, "help", "hook", "metrics")
+    status, out, _ = shown(capsys, "help", "monitor", "metrics")
+    assert status == 0 and ("every", "an integer >= 0", "default 10") in rows(out)
+    assert ("directory", "a string", "default unset") in rows(out)
+    status, out, _ = shown(capsys, "help", "layer")
+    assert status == 0 and any(line.split()[0] == "dense" and "activation" in line for line in out.splitlines())
+    status, out, _ = shown(capsys, "help")
+    assert status == 0 and out.startswith("kinds: handler, layer, activation, optimiser")
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (("layre", "dense"), "error: unknown kind 'layre'; kinds are handler, layer, activation, optimiser, "),
+    (("layer", "dens"), "error: unknown layer 'dens' (did you mean 'dense'? available: add, "),  # plugins add more
+])
+def test_an_unknown_kind_or_name_is_one_line_listing_what_exists(capsys, arguments, message):
+    status, out, err = shown(capsys, "help", *arguments)
+    assert (status, out) == (2, "")
+    assert err.startswith(message) and err.count("\n") == 1
+
+
+@pytest.fixture
+def run_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "run.toml"
+    path.write_text(RUN_FILE)
+    return path
+
+
+def test_print_config_fills_in_every_default_and_trains_nothing(run_file, capsys):
+    status, out, _ = shown(capsys, "train", str(run_file), "--print-config", "--set", "training.batch_size=4",
+                           "--monitor", "metrics:every=3", "--handler", "numpy")
+    assert status == 0
+    assert not (run_file.parent / "runs").exists()  # nothing trained, nothing written
+    printed = tomllib.loads(out)
+    assert printed["optimiser"] == {"type": "adam", "learning_rate": 0.01, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8,
+                                    "weight_decay": 0.0, "freeze": []}
+    assert printed["network"]["layers"][1] == {"type": "dense", "size": 3, "activation": "none", "bias": True,
+                                               "time_distributed": False}
+    assert printed["initialisers"] == {"*.weights": {"type": "gaussian", "std": 0.1, "mean": 0.0}}
+    assert printed["data"] == {"source": "synthetic", "n": 40, "shape": 5, "classes": 3, "seed": 0,
+                               "preprocess": [{"standardise": True}]}
+    assert printed["training"]["batch_size"] == 4 and printed["training"]["validation_batch_size"] == 1000
+    assert printed["checkpoint"] == {"directory": "checkpoints", "every_iterations": 0, "every_epochs": 0, "keep": 3}
+    assert printed["hooks"] == [{"type": "metrics", "every": 3, "values": []}]  # --monitor's, its defaults too
+    assert "\n# directory: unset\n" in out  # TOML has no null: an unset default is a comment
+    assert printed["operator"] == {"type": "single_worker"} and printed["handler"]["name"] == "numpy"
+
+
+def test_the_printed_config_is_a_run_file_that_prints_itself(run_file, tmp_path, capsys):
+    status, first, _ = shown(capsys, "train", str(run_file), "--print-config", "--monitor", "metrics")
+    assert status == 0
+    saved = tmp_path / "printed.toml"
+    saved.write_text(first)
+    status, second, _ = shown(capsys, "train", str(saved), "--print-config")
+    assert (status, second) == (0, first)
+    assert shown(capsys, "train", str(saved), "--quiet")[0] == 0  # and it trains
+
+
+@pytest.mark.parametrize("before, after, message", [
+    ("learning_rate = 0.01", "learning_rat = 0.01", "error: unknown key optimiser.learning_rat for optimiser 'adam'; "
+     "allowed: type, learning_rate, beta1, beta2, eps, weight_decay, freeze\n"),
+    ("size = 3", "size = 0", "error: network.layers[1].size: expected an integer >= 1, got 0\n"),
+    ('type = "gaussian"', 'type = "gausian"', "error: initialisers.\"*.weights\".type: unknown initialiser 'gausian' "
+     "(did you mean 'gaussian'? available: "),
+])
+def test_print_config_refuses_a_bad_component_table_in_one_line_naming_it(run_file, capsys, before, after, message):
+    run_file.write_text(RUN_FILE.replace(before, after))
+    status, out, err = shown(capsys, "train", str(run_file), "--print-config")
+    assert (status, out) == (2, "")
+    assert err.startswith(message) and err.count("\n") == 1
+
+
+KEYS = st.text(max_size=8)  # any key: bare where TOML allows, quoted otherwise
+SCALARS = (st.text(alphabet=st.characters(exclude_categories=("Cs",))) | st.booleans()  # no lone surrogates: not text
+           | st.integers(-2**63, 2**63 - 1) | st.floats(allow_nan=False))
+VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=3),
+                      max_leaves=12)
+
+
+@given(st.dictionaries(KEYS, VALUES, max_size=5))
+def test_config_toml_reads_back_as_the_same_tables(table):
+    assert tomllib.loads(config_toml(table)) == table
+
+
+def test_config_toml_writes_unset_and_non_toml_values_as_comments():
+    text = config_toml({"a": None, "t": {"b": None, "c": 1}, "inline": [{"x": None, "y": 2}, 3], "f": math.inf,
+                        "odd": object})
+    assert tomllib.loads(text) == {"t": {"c": 1}, "inline": [{"y": 2}, 3], "f": math.inf}
+    assert "# a: unset\n" in text and "# b: unset\n" in text and "# odd: <class 'object'>" in text
