@@ -179,18 +179,19 @@ class Network:
         """Every parameter and state array as a NumPy copy, by id (what checkpoints save)."""
         return {pid: array.to_numpy() for pid, array in (*self.parameters.items(), *self.state.items())}
 
-    def load_state_dict(self, state: dict):
-        """Overwrite parameters and state arrays from NumPy arrays (any handler, any dtype); old parameter
-        names are accepted."""
+    def load_state_dict(self, state: dict, partial: bool = False):
+        """Overwrite parameters and state arrays from NumPy arrays (any handler, any dtype), in place; old
+        parameter names are accepted. ``partial``: only the ids given, the others kept (data-parallel workers
+        exchange the layer state alone every step)."""
         handler = self._require_handler()
         arrays = {**self.parameters, **self.state}
         state = with_current_ids(state, self.parameters)
-        missing, extra = sorted(set(arrays) - set(state)), sorted(set(state) - set(arrays))
+        missing, extra = [] if partial else sorted(set(arrays) - set(state)), sorted(set(state) - set(arrays))
         if missing or extra:
             raise ArchitectureError(f"parameters do not match: missing {missing or 'none'}, "
                                     f"unexpected {extra or 'none'}")
-        for pid, array in arrays.items():
-            value = state[pid]
+        for pid, value in state.items():
+            array = arrays[pid]
             if tuple(value.shape) != array.shape:
                 raise ArchitectureError(f"parameter {pid!r}: shape {tuple(value.shape)} does not match {array.shape}")
             handler.fill(array, handler.asarray(value))

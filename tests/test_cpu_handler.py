@@ -216,3 +216,22 @@ def test_the_shared_pool_installs_after_builtins_print_was_replaced():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout == "True BLAS runs on numba's omp pool"
+
+
+def test_the_blas_callback_is_loaded_from_the_disk_cache_in_later_processes(tmp_path):
+    """Compiling the callback took ~0.5 s in every process (issue 28): it must be cached like the kernels."""
+    import os
+    import subprocess
+    import sys
+
+    script = ("from sigma_cpu import blas_pool\nfrom sigma_cpu.handler import NumbaHandler\n"
+              "NumbaHandler('float32'); import sys; sys.stderr.write(f'installed: {blas_pool.PARALLEL}')")
+    env = dict(os.environ, SIGMA_NUMBA_CACHE_DIR=str(tmp_path), NUMBA_DEBUG_CACHE="1")
+    logs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and done.stderr.endswith("installed: True"), done.stderr[-2000:]
+        logs.append(done.stdout + done.stderr)
+    assert any("data saved to" in line and "blas_pool._callback-" in line for line in logs[0].splitlines())
+    assert any("data loaded from" in line and "blas_pool._callback-" in line for line in logs[1].splitlines())
+    assert "saved to" not in logs[1], logs[1][-2000:]  # nothing compiled (_run_jobs comes linked into the callback)

@@ -37,4 +37,29 @@ def test_unknown_workload_is_one_error_line(capsys):
 
     extra = "".join(f", {name}" for name in extra_workloads())  # other distributions' (sigmann-vision: cnn)
     assert capsys.readouterr().err.splitlines()[-1] == (
-        f"error: sigma bench: unknown workload(s) huge-mlp (choose from sigma-mlp, small-mlp, probe{extra})")
+        f"error: sigma bench: unknown workload(s) huge-mlp (choose from sigma-mlp, small-mlp, probe, startup{extra})")
+
+
+def test_startup_times_whole_train_processes_against_numpy(capsys, tmp_path, monkeypatch):
+    """One round on numpy alone: a record of a real ``sigma train`` process, leaving no run directory behind."""
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["bench", "--quick", "--json", "--handlers", "numpy", "--workloads", "startup"]) == 0
+    (record,) = json.loads(capsys.readouterr().out)
+    assert record["workload"] == "startup" and record["system"] == "sigma-numpy" and record["measure"] == "process"
+    assert record["ratio_to_numpy"] == 1.0 and record["processes"] == 2 and record["min_ms"] > 0
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_startup_times_cpu_with_a_warm_and_a_cold_cache():
+    from sigmann_bench import startup
+
+    assert startup.systems(["cpu", "numpy"]) == [
+        ("sigma-numpy", "numpy", False), ("sigma-cpu", "cpu", False), ("sigma-cpu-cold-cache", "cpu", True)]
+
+
+def test_a_failing_startup_process_is_one_error_line(capsys, monkeypatch):
+    from sigmann_bench import startup
+
+    monkeypatch.setattr(startup, "ARGS", ["--set", "training.epochs=0"])
+    assert cli.main(["bench", "--quick", "--handlers", "numpy", "--workloads", "startup"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1].startswith("error: sigma bench: startup on numpy exited with 2: ")

@@ -16,9 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sigma_core import ConfigError, Loop, NonFiniteError, SigmaError, build_run, strategy_from_config
+from sigma_core import ConfigError, Loop, NonFiniteError, SigmaError, build_run, load, strategy_from_config
 from sigma_core import config as run_config
+from sigma_core.checkpoint import checkpoints
 from sigma_core.hooks import Hook
+from sigma_core.hooks.checkpoints import CheckpointHook
 
 ROOT = Path(__file__).resolve().parents[3]
 DIGITS = tomllib.loads((ROOT / "examples" / "digits.toml").read_text())
@@ -34,9 +36,11 @@ def ray_instance():
     ray.shutdown()
 
 
-def digits_run(operator=None, epochs=1, **training):
+def digits_run(operator=None, epochs=1, batch_norm=False, **training):
     raw = copy.deepcopy(DIGITS)
     raw["network"]["layers"] = [layer for layer in raw["network"]["layers"] if layer["type"] != "dropout"]
+    if batch_norm:  # on the inputs, so that its running statistics depend on the data alone (sigmann-vision)
+        raw["network"]["layers"].insert(1, {"type": "batch_norm", "name": "norm"})
     raw["handler"] = {"name": "numpy", "dtype": "float64"}
     raw["training"].update(epochs=epochs, **training)
     raw["operator"] = operator or {}
@@ -81,6 +85,46 @@ def test_three_ray_workers_give_one_worker_on_the_whole_batch(ray_instance, capl
     while ray_instance.available_resources().get("CPU") != 2 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert ray_instance.available_resources().get("CPU") == 2
+
+
+def running_statistics(trainer) -> dict:
+    return {key: array.to_numpy().copy() for key, array in trainer.network.state.items()}
+
+
+# Layer state follows the threads operator's rule (its tests check that against the statistics computed from the
+# batches): every step the driver takes the workers' running statistics weighted by their shares of the records.
+# The two operators sum the same shard statistics in the same order, the threads one dividing by the shares' sum
+# once more; each is a running average of T·B rows' statistics with weights summing to 1, bounded by the inputs
+# (pixels in [0, 1]), so the two differ by at most eps·T·B. The driver's statistics left where they started (what
+# it held before the workers sent them) miss by 0.75, and the workers' plain mean by 5e-4.
+def test_the_driver_holds_the_workers_running_statistics_and_resumes_them_exactly(ray_instance, tmp_path):
+    operator = {"type": "ray", "workers": 2}
+    uninterrupted = digits_run(operator, epochs=2, batch_norm=True)
+    uninterrupted.hooks += [CheckpointHook(tmp_path, keep=100), CheckpointHook(tmp_path, keep=100, every=7)]
+    uninterrupted.train()
+    reference = digits_run({"type": "threads", "workers": 2}, epochs=2, batch_norm=True)
+    reference.train()
+    steps, rows = reference.trainer.total_iterations, reference.config["training"]["batch_size"]
+    expected = running_statistics(reference.trainer)
+    for key, value in running_statistics(uninterrupted.trainer).items():
+        np.testing.assert_allclose(value, expected[key], rtol=0, atol=np.finfo(np.float64).eps * steps * rows,
+                                   err_msg=key)
+
+    saved = [path for path in checkpoints(tmp_path, "digits")
+             if path.name.startswith("digits-e1-i") and not path.name.endswith("-i0.ckpt")][0]  # mid-epoch 2
+    resumed = digits_run(operator, epochs=2, batch_norm=True)
+    resumed.resume(saved)
+    resumed.train()
+    final = uninterrupted.trainer.network.state_dict()
+    for key, value in resumed.trainer.network.state_dict().items():  # parameters and running statistics
+        np.testing.assert_array_equal(value, final[key], err_msg=key)
+
+    # The last checkpoint holds them, and prediction from it (inference mode) is the driver's own, bit for bit.
+    network = load(tmp_path / "digits-e2-i0.ckpt", handler="numpy")
+    for key, value in running_statistics(uninterrupted.trainer).items():
+        np.testing.assert_array_equal(network.state[key].to_numpy(), value, err_msg=key)
+    images = np.random.default_rng(0).integers(0, 17, (50, 64)).astype(np.float64)  # raw pixels, 0..16
+    np.testing.assert_array_equal(network.predict(images), uninterrupted.trainer.network.predict(images))
 
 
 def slower():

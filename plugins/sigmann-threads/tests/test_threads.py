@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import threadpoolctl
 
-from sigma_core import ConfigError, Loop, NonFiniteError, SigmaError, State
+from sigma_core import ConfigError, Loop, NonFiniteError, SigmaError, State, load
 from sigma_core import config as run_config
 from sigma_core.checkpoint import checkpoints
 from sigma_core.hooks import Hook
@@ -22,10 +22,13 @@ from sigmann_threads import ThreadWorkers, WorkerError, shard_bounds
 DIGITS = tomllib.loads((Path(__file__).resolve().parents[3] / "examples" / "digits.toml").read_text())
 
 
-def digits_run(handler="numpy", dtype="float64", dropout=False, epochs=2, operator=None, optimiser=None):
+def digits_run(handler="numpy", dtype="float64", dropout=False, epochs=2, operator=None, optimiser=None,
+               batch_norm=False):
     raw = copy.deepcopy(DIGITS)
     if not dropout:
         raw["network"]["layers"] = [layer for layer in raw["network"]["layers"] if layer["type"] != "dropout"]
+    if batch_norm:  # on the inputs, so that its running statistics depend on the data alone (sigmann-vision)
+        raw["network"]["layers"].insert(1, {"type": "batch_norm", "name": "norm"})
     raw["handler"] = {"name": handler, "dtype": dtype}
     raw["training"]["epochs"] = epochs
     raw["operator"] = operator or {}
@@ -112,6 +115,72 @@ def test_model_averaging_resumes_exactly_from_an_epoch_checkpoint(tmp_path):
     resumed.train()
     for pid, array in parameters(uninterrupted.trainer).items():
         np.testing.assert_array_equal(parameters(resumed.trainer)[pid], array, err_msg=pid)
+
+
+def running_statistics(run, epochs: int, workers: int, weighted: bool, momentum: float = 0.1) -> dict:
+    """Batch norm's running statistics on the inputs as the merge rule says, in float64: every step each worker's
+    shard moves the last merged ones (PyTorch's update: the unbiased shard variance), and the trainer's are their
+    mean, weighted by the shards' shares of the records (gradient averaging) or plain (model averaging: the update
+    is linear in the batch statistics, so merging every k steps gives what merging every step does)."""
+    mean, var = np.zeros(64), np.ones(64)
+    for _ in range(epochs):
+        for batch in run.trainer.training_iterator:  # a fresh run's: the same batches in the same order
+            rows = batch["inputs"].astype(np.float64)
+            bounds = shard_bounds(len(rows), workers)
+            shards = [rows[start:stop] for start, stop in zip(bounds, bounds[1:]) if stop > start]
+            weights = [len(shard) / len(rows) if weighted else 1 / len(shards) for shard in shards]
+            mean = (1 - momentum) * mean + momentum * sum(w * shard.mean(0) for w, shard in zip(weights, shards))
+            var = (1 - momentum) * var + momentum * sum(w * shard.var(0, ddof=1) for w, shard in zip(weights, shards))
+    return {"norm.running_mean": mean, "norm.running_var": var}
+
+
+def state(trainer) -> dict:
+    return {key: array.to_numpy().copy() for key, array in trainer.network.state.items()}
+
+
+# Layer state merges as the parameters do: after every step (gradient averaging, weighted by the shards' shares) or
+# every k (model averaging, plain mean), so the trainer's running statistics, which evaluation and checkpoints use,
+# are the workers'. Each is a running average of T·B rows' statistics with weights summing to 1, whose terms the
+# inputs bound (pixels in [0, 1], so |x| and x² <= 1): summing them in another order moves it by at most
+# eps·T·B (Higham; the per-step rounding of the in-place updates is within it). The plain mean instead of the
+# shares misses by 5e-4 with 2 workers and 2e-3 with 3 (the 29-row last batch splits 14 + 15 and 9 + 10 + 10),
+# outside even float32's bound; the statistics left where they started (what the trainer held before layer state
+# was merged) miss by 0.75.
+@pytest.mark.parametrize("handler, dtype, operator", [
+    ("numpy", "float64", {"type": "threads", "workers": 2}),
+    ("numpy", "float64", {"type": "threads", "workers": 3}),
+    ("cpu", "float32", {"type": "threads", "workers": 2}),
+    ("numpy", "float64", {"type": "threads", "workers": 2, "combine": "models", "every": 4})])
+def test_the_trainer_holds_the_merged_running_statistics_and_resumes_them_exactly(tmp_path, handler, dtype, operator):
+    models = operator.get("combine") == "models"
+    uninterrupted = digits_run(handler, dtype, operator=operator, batch_norm=True)
+    uninterrupted.hooks.append(CheckpointHook(tmp_path, keep=100))  # every epoch's end
+    if not models:
+        uninterrupted.hooks.append(CheckpointHook(tmp_path, keep=100, every=7))
+    uninterrupted.train()
+    steps, rows = uninterrupted.trainer.total_iterations, uninterrupted.config["training"]["batch_size"]
+    expected = running_statistics(digits_run(handler, dtype, batch_norm=True), 2, operator["workers"], not models)
+    for key, value in state(uninterrupted.trainer).items():
+        np.testing.assert_allclose(value, expected[key], rtol=0, atol=np.finfo(dtype).eps * steps * rows, err_msg=key)
+
+    # Resumed mid-epoch (gradient averaging: every step is a merge) or at an epoch's end (model averaging's merge).
+    saved = tmp_path / "digits-e1-i0.ckpt" if models else [
+        path for path in checkpoints(tmp_path, "digits") if path.name.startswith("digits-e1-i")
+        and not path.name.endswith("-i0.ckpt")][0]
+    resumed = digits_run(handler, dtype, operator=operator, batch_norm=True)
+    resumed.resume(saved)
+    resumed.train()
+    final = uninterrupted.trainer.network.state_dict()
+    for key, value in resumed.trainer.network.state_dict().items():  # parameters and running statistics
+        np.testing.assert_array_equal(value, final[key], err_msg=key)
+
+    # The last checkpoint holds them, and prediction from it (inference mode: the running statistics) is the
+    # trainer's own, bit for bit.
+    network = load(tmp_path / "digits-e2-i0.ckpt", handler=handler)
+    for key, value in state(uninterrupted.trainer).items():
+        np.testing.assert_array_equal(network.state[key].to_numpy(), value, err_msg=key)
+    images = np.random.default_rng(0).integers(0, 17, (50, 64)).astype(dtype)  # raw pixels, 0..16
+    np.testing.assert_array_equal(network.predict(images), uninterrupted.trainer.network.predict(images))
 
 
 def test_run_file_picks_the_operator_and_checks_its_settings():
@@ -295,3 +364,17 @@ def test_a_host_handler_shares_a_buffer_without_copying_and_refuses_a_mismatch()
     assert array.to_numpy()[0, 0] == 7.0
     with pytest.raises(SigmaError, match="cannot share a float64 buffer of shape"):
         handler.share(array, np.zeros((3, 2)))
+
+
+def test_a_partial_load_writes_the_layer_state_alone_in_place_and_refuses_an_unknown_id():
+    network = digits_run(batch_norm=True).trainer.network  # what the workers exchange the layer state through
+    before, array = network.state_dict(), network.state["norm.running_mean"]
+    network.load_state_dict({"norm.running_mean": np.full(64, 0.5)}, partial=True)
+    assert network.state["norm.running_mean"] is array and np.array_equal(array.to_numpy(), np.full(64, 0.5))
+    for key, value in network.state_dict().items():
+        if key != "norm.running_mean":
+            np.testing.assert_array_equal(value, before[key], err_msg=key)
+    with pytest.raises(SigmaError, match=r"missing none, unexpected \['norm\.running_mode'\]"):
+        network.load_state_dict({"norm.running_mode": np.zeros(64)}, partial=True)
+    with pytest.raises(SigmaError, match=r"missing \['norm\.running_mean'\]"):  # without partial: every id
+        network.load_state_dict({key: value for key, value in before.items() if key != "norm.running_mean"})

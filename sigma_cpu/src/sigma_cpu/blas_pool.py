@@ -48,10 +48,11 @@ from . import numba_cache
 numba_cache.configure()
 
 import numba  # noqa: E402  (after the cache directory is chosen)
+from llvmlite import binding as llvm  # noqa: E402
 from llvmlite import ir  # noqa: E402
 from numba import types  # noqa: E402
+from numba.core import cgutils  # noqa: E402
 from numba.extending import intrinsic  # noqa: E402
-from numba.np.ufunc import parallel  # noqa: E402
 
 #: Entry points of OpenBLAS's callback setter and thread count, by build (the
 #: scipy-openblas wheels NumPy ships prefix and suffix the symbols).
@@ -65,7 +66,7 @@ _SYMBOLS = (
 #: True once BLAS runs on numba's pool; the kernels use their parallel versions only then.
 PARALLEL = False
 _state = {"tried": False, "reason": "not installed yet"}
-_keep = []  # the callback and its mutex, referenced for as long as OpenBLAS may call them
+_keep = []  # the callback, referenced for as long as OpenBLAS may call it
 _get_threads = []  # OpenBLAS's thread-count getter, once installed
 
 
@@ -84,72 +85,111 @@ def _call_job(typingctx, dojob, thread, job, data):
     return signature, codegen
 
 
-#: numba.get_num_threads without its error-path print, which numba compiles only while builtins.print is the
-#: builtin: ray.init replaces it, and a handler created after that could not install the pool.
-_numba_threads = getattr(parallel, "_iget_num_threads", numba.get_num_threads)
+@intrinsic
+def _num_threads(typingctx, count):
+    """numba's get_num_threads (``count`` None) or set_num_threads(count) as plain calls of the symbols numba's
+    threading layer registers when its pool starts (the ones its own ``prange`` loops call).
 
-
-@numba.njit(parallel=True)  # not cache=True: see _compile_callback
-def _run_jobs(dojob, count, size, jobs, data):
-    """Run the ``count`` jobs concurrently, one per pool thread; the job index doubles as the thread number.
-
-    The calling thread may have lowered its numba thread count; the jobs need
-    ``count`` threads at once (see the module docstring), so they get them.
+    numba's own versions cannot be used here: set_num_threads calls through a
+    ctypes pointer (an address of this process, which keeps a function from
+    being cached on disk), and get_num_threads has an error path that prints,
+    which numba compiles only while ``builtins.print`` is the builtin
+    (``ray.init`` replaces it, and a handler created after that could not
+    install the pool).
     """
-    threads = _numba_threads()
-    if threads < count:
-        numba.set_num_threads(count)
-    for i in numba.prange(count):
-        _call_job(dojob, numba.int32(i), jobs + i * size, data)
-    if threads < count:
-        numba.set_num_threads(threads)
+    getting = isinstance(count, (types.NoneType, types.Omitted))
+    if not (getting or isinstance(count, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        if getting:
+            function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(cgutils.intp_t, []),
+                                                      "get_num_threads")
+            return builder.call(function, [])
+        function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [cgutils.intp_t]),
+                                                  "set_num_threads")
+        builder.call(function, [context.cast(builder, args[0], sig.args[0], types.intp)])
+        return context.get_dummy_value()
+
+    return (types.intp(count) if getting else types.void(count)), codegen
 
 
-def _compile_callback():
-    """``openblas_threads_callback`` as a C function pointer; always synchronous, which satisfies either ``sync``.
-
-    Compiled only on installation: a compiled parallel function starts numba's
-    pool, and that pool next to OpenBLAS's own threads is what this module avoids.
-    Neither it nor :func:`_run_jobs` can be cached on disk (numba's thread-count
-    calls are process-specific addresses), so each process compiles them once.
-    """
-    lock, unlock, mutex = _mutex()
-    signature = types.void(types.int32, types.intp, types.int32, types.uintp, types.intp, types.int32)
-
-    @numba.cfunc(signature)
-    def callback(sync, dojob, count, size, jobs, data):
-        lock(mutex)
-        _run_jobs(dojob, count, size, jobs, data)
-        unlock(mutex)
-
-    return callback
+#: The symbols the callback's machine code calls to take and release its mutex (:func:`_mutex`), registered with
+#: LLVM's linker before the callback is compiled or loaded from the cache.
+_LOCK, _UNLOCK = "sigma_cpu_blas_pool_lock", "sigma_cpu_blas_pool_unlock"
 
 
-def _mutex():
-    """(lock, unlock, address) of a process-wide pthread mutex that serialises the callback.
+@intrinsic
+def _mutex(typingctx, release):
+    """Take (``release`` False) or release (True) the process-wide mutex that serialises the callback.
 
     OpenBLAS gives every callback the same per-job scratch buffers (job i of
     any call uses buffer i), so two matrix products from two Python threads
     running their jobs at once overwrite each other's packed panels: wrong
     numbers, silently. One product at a time on the pool is correct by
     construction; a single training thread never waits on it.
+
+    The mutex is a global of the callback's own machine code, zero-initialised:
+    that is ``PTHREAD_MUTEX_INITIALIZER`` on Linux (glibc and musl), the only
+    system :func:`install` runs on. Each process that loads the code gets its own.
     """
-    libc = ctypes.CDLL(None)
-    lock, unlock, init = libc.pthread_mutex_lock, libc.pthread_mutex_unlock, libc.pthread_mutex_init
-    for function in (lock, unlock):
-        function.argtypes, function.restype = [ctypes.c_size_t], ctypes.c_int
-    _keep.append(ctypes.create_string_buffer(64))  # >= sizeof(pthread_mutex_t); lives as long as the process
-    address = ctypes.addressof(_keep[-1])
-    init.argtypes, init.restype = [ctypes.c_size_t, ctypes.c_void_p], ctypes.c_int
-    init(address, None)
-    return lock, unlock, address
+    if not isinstance(release, types.BooleanLiteral):
+        return None
+
+    def codegen(context, builder, sig, args):
+        module, byte_pointer = builder.module, ir.IntType(8).as_pointer()
+        try:
+            mutex = module.get_global("sigma_cpu_blas_pool_mutex")
+        except KeyError:
+            mutex = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), 64), "sigma_cpu_blas_pool_mutex")
+            mutex.initializer = ir.Constant(mutex.value_type, None)  # >= sizeof(pthread_mutex_t)
+            mutex.linkage, mutex.align = "internal", 64
+        name = _UNLOCK if sig.args[0].literal_value else _LOCK
+        function = cgutils.get_or_insert_function(module, ir.FunctionType(ir.IntType(32), [byte_pointer]), name)
+        builder.call(function, [builder.bitcast(mutex, byte_pointer)])
+        return context.get_dummy_value()
+
+    return types.void(release), codegen
 
 
 @numba.njit(parallel=True, cache=True)
-def _warm_up(out):
-    """A trivial parallel loop: starts numba's thread pool (and so fixes its threading layer)."""
-    for i in numba.prange(out.size):
-        out[i] = i
+def _run_jobs(dojob, count, size, jobs, data):
+    """Run the ``count`` jobs concurrently, one per pool thread; the job index doubles as the thread number.
+
+    The calling thread may have lowered its numba thread count; the jobs need
+    ``count`` threads at once (see the module docstring), so they get them.
+    """
+    threads = _num_threads(None)
+    if threads < count:
+        _num_threads(count)
+    for i in numba.prange(count):
+        _call_job(dojob, numba.int32(i), jobs + i * size, data)
+    if threads < count:
+        _num_threads(threads)
+
+
+def _callback(sync, dojob, count, size, jobs, data):
+    """``openblas_threads_callback``: always synchronous, which satisfies either ``sync``; one product at a time."""
+    _mutex(False)
+    _run_jobs(dojob, count, size, jobs, data)
+    _mutex(True)
+
+
+def _compile_callback():
+    """:func:`_callback` as a C function pointer, loaded from numba's disk cache after the first process.
+
+    Compiled only on installation: a compiled parallel function starts numba's
+    pool, and that pool next to OpenBLAS's own threads is what this module
+    avoids. Its machine code holds no address of this process (the mutex is
+    its own global; the functions it calls are symbols, linked on loading), so
+    it is cached on disk: compiling it costs ~0.3-0.5 s, loading it a few
+    milliseconds (it used to be compiled in every process).
+    """
+    libc = ctypes.CDLL(None)
+    for symbol, function in ((_LOCK, libc.pthread_mutex_lock), (_UNLOCK, libc.pthread_mutex_unlock)):
+        llvm.add_symbol(symbol, ctypes.cast(function, ctypes.c_void_p).value)
+    signature = types.void(types.int32, types.intp, types.int32, types.uintp, types.intp, types.int32)
+    return numba.cfunc(signature, cache=True)(_callback)
 
 
 def _openblas():
@@ -187,9 +227,7 @@ def install() -> bool:
     if get_threads() > numba.config.NUMBA_NUM_THREADS:
         _state["reason"] = f"OpenBLAS uses {get_threads()} threads, numba only {numba.config.NUMBA_NUM_THREADS}"
         return False
-    import numpy
-
-    _warm_up(numpy.empty(2, numpy.int64))
+    numba.get_num_threads()  # launches numba's threads, which fixes its threading layer, compiling nothing
     layer = numba.threading_layer()
     if layer not in ("omp", "tbb"):
         _state["reason"] = f"numba's threading layer is {layer!r}, which cannot take launches from several threads"

@@ -22,7 +22,9 @@ def register_commands(cli):
     parser.add_argument("--json", action="store_true", help="print JSON records instead of a table")
     parser.add_argument("--quick", action="store_true", help="few iterations, for a smoke test")
     parser.add_argument("--handlers", nargs="+", metavar="NAME", help="only these handlers (default: all that run here)")
-    parser.add_argument("--workloads", nargs="+", metavar="NAME", help="only these workloads: sigma-mlp, small-mlp, probe, and those other distributions add "
+    parser.add_argument("--workloads", nargs="+", metavar="NAME",
+                        help="only these workloads: sigma-mlp, small-mlp, probe, startup (whole `sigma train` "
+                        "processes of examples/digits.toml, cpu against numpy), and those other distributions add "
                         "(sigmann-vision: cnn) (default: the first two)")
     parser.set_defaults(run=run_bench)
 

@@ -9,7 +9,10 @@ Two workloads (issue 4), float32, batch 100, synthetic MNIST-shaped data
 * ``small-mlp``: 784 -> Dense 128 relu -> Dense 10 -> SoftmaxCE, SGD lr 0.1,
   no dropout; here per-op overhead weighs the most;
 * ``probe`` (only when asked for): the small MLP with 8 hidden units and
-  batches of 4, so a step is nearly all framework time.
+  batches of 4, so a step is nearly all framework time;
+* ``startup`` (only when asked for): whole ``sigma train`` processes of the
+  digits example, ``cpu`` (warm and cold numba cache) against ``numpy``; see
+  :mod:`sigmann_bench.startup`.
 
 Systems: every installed handler that can run here (``sigma-<name>``) through
 the real framework path (Network, Trainer.run_iteration, replaying recorded
@@ -557,11 +560,12 @@ def machine() -> str:
     return f"{usable} usable CPUs ({model}), numpy {np.__version__}, BLAS {blas}"
 
 
-def run(handlers=None, workloads=None, quick=False, first_iteration=True, log=sys.stderr) -> list[dict]:
-    """Every measurement as JSON-ready records (see the module docstring)."""
+def run(handlers=None, workloads=None, quick=False, first_iteration=True, log=None) -> list[dict]:
+    """Every measurement as JSON-ready records (see the module docstring); progress goes to ``log`` (stderr)."""
+    log = log or sys.stderr  # looked up per call: a default bound at import would keep a replaced stderr
     from sigma_core import SigmaError
 
-    known = [*WORKLOADS, *extra_workloads()]
+    known = [*WORKLOADS, "startup", *extra_workloads()]
     unknown = sorted(set(workloads or ()) - set(known))
     if unknown:
         raise SigmaError(f"sigma bench: unknown workload(s) {', '.join(unknown)} (choose from {', '.join(known)})")
@@ -579,7 +583,12 @@ def run(handlers=None, workloads=None, quick=False, first_iteration=True, log=sy
     print(f"sigma bench: {machine()}; handlers {', '.join(handlers)}; "
           f"{rounds} rounds x {iterations} timed iterations per system", file=log)
     for name in workloads or DEFAULT_WORKLOADS:
-        records += bench_workload(name, handlers, rounds, iterations, warmup)
+        if name == "startup":  # whole processes, not steps: see sigmann_bench.startup
+            from sigmann_bench import startup
+
+            records += startup.run(handlers, rounds, log)
+        else:
+            records += bench_workload(name, handlers, rounds, iterations, warmup)
         print(f"sigma bench: {name} done", file=log)
     if first_iteration and "cpu" in handlers:
         for name in workloads or DEFAULT_WORKLOADS:
@@ -590,13 +599,20 @@ def run(handlers=None, workloads=None, quick=False, first_iteration=True, log=sy
 
 def format_table(records) -> str:
     lines = [f"{'workload':<11}{'system':<22}{'median ms':>10}{'rounds min-max':>18}{'samples/s':>11}{'vs ours':>9}"]
+    if all(r["measure"] != "iteration" for r in records):
+        lines = []
     for r in records:
         if r["measure"] == "iteration":
             spread = f"{r['min_ms']:.3f}-{r['max_ms']:.3f}"
             lines.append(f"{r['workload']:<11}{r['system']:<22}{r['median_ms']:>10.3f}{spread:>18}"
                          f"{r['samples_per_s']:>11.0f}{r['ratio_to_ours']:>8.2f}x")
     for r in records:
-        if r["measure"] != "iteration":
+        if r["measure"] == "process":
+            added = f", {r['added_to_warm_ms'] / 1e3:+.2f} s on the warm cache" if "added_to_warm_ms" in r else ""
+            lines.append(f"{r['workload']:<11}{r['system']:<22}whole process: {r['median_ms'] / 1e3:.2f} s "
+                         f"({r['min_ms'] / 1e3:.2f}-{r['max_ms'] / 1e3:.2f}), "
+                         f"{r['ratio_to_numpy']:.2f}x sigma-numpy{added}")
+        elif r["measure"] != "iteration":
             lines.append(f"{r['workload']:<11}{r['system']:<22}{r['measure']}: {r['median_ms']:.0f} ms")
     return "\n".join(lines)
 

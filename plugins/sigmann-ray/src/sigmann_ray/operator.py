@@ -19,6 +19,12 @@ it applies with; if the next step turns out to be another (a reset, new
 trainable parameters), it is dropped. The result equals one worker on the
 whole batch up to rounding, and checkpoints resume exactly.
 
+Layer state (batch norm's running statistics) follows the ``threads``
+operator's rule: every step, every process takes the workers' state
+weighted by their shares of the records (it travels in the flat array,
+after the gradients), so the driver's is what hooks, evaluation and
+checkpoints see.
+
 The workers take the driver's whole state (parameters, optimiser state,
 freeze filters) when a run starts, after a reset, when the trainable
 parameters change, and after a restart. A hook that writes parameters in
@@ -166,7 +172,9 @@ class RayWorkers(Strategy):
         if records != len(batch["inputs"]):
             raise SigmaError(f"operator 'ray': the workers read {records} records of a {len(batch['inputs'])}-record "
                              "batch; their data differs from the driver's")
-        applied = trainer.apply_gradients(flat.unflatten(total, places), cost)
+        gradients, state = flat.unflatten(total, places, trainer.network)
+        trainer.network.load_state_dict(state, partial=True)
+        applied = trainer.apply_gradients(gradients, cost)
         self.driver_seconds += time.perf_counter() - began
         return applied
 

@@ -4,9 +4,10 @@ It builds the run itself (``build_run``: its own handler, of the trainer's
 kind and dtype, its own optimiser and its own copy of the data), so records
 never travel through the driver, and keeps a replica of the global state in
 lockstep with the other workers: every global step it applies the last
-step's summed gradients with the hyperparameters the driver sends, then
-computes its rows of the new step and hands out their weighted gradients as
-one flat array. How the arrays reach the others is the exchange's business
+step's summed gradients with the hyperparameters the driver sends (and
+takes the summed layer state), then computes its rows of the new step and
+hands out their weighted gradients and layer state as one flat array. How
+the arrays reach the others is the exchange's business
 (:mod:`sigmann_ray.exchange`); the sum is always taken here, in worker order,
 so every process gets the same bits.
 """
@@ -65,7 +66,8 @@ class RayWorker:
         """Apply the last step's summed gradients (if ``gather`` left some) with ``order``'s hyperparameters,
         then this worker's part of global step ``order``'s counters: its rows' cost and gradients, weighted by
         their share of the global batch. Returns ``(cost, records, flat gradients, seconds computing, seconds
-        merging)``: merging is the last step's sum and its application here."""
+        merging)``: merging is the last step's sum and its application here. The flat array holds the layer
+        state too, as this step's forward pass left it, weighted as the gradients."""
         if self.failure is not None:
             raise self.failure
         if order is None:  # a compiled graph's first, empty execution (see sigmann_ray.exchange)
@@ -77,7 +79,9 @@ class RayWorker:
                 began = time.perf_counter()
                 for name, value in hyperparameters.items():
                     setattr(local.optimiser, name, value)
-                local.apply_gradients(unflatten(self.total, self.layout), 0.0)
+                gradients, state = unflatten(self.total, self.layout, local.network)
+                local.apply_gradients(gradients, 0.0)
+                local.network.load_state_dict(state, partial=True)
                 self.summed, self.merging = False, self.merging + time.perf_counter() - began
             step, epoch, position = counters
             if self.batches[0] != epoch:
@@ -94,10 +98,11 @@ class RayWorker:
                 self.worker.prepare(*counters)
                 with local.handler.session():
                     cost, grads = local.gradients(self.iterator.dataset[rows])
+                    arrays = {**grads, **local.network.state}
                     for pid, start, stop, shape in self.layout:
-                        grad = local.handler.host_view(grads[pid])
-                        grad = grads[pid].to_numpy() if grad is None else grad
-                        numpy.multiply(grad.reshape(-1), share, out=self.flat[start:stop])
+                        array = local.handler.host_view(arrays[pid])
+                        array = arrays[pid].to_numpy() if array is None else array
+                        numpy.multiply(array.reshape(-1), share, out=self.flat[start:stop])
             merging, self.merging = self.merging, 0.0
             return float(cost) * share, len(rows), self.flat, time.perf_counter() - began, merging
         except Exception as error:

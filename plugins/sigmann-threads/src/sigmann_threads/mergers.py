@@ -1,6 +1,6 @@
 """Mergers: how the results of several workers become one global state (Sigma's network mergers).
 
-A merger combines named arrays (parameters, gradients, optimiser memory) of
+A merger combines named arrays (parameters, layer state, optimiser memory) of
 several workers into a weighted mean, for the ids its entries match (globs on
 ``"<layer>.<param>"``, as freeze filters). :meth:`AverageMerger.merge` writes
 the result into a root network and leaves the others untouched. The ``threads``

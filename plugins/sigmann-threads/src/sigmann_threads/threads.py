@@ -18,6 +18,18 @@ applies the sum once. That equals one worker on the whole batch up to
 rounding; the global state is complete after every step, so checkpoints
 resume exactly.
 
+Layer state (batch norm's running statistics: ``Network.state``) is merged
+like the parameters, at every merge: each worker updates its own copy on
+its shard (as PyTorch's DDP without SyncBatchNorm normalises each replica
+with its own batch's statistics), and the trainer's becomes their mean,
+weighted by each worker's share of the records in gradient averaging
+(every step; the workers then take it back), plain as the parameters' in
+model averaging. An exponential running average is linear in the batches'
+statistics, so the running mean is one worker's on the whole batch, up to
+rounding; the running variance is the shards' variance, without the
+spread between shard means (SyncBatchNorm's would need the workers to meet
+inside the forward pass).
+
 ``combine = "models"`` (Sigma's model averaging): each worker steps its own
 optimiser; every ``every`` iterations, and when the loop asks for a merge (at
 each epoch's end, and when a stop or reset abandons one), worker parameters
@@ -47,7 +59,7 @@ import numpy
 
 from sigma_core import SigmaError, Strategy, require
 
-from .mergers import AverageMerger
+from .mergers import AverageMerger, WeightedMerger
 from .workers import Worker, base_seed, blas_threads, shard_bounds, worker_failed
 
 log = logging.getLogger("sigma")
@@ -114,6 +126,7 @@ class ThreadWorkers(Strategy):
             raise failure
         cost = sum(share * result for (*_, share), result in zip(work, costs))
         if not models:
+            self._merge_state(work)
             return trainer.apply_gradients(self._sums, cost)
         self._unmerged += 1
         if self._unmerged >= self.every:
@@ -121,8 +134,8 @@ class ThreadWorkers(Strategy):
         return trainer.count_iteration(cost)
 
     def merge(self) -> None:
-        """Model averaging: workers' parameters and optimiser memory into the trainer, and back (if they did any
-        work since the last merge)."""
+        """Model averaging: workers' parameters, layer state and optimiser memory into the trainer, and back (if
+        they did any work since the last merge)."""
         if not self._unmerged:
             return
         trainer, merger, locals_ = self.trainer, AverageMerger(), [worker.trainer for worker in self.workers]
@@ -161,6 +174,8 @@ class ThreadWorkers(Strategy):
                 if self._host:
                     for pid, array in local.network.parameters.items():
                         handler.share(array, self.trainer.handler.host_view(self.trainer.network.parameters[pid]))
+                    if local.network.state:  # copied, not shared: the worker's forward pass moves it
+                        local.network.load_state_dict(state_of(self.trainer.network), partial=True)
                 else:
                     local.network.load_state_dict(self.trainer.network.state_dict())
                 cost, grads = local.gradients(shard)
@@ -185,6 +200,14 @@ class ThreadWorkers(Strategy):
             raise
         return float(cost)
 
+    def _merge_state(self, work: list) -> None:
+        """Gradient averaging: the trainer's layer state becomes the workers', weighted by their shares of the
+        records (in worker order)."""
+        if self.trainer.network.state:
+            merger = WeightedMerger([share for *_, share in work])
+            states = [state_of(worker.trainer.network) for worker, *_ in work]
+            self.trainer.network.load_state_dict(merger.merge_arrays(states), partial=True)
+
     def _pull(self) -> None:
         """Every worker takes the global parameters and optimiser state (and its freeze filters)."""
         parameters, optimiser = self.trainer.network.state_dict(), self.trainer.optimiser.state_dict()
@@ -193,3 +216,8 @@ class ThreadWorkers(Strategy):
             local.network.load_state_dict(parameters)
             local.optimiser.load_state_dict(optimiser, local.handler)
             local.refresh_trainable()
+
+
+def state_of(network) -> dict:
+    """A network's layer state (``Network.state``: not trained, moved by the forward pass) as NumPy copies."""
+    return {key: array.to_numpy() for key, array in network.state.items()}
