@@ -213,11 +213,17 @@ class Loop:
         """Whether :attr:`directory` has been made (or given): asking for it would make it."""
         return self._directory is not None
 
-    def resume_command(self, checkpoint) -> str | None:
-        """The shell command that continues this run from ``checkpoint``; None for a run not started by a command."""
+    def resume_command(self, checkpoint, overrides=()) -> str | None:
+        """The shell command that continues this run from ``checkpoint``; None for a run not started by a command.
+
+        ``overrides`` (``"key=value"``) take the place of the command's own ``--set`` of the same keys, so the
+        printed command says each setting once (``training.epochs`` raised to train on, say)."""
         if self.command_line is None:
             return None
-        return shlex.join([*self.command_line, "--resume", str(checkpoint)])
+        keys = {override.split("=", 1)[0] for override in overrides}
+        kept = [part for part in self.command_line
+                if not (part.startswith("--set=") and part.removeprefix("--set=").split("=", 1)[0] in keys)]
+        return shlex.join([*kept, *(f"--set={override}" for override in overrides), "--resume", str(checkpoint)])
 
     @property
     def hooks(self) -> list:

@@ -24,9 +24,9 @@ def test_a_finished_run_says_where_it_saved_and_how_to_train_on(run_file, tmp_pa
     monkeypatch.chdir(tmp_path)
     status, [line] = ending(capsys, str(run_file), "--set", "seed=3", "--out", "result.json")
     saved = "runs/blobs/version_0/checkpoints/blobs-e2-i0.ckpt"
-    command = shlex.join(["sigma", "train", str(run_file), "--set=seed=3", "--resume", saved])
+    command = shlex.join(["sigma", "train", str(run_file), "--set=seed=3", "--set=training.epochs=4", "--resume", saved])
     assert (status, line) == (0, f"finished after training step 18 (2 of 2 epochs done); saved {saved}; "
-                                 f"train on with: {command} --set=training.epochs=4")
+                                 f"train on with: {command}")
     assert load_checkpoint(saved).metadata["directory"] == str(tmp_path / "runs" / "blobs" / "version_0")
     assert json.loads((tmp_path / "result.json").read_text())["stopped"] is None
     status, _ = ending(capsys, *shlex.split(line.split("train on with: ")[1])[2:])  # the command works as printed
@@ -34,6 +34,7 @@ def test_a_finished_run_says_where_it_saved_and_how_to_train_on(run_file, tmp_pa
     status, [line] = ending(capsys, str(run_file), "--resume", "last", "--set", "training.epochs=5")  # the newest
     assert status == 0 and line.startswith("finished after training step 45 (5 of 5 epochs done); saved "
                                            "runs/blobs/version_0/checkpoints/blobs-e5-i0.ckpt;")
+    assert line.count("training.epochs") == 1 and "--set=training.epochs=10 --resume" in line  # said once
 
 
 def test_a_criterion_that_stops_the_run_is_named_and_the_exit_status_is_0(run_file, tmp_path, capsys, monkeypatch):

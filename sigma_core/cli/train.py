@@ -165,8 +165,8 @@ def _train_guarded(run, hooks) -> tuple[dict, int]:
             print(f"{what} {where}; nothing saved: {one_line(error)}", file=sys.stderr)
             return summary, stopped.status if stopped else 0
     if stopped is None:  # to train on, it needs more epochs
-        print(f"{what} {where}; saved {path}; train on with: {loop.resume_command(path)} "
-              f"--set=training.epochs={loop.epochs + run.epochs}", file=sys.stderr)
+        command = loop.resume_command(path, [f"training.epochs={loop.epochs + run.epochs}"])
+        print(f"{what} {where}; saved {path}; train on with: {command}", file=sys.stderr)
         return summary, 0
     print(f"{what} {where}; saved {path}; resume with: {loop.resume_command(path)}", file=sys.stderr)
     return summary, stopped.status
