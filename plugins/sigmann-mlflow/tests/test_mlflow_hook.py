@@ -22,42 +22,11 @@ from safetensors.numpy import load_file
 
 from sigma_core import build_run, cli_main, load_checkpoint, load_run_file, resolved_config
 
-RUN_FILE = """
-name = "blobs"
-[handler]
-name = "numpy"
-[data]
-source = "synthetic"
-n = 96
-shape = 5
-classes = 3
-[split]
-validation = 0.25
-[[network.layers]]
-type = "input"
-shape = [5]
-[[network.layers]]
-type = "dense"
-size = 3
-[[network.layers]]
-type = "softmax_ce"
-[optimiser]
-type = "momentum"
-learning_rate = 0.1
-[training]
-batch_size = 8
-epochs = 2
-prefetch = 0
-"""
-
-
 @pytest.fixture
-def run_file(tmp_path, monkeypatch):
+def run_file(sigma_run_file, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the run directories, runs/blobs/version_N, go here
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    path = tmp_path / "run.toml"
-    path.write_text(RUN_FILE)
-    return path
+    return sigma_run_file("optimiser.type=momentum")
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +93,7 @@ def test_monitor_logs_the_resolved_run_file_every_metric_and_the_artifacts(run_f
 def test_a_run_files_monitors_table_defaults_to_a_store_beside_the_run_directories(run_file, monkeypatch):
     """The default store is runs/mlruns (a SQLite database: MLflow 3 refuses its file store), and MLflow is called
     only on the hook's own thread. ([[monitors]], the older name of [[hooks]], is read the same way.)"""
-    run_file.write_text(RUN_FILE + '[[monitors]]\ntype = "mlflow"\n')
+    run_file.write_text(run_file.read_text() + '\n[[monitors]]\ntype = "mlflow"\n')
     threads = set()
     for method in ("create_run", "log_batch", "log_artifact", "set_terminated"):
         original = getattr(MlflowClient, method)

@@ -17,41 +17,9 @@ from sigma_core import config as run_config
 from sigma_core.cli import main
 from sigmann_tensorboard.hook import TensorBoardHook
 
-RUN_FILE = """
-name = "blobs"
-seed = 0
-[handler]
-name = "numpy"
-[data]
-source = "synthetic"
-n = 96
-shape = 5
-classes = 3
-[split]
-validation = 0.25
-[[network.layers]]
-type = "input"
-shape = [5]
-[[network.layers]]
-type = "dense"
-size = 3
-[[network.layers]]
-type = "softmax_ce"
-[optimiser]
-type = "momentum"
-learning_rate = 0.1
-[training]
-batch_size = 8
-epochs = 2
-prefetch = 0
-"""
-
-
 @pytest.fixture
-def run_file(tmp_path):
-    path = tmp_path / "run.toml"
-    path.write_text(RUN_FILE)
-    return path
+def run_file(sigma_run_file):
+    return sigma_run_file("optimiser.type=momentum")
 
 
 def events(directory) -> EventAccumulator:

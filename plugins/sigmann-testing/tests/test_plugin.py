@@ -36,3 +36,14 @@ def test_every_module_the_kit_imports_is_a_declared_dependency():
                 for requirement in metadata.requires("sigmann-testing") or () if "extra ==" not in requirement}
     assert {"pytest", "numpy", "sigmann"} <= needed
     assert needed <= declared, f"imported but not declared: {sorted(needed - declared)}"
+
+
+def test_sigma_run_file_writes_the_blobs_run_with_the_changes_asked_for(sigma_run_file):
+    import tomllib
+
+    from sigma_core import validate_run
+
+    path = sigma_run_file("optimiser.type=momentum", "network.layers.1.size=4")
+    config = validate_run(tomllib.loads(path.read_text()), str(path))
+    assert config["optimiser"]["type"] == "momentum" and config["network"]["layers"][1]["size"] == 4
+    assert config["training"]["epochs"] == 2 and config["name"] == "blobs"  # the rest as BLOBS_RUN_FILE has it
