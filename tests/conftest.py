@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from sigma_core import plugins
+from sigmann_testing.plugin import BLOBS_RUN_FILE  # the tiny "blobs" run the hook and metrics tests start from
 
 PLUGIN_ENV_VARS = ("SIGMA_PLUGINS", "SIGMA_STRICT_PLUGINS", "SIGMA_HANDLER")
 
@@ -86,37 +87,6 @@ def good_and_broken(fake_site):
     fake_site.add("good-plugin", entry_points={"good": "good_plugin_mod"}, modules={"good_plugin_mod": GOOD_PLUGIN})
     fake_site.add("broken-plugin", entry_points={"broken": "broken_plugin_mod"}, modules={"broken_plugin_mod": BROKEN_PLUGIN})
     return fake_site
-
-
-#: A tiny synthetic run (96 records, 2 epochs on numpy) for tests of hooks and the metrics files.
-BLOBS_RUN_FILE = """
-name = "blobs"
-seed = 0
-[handler]
-name = "numpy"
-[data]
-source = "synthetic"
-n = 96
-shape = 5
-classes = 3
-[split]
-validation = 0.25
-[[network.layers]]
-type = "input"
-shape = [5]
-[[network.layers]]
-type = "dense"
-size = 3
-[[network.layers]]
-type = "softmax_ce"
-[optimiser]
-type = "sgd"
-learning_rate = 0.1
-[training]
-batch_size = 8
-epochs = 2
-prefetch = 0
-"""
 
 
 @pytest.fixture
