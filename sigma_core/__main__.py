@@ -1,7 +1,5 @@
 """``python -m sigma_core``: the same as the ``sigma`` command."""
 
-import sys
-
 from sigma_core.cli import main
 
-sys.exit(main())
+raise SystemExit(main())

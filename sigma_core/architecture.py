@@ -1,24 +1,16 @@
 """Constructs and architectures: a network described before it exists.
 
-A :class:`Construct` is a light placeholder for a layer: its type name, its
-meta-parameters and which constructs feed it. Nothing is allocated until a
-:class:`~sigma_core.network.Network` instantiates the layers on a handler.
-
-Linear stacks use ``+`` (``Input(4) + Dense(10, "relu") + Dense(3)``) and
-``n * construct`` repeats deep copies. Any acyclic graph can be linked by hand
-with :meth:`Construct.link` and collected in an :class:`Architecture`.
-Names containing ``#`` are numbered by position when the architecture is
-resolved (``"#-dense"`` becomes ``"2-dense"``), as in Sigma.
+A :class:`Construct` stands for a layer: its type, its arguments and the constructs feeding it; nothing is
+allocated until a :class:`~sigma_core.network.Network` builds the layers on a handler. ``Input(4) + Dense(10)``
+stacks constructs, ``n * construct`` stacks n deep copies, and :meth:`Construct.link` joins any acyclic graph.
+A ``#`` in a name becomes the construct's position (``"#-dense"`` -> ``"2-dense"``), as in Sigma.
 """
-
-from __future__ import annotations
 
 import copy
 from collections import Counter
 
-from . import plugins
 from .config import require
-from .errors import ArchitectureError, UnknownComponentError
+from .errors import ArchitectureError
 
 
 class Construct:
@@ -48,27 +40,22 @@ class Construct:
         return count * Architecture([self])
 
     def __repr__(self):
-        params = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
-        return f"Construct({self.layer_type!r}, name={self.name!r}{', ' if params else ''}{params})"
+        params = "".join(f", {key}={value!r}" for key, value in self.params.items())
+        return f"Construct({self.layer_type!r}, name={self.name!r}{params})"
 
 
 class Architecture:
-    """Constructs in declaration order, with their links; validated as a DAG."""
+    """Constructs in declaration order, with their links."""
 
     def __init__(self, constructs=()):
         self.constructs: list[Construct] = list(constructs)
 
     def __add__(self, other):
-        """Stack: ``other``'s first construct is fed by this one's last."""
-        other_constructs = [other] if isinstance(other, Construct) else list(other.constructs)
-        if not other_constructs:
-            return Architecture(self.constructs)
-        if self.constructs and not other_constructs[0].inputs:
-            other_constructs[0].link(self.constructs[-1])
-        return Architecture(self.constructs + other_constructs)
-
-    def __radd__(self, other):
-        return Architecture([other]) + self if isinstance(other, Construct) else NotImplemented
+        """Stack: ``other``'s first construct, unless it is linked already, is fed by this one's last."""
+        others = [other] if isinstance(other, Construct) else other.constructs
+        if self.constructs and others and not others[0].inputs:
+            others[0].link(self.constructs[-1])
+        return Architecture(self.constructs + others)
 
     def __rmul__(self, count: int):
         """``n * arch``: n deep copies stacked; every construct needs '#' in its name."""
@@ -79,10 +66,7 @@ class Architecture:
             if "#" not in construct.name:
                 raise ArchitectureError(f"construct {construct.name!r} is repeated, so its name needs a '#' "
                                         "to be numbered")
-        result = Architecture()
-        for _ in range(count):
-            result = result + copy.deepcopy(self)
-        return result
+        return sum((copy.deepcopy(self) for _ in range(count)), Architecture())
 
     def __len__(self):
         return len(self.constructs)
@@ -96,19 +80,15 @@ class Architecture:
         return names
 
     def ordered(self) -> list[Construct]:
-        """Constructs in a topological order; a cycle is an error naming its layers."""
-        names = self.resolved_names()
-        members = {id(c) for c in self.constructs}
-        for construct in self.constructs:
-            for source in construct.inputs:
-                if id(source) not in members:
-                    raise ArchitectureError(f"layer {names[id(construct)]!r} is fed by {source.name!r}, "
-                                            "which is not part of the architecture")
-        order, done = [], set()
+        """Constructs with each after its sources, else in declaration order; a cycle is an error naming its layers."""
+        names, order, done = self.resolved_names(), [], set()
 
-        def visit(construct, path):  # depth first; ``path`` holds the constructs being visited
+        def visit(construct, path):  # depth first; ``path``: the constructs being visited, outermost first
             if id(construct) in done:
                 return
+            if id(construct) not in names:
+                raise ArchitectureError(f"layer {names[id(path[-1])]!r} is fed by {construct.name!r}, "
+                                        "which is not part of the architecture")
             if construct in path:
                 cycle = path[path.index(construct):] + [construct]
                 raise ArchitectureError("cycle in the network: " + " -> ".join(names[id(c)] for c in cycle))
@@ -121,49 +101,32 @@ class Architecture:
             visit(construct, [])
         return order
 
-    def validate_types(self):
-        """Every construct's layer type is registered; the error names the layer as the summary will (and its
-        run-file key) and lists the available types."""
-        names = self.resolved_names()
-        for construct in self.constructs:
-            try:
-                plugins.get("layer", construct.layer_type)
-            except UnknownComponentError as error:
-                where = construct.where or f"layer {names[id(construct)]!r}"
-                raise ArchitectureError(f"{where}: {error}") from None
-
 
 def from_layer_list(specs: list[dict]) -> Architecture:
-    """An architecture from run-file tables: ``[{type = "dense", size = 10}, ...]``.
-
-    Each entry may name itself (``name``) and its sources (``inputs = [...]``);
-    without ``inputs`` it is fed by the entry before it (input layers by nothing).
-    """
-    constructs, by_name = [], {}
+    """An architecture from run-file tables, ``[{type = "dense", size = 10}, ...]``: each may have a ``name`` and
+    its sources by name (``inputs = [...]``); without ``inputs``, the entry before feeds it (an input layer: none)."""
+    constructs, sources = [], []
     for position, spec in enumerate(specs):
         where = f"network.layers[{position}]"
         if not isinstance(spec, dict) or "type" not in spec:
             raise ArchitectureError(f"{where} must be a table with a type, e.g. {{ type = \"dense\", size = 10 }}")
-        spec = dict(spec)
-        layer_type, sources, name = spec.pop("type"), spec.pop("inputs", None), spec.pop("name", None)
-        require(f"{where}.name", "str", name or "")
-        require(f"{where}.inputs", "names", sources or [])
-        construct = Construct(layer_type, name, **spec)
-        construct.where = where
-        constructs.append((construct, sources))
-        by_name[construct.name] = construct
-    names = Architecture([c for c, _ in constructs]).resolved_names()
-    for construct, _ in constructs:  # errors name the layer as the network and its summary will: '2-dense'
-        construct.where += f" ({names[id(construct)]!r})"
-    for position, (construct, sources) in enumerate(constructs):
-        if sources is None:
+        require(f"{where}.name", "str", spec.get("name") or "")
+        require(f"{where}.inputs", "names", spec.get("inputs") or [])
+        params = {key: value for key, value in spec.items() if key not in ("type", "name", "inputs")}
+        constructs.append(Construct(spec["type"], spec.get("name"), **params))
+        sources.append(spec.get("inputs"))
+    architecture = Architecture(constructs)
+    names, by_name = architecture.resolved_names(), {c.name: c for c in constructs}
+    for position, (construct, inputs) in enumerate(zip(constructs, sources)):
+        construct.where = f"network.layers[{position}] ({names[id(construct)]!r})"  # the summary's name: '2-dense'
+        if inputs is None:
             if position > 0 and construct.layer_type != "input":
-                construct.link(constructs[position - 1][0])
+                construct.link(constructs[position - 1])
             continue
-        for source in [sources] if isinstance(sources, str) else sources:
+        for source in [inputs] if isinstance(inputs, str) else inputs:
             if source not in by_name:
                 named = ", ".join(n for n in by_name if "#" not in n) or "none"
                 raise ArchitectureError(f"{construct.where}: input {source!r} is not a layer name "
                                         f"(named layers: {named})")
             construct.link(by_name[source])
-    return Architecture([c for c, _ in constructs])
+    return architecture

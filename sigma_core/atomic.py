@@ -1,26 +1,18 @@
 """Atomic writes: a file or folder appears complete under its final name, or not at all.
 
-Everything a later run trusts (checkpoints, results, downloads, caches) is
-written under a hidden temporary name beside its final path
-(``.<name>.partial-<pid>-<random>``), fsynced, renamed over it, and the
-directory fsynced so the rename survives a crash. A crash, even SIGKILL,
-leaves the previous file intact and at most a leftover, which
-:func:`remove_stale` deletes once its process is gone. Files are created with
-``open`` (0666 minus the umask), not ``tempfile.mkstemp`` (always 0600).
+Everything a later run trusts (checkpoints, results, downloads, caches) is written under a hidden name beside
+its final path (``.<name>.partial-<pid>-<random>``), fsynced, renamed over it, and the directory fsynced. A
+crash, even SIGKILL, leaves the previous file intact and at most a leftover, which :func:`remove_stale`
+deletes once its process is gone. Files are made with ``open`` (0666 minus the umask), not ``mkstemp`` (0600).
 
-Every writer goes through here, so a location that cannot be written is one
-:class:`WriteError` naming the path and why, whoever writes: an existing
-directory where a file goes, a device or FIFO (``--out /dev/null``: replacing it
-would put a file in its place), a file where a folder must be, no permission, a
-read-only or full disk, a name too long. :func:`check_writable` refuses such a
-path before costly work (a command's ``--out`` before it computes anything);
-:func:`atomic_path` and :func:`atomic_write` report the same way as they write.
+Every writer goes through here, so a path that cannot be written is one :class:`WriteError` naming it and
+why, whoever writes: :func:`check_writable` refuses it before costly work, :func:`atomic_path` and
+:func:`atomic_write` as they write.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import re
 import secrets
@@ -40,27 +32,16 @@ class WriteError(SigmaError):
     """A file or folder cannot be written where asked; the message names the path and says why."""
 
 
-def write_error(path, error: OSError, *, folder: bool = False, what: str = "") -> WriteError:
-    """The one line for ``error``, raised writing ``path`` (a file, or a folder to write in if ``folder``).
+def write_error(path, error: OSError | None = None, *, folder: bool = False, what: str = "") -> WriteError:
+    """The one line for failing to write ``path`` (a file, or with ``folder`` a folder to write in).
 
-    ``what`` names where the path came from (``"--out"``). The reason is read
-    from the file system where errno alone is vague: which ancestor is a file,
-    whether the path itself is a directory.
+    ``what`` names where the path came from (``"--out"``). The reason is read from the file system where
+    ``error`` alone is vague (which ancestor is a file, whether the path is a directory).
     """
     path = Path(path)
-    blocker = next((p for p in reversed(path.parents) if _kind(p) == "file"), None)
-    if blocker is not None:
-        reason = f"{blocker} is a file, not a folder"
-    elif folder and _kind(path) == "file":
-        reason = "it is a file, not a folder"
-    elif not folder and _kind(path) == "folder":
-        reason = "it is a directory: name a file"
-    elif not folder and special_kind(path):  # a device or FIFO: replaced whole, /dev/null would become a file
-        reason = f"it is {special_kind(path)}, not a regular file, and writing replaces it"
-    elif error.errno == errno.ENAMETOOLONG:
-        reason = "its name is too long for the file system"
-    else:
-        reason = error.strerror or str(error)
+    blocker = next((p for p in reversed(path.parents) if _is_file(p)), None)
+    reason = f"{blocker} is a file, not a folder" if blocker else _obstacle(path, folder)
+    reason = reason or getattr(error, "strerror", None) or str(error)
     return WriteError(f"{what + ' ' if what else ''}{path}: cannot write {'there' if folder else 'it'} ({reason})")
 
 
@@ -69,14 +50,10 @@ def check_writable(path, *, folder: bool = False, what: str = "") -> Path:
     folder to write files in. Missing folders are made, as writing would make them. Returns ``path`` as a Path."""
     path = Path(path)
     directory = path if folder else path.parent
+    if _obstacle(path, folder):
+        raise write_error(path, folder=folder, what=what)
     try:
-        if not folder and _kind(path) == "folder":
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-        if not folder and special_kind(path):
-            raise OSError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))  # reworded by write_error
         directory.mkdir(parents=True, exist_ok=True)
-        if not folder:
-            _check_name(path)
         tempfile.TemporaryFile(dir=directory).close()  # permission, a read-only disk
     except OSError as error:
         raise write_error(path, error, folder=folder, what=what) from None
@@ -99,17 +76,15 @@ def partial_prefix(final: Path) -> str:
 def atomic_path(final, *, folder: bool = False, what: str = ""):
     """Yield a temporary path beside ``final`` (an empty folder if ``folder``); on success it replaces ``final``.
 
-    A failure to make, move or flush it, or an ``OSError`` inside that names the
-    temporary path (or a path in it), is a :class:`WriteError` naming ``final``
-    (and ``what``); anything else raised inside passes through. Either way the
-    temporary path is removed and ``final`` stays as it was.
+    Failing to make, move or flush it, or an ``OSError`` inside that names the temporary path (or a path in
+    it), is a :class:`WriteError` naming ``final`` (and ``what``); anything else raised inside passes through.
+    Either way the temporary path is removed and ``final`` stays as it was.
     """
     final = Path(final)
+    if _obstacle(final, folder):
+        raise write_error(final, folder=folder, what=what)
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
-        _check_name(final)
-        if not folder and special_kind(final):
-            raise OSError(errno.EEXIST, os.strerror(errno.EEXIST), str(final))  # reworded by write_error
         partial = final.with_name(partial_prefix(final) + secrets.token_hex(_RANDOM))
         if folder:
             partial.mkdir()
@@ -139,9 +114,8 @@ def atomic_path(final, *, folder: bool = False, what: str = ""):
 def atomic_write(path, mode: str = "wb", *, what: str = ""):
     """Yield an open file; on success it replaces ``path`` durably.
 
-    Failing to write the stream (a full disk) is a :class:`WriteError` naming
-    ``path``, as in :func:`atomic_path`; an ``OSError`` naming another file
-    (read while writing this one) passes through.
+    Failing to write the stream (a full disk) is a :class:`WriteError` naming ``path``, as in
+    :func:`atomic_path`; an ``OSError`` naming another file (read while writing this one) passes through.
     """
     with atomic_path(path, what=what) as partial:
         try:
@@ -162,17 +136,27 @@ def remove_stale(directory) -> list[Path]:
     return stale
 
 
-def _kind(path: Path) -> str | None:
-    """``"folder"``, ``"file"`` (anything else that exists) or None (nothing there, or no way to tell)."""
-    try:
-        return "folder" if path.is_dir() else "file" if path.exists() else None
-    except OSError:  # a name too long, no permission to look
-        return None
+def _obstacle(path: Path, folder: bool) -> str | None:
+    """Why the file system, as it is, would refuse writing ``path`` whole (None if nothing shows it)."""
+    if folder and _is_file(path):
+        return "it is a file, not a folder"
+    if not folder and os.path.isdir(path):
+        return "it is a directory: name a file"
+    if not folder and (kind := special_kind(path)):  # replaced whole, --out /dev/null would become a file
+        return f"it is {kind}, not a regular file, and writing replaces it"
+    if len(os.fsencode(path.name)) > _name_max(path.parent):  # the temporary name is shortened: say so before
+        return "its name is too long for the file system"
+    return None
+
+
+def _is_file(path) -> bool:
+    """Whether something that is not a folder is at ``path`` (False where the file system cannot say)."""
+    return os.path.exists(path) and not os.path.isdir(path)
 
 
 def _names(error: OSError, partial: Path) -> bool:
     """Whether ``error`` is about ``partial`` or a path inside it."""
-    return any(name is not None and (Path(os.fsdecode(name)) == partial or partial in Path(os.fsdecode(name)).parents)
+    return any(name is not None and Path(os.fsdecode(name)).is_relative_to(partial)
                for name in (error.filename, error.filename2))
 
 
@@ -182,12 +166,6 @@ def _name_max(directory: Path) -> int:
         return os.pathconf(directory, "PC_NAME_MAX")
     except (OSError, ValueError):
         return 255
-
-
-def _check_name(path: Path) -> None:
-    """Raise the file system's ``ENAMETOOLONG`` before writing, not after, for a name longer than it takes."""
-    if len(os.fsencode(path.name)) > _name_max(path.parent):
-        raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG), str(path))
 
 
 def _alive(pid: int) -> bool:

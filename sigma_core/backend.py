@@ -1,11 +1,8 @@
 """Choosing the computation handler: by name, or ``auto`` for the best that runs.
 
-Whether a handler can run is asked cheaply first (the ``check`` it was registered with, no
-heavy imports), then by the loaded class's ``availability()``, which may look
-at the hardware.
+Whether a handler can run is asked cheaply first (the ``check`` it was registered with, no heavy imports), then
+by the loaded class's ``availability()``, which may look at the hardware.
 """
-
-from __future__ import annotations
 
 import logging
 import os
@@ -38,9 +35,9 @@ def create_handler(name: str = AUTO, *, dtype: str = "float32", seed: int | None
         _log.info("handler auto -> %s (fastest available; from %s)", component.name, source)
     else:
         component = plugins.get("handler", name)  # UnknownComponentError lists the names
-        available, reason = _can_run(component)
+        available, reason = handler_availability(component.name)
         if not available:
-            names = ", ".join(c.name for c in plugins.components("handler") if _can_run(c)[0]) or "none"
+            names = ", ".join(sorted(available_handlers())) or "none"
             raise HandlerUnavailableError(f"handler {name!r} cannot run here: {reason} (available: {names})")
         _log.info("handler %s (from %s)", component.name, source)
     cls = component.load()
@@ -49,11 +46,15 @@ def create_handler(name: str = AUTO, *, dtype: str = "float32", seed: int | None
     return cls(dtype=dtype, seed=seed, **({"device": int(device)} if colon else {}))
 
 
+def _ranked() -> list[plugins.Component]:
+    """The installed handlers, highest rank first, ties by name: the order ``auto`` tries them in."""
+    return sorted(plugins.components("handler"), key=lambda c: (-c.rank, c.name))
+
+
 def _best_available() -> plugins.Component:
-    """The highest-ranked handler that can run here; ties go by name."""
     reasons = []
-    for component in sorted(plugins.components("handler"), key=lambda c: (-c.rank, c.name)):
-        available, reason = _can_run(component)
+    for component in _ranked():
+        available, reason = handler_availability(component.name)
         if available:
             return component
         reasons.append(f"{component.name}: {reason}")
@@ -62,16 +63,13 @@ def _best_available() -> plugins.Component:
 
 def available_handlers() -> list[str]:
     """Names of the installed handlers that can run here, best-ranked first (ties by name): what ``auto`` picks from."""
-    return [c.name for c in sorted(plugins.components("handler"), key=lambda c: (-c.rank, c.name)) if _can_run(c)[0]]
+    return [c.name for c in _ranked() if handler_availability(c.name)[0]]
 
 
 def handler_availability(name: str) -> tuple[bool, str]:
-    """Whether the installed handler ``name`` can run here, and if not, why (unknown names raise, naming the choices)."""
-    return _can_run(plugins.get("handler", name))
-
-
-def _can_run(component: plugins.Component) -> tuple[bool, str]:
-    """``(available, reason)``; a handler that fails to import is unavailable (a broken plugin must not stop auto)."""
+    """Whether the installed handler ``name`` can run here, and if not, why (one line; unknown names raise, naming
+    the choices). A handler that fails to import is unavailable: a broken plugin must not stop ``auto``."""
+    component = plugins.get("handler", name)
     available, reason = component.availability()
     if not available:
         return False, reason

@@ -1,20 +1,11 @@
 """Buffer reuse between training iterations: Sigma's "sessions" and "limbo".
 
-A training step allocates the same set of array shapes every iteration. While a
-session is active every buffer a kernel asks for is remembered; when the next
-session begins those buffers go back into a free list keyed by (shape, dtype)
-and the next step takes them from there instead of asking the allocator. After
-one warm-up step a step of unchanged shapes therefore allocates nothing.
-
-Buffers created outside a session (parameters, optimiser state, evaluation,
-predictions) are never recycled; that is Sigma's "limbo". The pool does not
-even note them: they are plain memory, freed with the last array holding them,
-so however many steps run between two sessions (a compiled step replays
-without one) nothing piles up. :meth:`Handler.keep` moves an array made inside
-a session into limbo by copying it once.
+A training step asks for the same buffer shapes every iteration. The buffers handed out in a session go back to a
+free list keyed by (shape, dtype) when the next session begins, so after one warm-up step a step allocates nothing.
+Buffers made outside a session (parameters, optimiser state, evaluation) are "limbo": plain memory the pool never
+notes, freed with their last array, so steps run between sessions (a compiled step) pile nothing up.
+:meth:`Handler.keep` moves a session's array into limbo by copying it once.
 """
-
-from __future__ import annotations
 
 from collections import defaultdict
 
@@ -64,8 +55,6 @@ class BufferPool:
         about each kernel call it watches (which buffers the call took), so that a replay can hand them back."""
         return [buffer for _, buffer in self._in_use[start:]]
 
-    def detach(self) -> list:
-        """Take the buffers of the session just ended out of reuse for good (a compiled training step owns them:
-        :meth:`Handler.detach_session <sigma_core.handler.Handler.detach_session>`)."""
-        buffers, self._in_use = [buffer for _, buffer in self._in_use], []
-        return buffers
+    def detach(self):
+        """Take the buffers of the session just ended out of reuse for good (:meth:`Handler.detach_session`)."""
+        self._in_use = []

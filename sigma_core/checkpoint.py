@@ -1,21 +1,14 @@
 """Checkpoints: everything a run needs to stop and later continue bit for bit.
 
-A checkpoint is one ``.ckpt`` zip of stored members that ``numpy.load`` opens
-like an ``.npz``: ``parameters/<id>.npy`` (each parameter, and each layer state array such as batch norm's
-running statistics: ``Network.state_dict``), ``optimiser/<id>/<buffer>.npy``,
-``metadata.json`` (format, handler, the trainer's and the optimiser's other
-state, the run's config, its ``preprocess`` transforms with their statistics
-as fitted to the training data: :meth:`Preprocessing.fitted
-<sigma_core.data.Preprocessing.fitted>`) and ``checksum.json`` (a SHA-256 of the others). No
-pickle, and arrays go through NumPy, so a checkpoint loads on any handler.
+A checkpoint is one ``.ckpt`` zip of stored members that ``numpy.load`` opens like an ``.npz``:
+``parameters/<id>.npy`` (``Network.state_dict``: parameters and layer state), ``optimiser/<id>/<buffer>.npy``,
+``metadata.json`` (handler, the trainer's and optimiser's other state, the run config, its ``preprocess``
+transforms as fitted) and ``checksum.json`` (a SHA-256 of the others). No pickle: it loads on any handler.
 
-Nothing a file says is trusted: member sizes are held against the file and
-the memory available before anything is read (a zip bomb is refused unread),
-the checksum is compared before any member is parsed, arrays are read by
-:func:`~sigma_core.data.numpy_files.read_array`, and the metadata must follow
-:data:`METADATA_RULES`. Every failure is one :class:`CheckpointError` naming the
-file. Writes are atomic and never hold a non-finite value, so the newest
-checkpoint is always one a run can resume from.
+Nothing a file says is trusted: member sizes are held against the file and the memory available before
+anything is read (a zip bomb is refused unread), the checksum before any member is parsed, and the metadata
+must follow :data:`METADATA_RULES`; every failure is one :class:`CheckpointError` naming the file. Writes are
+atomic and never hold a non-finite value, so the newest checkpoint is always one a run can resume from.
 """
 
 from __future__ import annotations
@@ -28,7 +21,6 @@ import logging
 import os
 import re
 import zipfile
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +29,7 @@ import numpy
 from . import memory
 from .atomic import WriteError, atomic_write, check_writable, remove_stale, write_error
 from .config import accepts, require
-from .data.numpy_files import NUMBERS, read_array
+from .data.numpy_files import DAMAGED, NUMBERS, read_array
 from .data.preprocessing import Preprocessing
 from .errors import ConfigError, NonFiniteError, SigmaError
 from .reading import check_readable
@@ -49,7 +41,6 @@ VERSION = 1
 SUFFIX = ".ckpt"
 METADATA = "metadata.json"
 CHECKSUM = "checksum.json"
-LOCK = ".lock"
 
 
 class CheckpointError(SigmaError):
@@ -76,14 +67,11 @@ class Checkpoint:
 
 
 def save_checkpoint(trainer, run_config: dict | None, path, *, directory=None) -> Path:
-    """Write ``trainer``'s full state (and the run's config) atomically to ``path``.
+    """Write ``trainer``'s full state (and the run's config) atomically to ``path``; ``directory``, the run's own,
+    is kept in the metadata: a run resumed from the checkpoint continues there.
 
-    ``directory``, the run's own directory (:mod:`sigma_core.rundir`), is kept
-    in the metadata: a run resumed from the checkpoint continues there.
-
-    A parameter or optimiser buffer holding NaN or Inf raises
-    :class:`NonFiniteError` instead, and a failed write (a full disk)
-    :class:`CheckpointError`; either way the previous files stay.
+    A parameter or optimiser buffer holding NaN or Inf raises :class:`NonFiniteError` instead, and a failed
+    write (a full disk) :class:`CheckpointError`; either way the previous files stay.
     """
     path = Path(path)
     optimiser = trainer.optimiser.state_dict()
@@ -107,13 +95,14 @@ def save_checkpoint(trainer, run_config: dict | None, path, *, directory=None) -
                 "preprocess": None if trainer.network.preprocessing is None else trainer.network.preprocessing.fitted()}
     members = {}
     for name, array in arrays.items():
-        stream = io.BytesIO()
-        numpy.lib.format.write_array(stream, numpy.asarray(array, order="C"), allow_pickle=False)  # keeps 0-d arrays 0-d
+        stream = io.BytesIO()  # write_array, not numpy.save: it keeps 0-d arrays 0-d
+        numpy.lib.format.write_array(stream, numpy.asarray(array, order="C"), allow_pickle=False)
         members[name] = stream.getvalue()
     members[METADATA] = json.dumps(metadata, indent=1).encode()
     members[CHECKSUM] = json.dumps({"sha256": _digest(members)}).encode()
     try:
-        with atomic_write(path, what="checkpoint") as stream, zipfile.ZipFile(stream, "w", zipfile.ZIP_STORED) as archive:
+        with (atomic_write(path, what="checkpoint") as stream,
+              zipfile.ZipFile(stream, "w", zipfile.ZIP_STORED) as archive):
             for name, data in members.items():
                 archive.writestr(name, data)
     except WriteError as error:
@@ -137,8 +126,7 @@ def load_checkpoint(path) -> Checkpoint:
     try:
         metadata = json.loads(members[METADATA])
         if not isinstance(metadata, dict) or metadata.get("format") != FORMAT:
-            raise CheckpointError(f"checkpoint {path}: not a Sigma checkpoint (format "
-                                  f"{metadata.get('format') if isinstance(metadata, dict) else None!r})")
+            raise CheckpointError(f"checkpoint {path}: not a Sigma checkpoint (its {METADATA} names no {FORMAT!r})")
         if metadata.get("version") != VERSION:
             raise CheckpointError(f"checkpoint {path}: format version {metadata.get('version')!r} "
                                   f"is not supported (this Sigma reads version {VERSION})")
@@ -156,20 +144,18 @@ def load_checkpoint(path) -> Checkpoint:
 
 def _read_members(path: Path) -> dict:
     """Every member's bytes, read once their sizes fit the file and the memory available; checksum verified."""
-    check_readable(path, CheckpointError, "checkpoint")
+    check_readable(path, CheckpointError, "checkpoint")  # a directory, a FIFO, a device
     try:
         stream = open(path, "rb")
     except OSError as error:
-        reason = {FileNotFoundError: "no such file", IsADirectoryError: "is a directory, not a checkpoint file"}.get(
-            type(error), f"cannot read it ({error.strerror or error})")
+        reason = "no such file" if isinstance(error, FileNotFoundError) else f"cannot read it ({error.strerror})"
         raise CheckpointError(f"checkpoint {path}: {reason}") from None
     try:
         with stream, zipfile.ZipFile(stream) as archive:
             infos = archive.infolist()
             _check_sizes(path, infos, os.fstat(stream.fileno()).st_size)
             members = {info.filename: archive.read(info) for info in infos}
-    except (zipfile.BadZipFile, EOFError, OSError, NotImplementedError, RuntimeError, ValueError, zlib.error,
-            OverflowError) as error:  # damaged header fields (offsets, sizes, flags, names) trip zipfile in many ways
+    except DAMAGED as error:  # damaged header fields (offsets, sizes, flags, names) trip zipfile in many ways
         raise CheckpointError(f"checkpoint {path}: truncated or corrupted ({error})") from None
     if CHECKSUM not in members or METADATA not in members:
         raise CheckpointError(f"checkpoint {path}: not a Sigma checkpoint (no {CHECKSUM} or {METADATA})")
@@ -224,9 +210,8 @@ METADATA_RULES = {
 def restore(trainer, checkpoint: Checkpoint) -> None:
     """Put ``checkpoint`` into an initialised ``trainer``: parameters, optimiser, counters, iterators, RNG.
 
-    Arrays are converted to the trainer's handler and dtype; an exact
-    continuation needs the same ones. A checkpoint that does not fit raises
-    :class:`CheckpointError` (the trainer may be partly restored: initialise it again to reuse it).
+    Arrays are converted to the trainer's handler and dtype (an exact continuation needs the same ones). One
+    that does not fit raises :class:`CheckpointError`, the trainer maybe partly restored (initialise it again).
     """
     if trainer.handler is None:
         raise SigmaError(f"trainer {trainer.name!r}: initialise it on a handler before restoring a checkpoint")
@@ -249,8 +234,6 @@ def restore(trainer, checkpoint: Checkpoint) -> None:
         trainer.optimiser.load_state_dict(checkpoint.optimiser, trainer.handler)
         trainer.load_state_dict(checkpoint.trainer)
         trainer.refresh_trainable()  # the checkpoint's freeze filters may differ from the config's
-    except CheckpointError:
-        raise
     except (SigmaError, ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError) as error:
         detail = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
         raise CheckpointError(f"checkpoint {checkpoint.path}: cannot be restored ({detail})") from None
@@ -262,11 +245,8 @@ def checkpoint_path(directory, trainer) -> Path:
 
 
 def checkpoints(directory, name: str) -> list[Path]:
-    """The checkpoints of the trainer ``name`` in ``directory``, oldest written first.
-
-    By modification time, not the epoch in the name: after a reset a trainer
-    counts from 1 again, and its newest checkpoint must not be rotated away.
-    """
+    """The checkpoints of the trainer ``name`` in ``directory``, oldest written first: by modification time, not
+    the epoch in the name (after a reset a trainer counts from 1 again; its newest must not be rotated away)."""
     pattern = re.compile(rf"{re.escape(name)}-e(\d+)-i(\d+){re.escape(SUFFIX)}")
     found = []
     for path in Path(directory).glob(f"*{SUFFIX}"):
@@ -278,23 +258,21 @@ def checkpoints(directory, name: str) -> list[Path]:
 
 def latest_checkpoint(directory, name: str) -> Path | None:
     """The newest checkpoint of the trainer ``name`` in ``directory``, or None."""
-    found = checkpoints(directory, name)
-    return found[-1] if found else None
+    return next(reversed(checkpoints(directory, name)), None)
 
 
 @contextlib.contextmanager
 def run_lock(directory, name: str):
     """Hold the run ``name``'s checkpoints in ``directory``, so that two runs of one name never rotate each
-    other's files away, while runs of other names share the directory (rotation goes by name too).
+    other's files away, while runs of other names share it (rotation goes by name too).
 
-    A lock on ``<directory>/.<name>.lock``, released when the run ends or its
-    process dies; another run of that name gets a :class:`CheckpointError`.
-    Once held, the leftovers of writes killed midway are removed.
+    A lock on ``<directory>/.<name>.lock``, released when the run ends or its process dies; another run of
+    that name gets a :class:`CheckpointError`. Once held, the leftovers of writes killed midway are removed.
     """
     import fcntl
 
     directory = check_writable(directory, folder=True, what="checkpoint directory")
-    path = directory / f".{name}{LOCK}"
+    path = directory / f".{name}.lock"
     try:
         lock = open(path, "a+")
     except OSError as error:

@@ -1,26 +1,13 @@
-"""The one validator: run files, component arguments and checkpoint metadata follow the same rules.
+"""The one validator: run files, component arguments and checkpoint metadata are held against *rules*.
 
-Whatever a user or a file configures is held against a *rule* before it is
-used, so a bad value is one line naming its key (``run.toml: training.epochs:
-expected an integer >= 1, got 0``), not a traceback from deep inside. A rule is
+A bad value is then one line naming its key (``run.toml: training.epochs: expected an integer >= 1, got 0``),
+not a traceback from deep inside. A rule is
 
-- a string: a type (``int``; ``number``, finite; ``real``, any number, NaN too;
-  ``bool``; ``str``; ``filename``, one part of a path; ``path``; ``table``;
-  ``array``; ``any``; ``shape``, a positive integer or an array of them;
-  ``names``, a string or an array of them; ``interval``, ``[min, max]``), optionally
-  followed by a range: ``>= a``, ``> a``, ``<= a``, ``< a`` or ``in [a, b)`` with
-  either bracket at either end, and by ``or null`` (JSON's null);
+- a string: a type of :data:`TYPES` (``"int"``, ``"number"``, ``"shape"``, ...), optionally followed by a range
+  (``>= a``, ``> a``, ``<= a``, ``< a`` or ``in [a, b)``, either bracket at either end) and by ``or null``;
 - a tuple: one of its values (``("keep", "drop")``);
 - a list of one rule: an array whose every item follows it;
-- a dict: a table whose keys follow their rules; the key ``...`` gives the rule
-  of any key the dict does not list.
-
-:func:`require` holds one value against a rule. :func:`check` holds a component's
-arguments against its signature, each parameter's rule found by :func:`rule_of`.
-:func:`load` reads a run file and holds it against :data:`SCHEMA`; ``--set
-training.epochs=3`` overrides any key, ``network.layers.1.size`` a list entry,
-the value read as a TOML value (``3``, ``0.5``, ``"adam"``, ``[1, 2]``) and
-otherwise as a string.
+- a dict: a table whose keys follow their rules; the key ``...`` gives the rule of any key it does not list.
 """
 
 from __future__ import annotations
@@ -32,18 +19,15 @@ import operator
 import re
 import tomllib
 from numbers import Integral, Real
-from pathlib import Path
 
 from .errors import ConfigError
 from .reading import check_readable
-
-# --- the rules --------------------------------------------------------------
 
 #: A string rule's type -> (what a message calls it, whether a value is of it).
 TYPES = {
     "int": ("an integer", lambda v: isinstance(v, Integral) and not isinstance(v, bool)),
     "number": ("a finite number", lambda v: isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(v)),
-    "real": ("a number", lambda v: isinstance(v, Real) and not isinstance(v, bool)),
+    "real": ("a number", lambda v: isinstance(v, Real) and not isinstance(v, bool)),  # NaN too
     "bool": ("true or false", lambda v: isinstance(v, bool)),
     "str": ("a string", lambda v: isinstance(v, str)),
     "filename": ("a name usable as a file name (not empty, not . or .., no / or \\ or control characters)",
@@ -70,14 +54,13 @@ TYPES = {
                 or isinstance(v, dict) and all(accepts("number", n) for n in v.values())),
 }
 _COMPARE = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
-_NULL = " or null"
 
 
 def accepts(rule: str, value) -> bool:
-    """Whether ``value`` follows the string ``rule`` (see the module docstring)."""
-    if rule.endswith(_NULL) and value is None:
+    """Whether ``value`` follows the string ``rule``."""
+    if rule.endswith(" or null") and value is None:
         return True
-    kind, _, bounds = rule.removesuffix(_NULL).partition(" ")
+    kind, _, bounds = rule.removesuffix(" or null").partition(" ")
     if not TYPES[kind][1](value):
         return False
     if not bounds:
@@ -100,9 +83,9 @@ def describe_rule(rule: str) -> str:
 def require(key: str, rule, value, *, complete: bool = False) -> None:
     """Raise :class:`ConfigError` naming ``key`` (or the key inside it) unless ``value`` follows ``rule``.
 
-    A table rule's keys are optional and no others are allowed (a run file's: its defaults fill the rest,
-    and a key it does not list is a typo) unless ``complete``: then each must be there and others are let
-    be (a checkpoint's metadata, which Sigma writes whole and a later version may add to).
+    A table rule's keys are optional and no others are allowed (a run file's: a key it does not list is a typo)
+    unless ``complete``: then each must be there and others are let be (a checkpoint's metadata, which Sigma
+    writes whole and a later version may add to).
     """
     if isinstance(rule, str):
         if not accepts(rule, value):
@@ -126,8 +109,6 @@ def require(key: str, rule, value, *, complete: bool = False) -> None:
         if missing:
             raise ConfigError(f"{inner}{missing[0]} is missing")
 
-
-# --- component arguments ----------------------------------------------------
 
 #: Argument names with one meaning across components (rules follow PyTorch's checks).
 CONVENTIONS = {
@@ -157,10 +138,9 @@ def check(where: str, component, arguments: dict, *, label: str, kind: str = "",
           shared=()) -> None:
     """Raise :class:`ConfigError` unless ``arguments`` suit the signature of ``component`` (a class or function).
 
-    ``where`` is the table's key path (``"network.layers[1]"``), ``label`` what it
-    builds (``"optimiser 'adam'"``), ``kind`` its kind (for :data:`RETIRED` keys). The
-    caller passes the first ``skip`` parameters and those in ``given`` itself;
-    ``shared`` are keys it reads besides.
+    ``where`` is the table's key (``"network.layers[1]"``), ``label`` what it builds (``"optimiser 'adam'"``),
+    ``kind`` its kind (for :data:`RETIRED` keys). The caller passes the first ``skip`` parameters and those in
+    ``given`` itself; ``shared`` are keys it reads besides.
     """
     try:
         parameters = inspect.signature(component).parameters
@@ -173,7 +153,8 @@ def check(where: str, component, arguments: dict, *, label: str, kind: str = "",
         if key not in named and not open_ended:
             if key in RETIRED.get(kind, {}):
                 raise ConfigError(f"{where}.{key}: {label} does not take {key!r}: {RETIRED[kind][key]}")
-            raise ConfigError(f"unknown key {where}.{key} for {label}; allowed: {', '.join([*shared, *named]) or 'none'}")
+            allowed = ", ".join([*shared, *named]) or "none"
+            raise ConfigError(f"unknown key {where}.{key} for {label}; allowed: {allowed}")
     for key, parameter in named.items():
         if key not in arguments:
             if parameter.default is parameter.empty:
@@ -187,9 +168,8 @@ def check(where: str, component, arguments: dict, *, label: str, kind: str = "",
 def rule_of(component, name: str, parameter: inspect.Parameter):
     """The rule for one parameter of ``component``, or None: anything goes.
 
-    The first of: the component's ``argument_rules`` class attribute (``{"size":
-    "int >= 1"}``); :data:`CONVENTIONS`, unless an annotation says another type;
-    its annotation (``int``, ``float``, ``bool`` or ``str``, optionally ``| None``);
+    The first of: the component's ``argument_rules`` (``{"size": "int >= 1"}``); :data:`CONVENTIONS`, unless an
+    annotation says another type; its annotation (``int``, ``float``, ``bool`` or ``str``, maybe ``| None``);
     its default's type (an int default takes only integers).
     """
     declared = getattr(component, "argument_rules", {}).get(name)
@@ -202,21 +182,17 @@ def rule_of(component, name: str, parameter: inspect.Parameter):
     convention = CONVENTIONS.get(name)
     if convention and (typed == convention.partition(" ")[0] or annotation is parameter.empty):
         return convention
-    default = parameter.default
-    return typed or ("bool" if isinstance(default, bool) else "int" if isinstance(default, int)
-                     else "number" if isinstance(default, float) else None)
+    return typed or {bool: "bool", int: "int", float: "number"}.get(type(parameter.default))
 
-
-# --- run files --------------------------------------------------------------
 
 #: Every key a run file may have, and its rule (the README's run-file reference says what each does). A
 #: "table" is checked by what it builds: its extractor (data), its component (optimiser, operator).
 SCHEMA = {
-    "name": "filename",  # names its checkpoints and lock file: one part of a path
+    "name": "filename",  # names its checkpoints and lock file
     "seed": "int >= 0",
     "handler": {"name": "str", "dtype": ("float32", "float64")},
     "data": "table",
-    "split": {"validation": "any", "train": "any", "shuffle": "bool", "seed": "int >= 0"},  # see run.split_dataset
+    "split": {"validation": "any", "train": "any", "shuffle": "bool", "seed": "int >= 0"},
     "network": {"layers": "array"},  # of tables, see architecture.from_layer_list
     "initialisers": {...: "table"},  # pattern = { type = "gaussian", std = 0.1 }
     "optimiser": "table",
@@ -224,11 +200,10 @@ SCHEMA = {
                  "validation_batch_size": "int >= 1", "prefetch": "int >= 0", "compile": "str",
                  "replay": "bool"},  # the older spelling of compile
     "checkpoint": {"directory": "path", "every_iterations": "int >= 0", "every_epochs": "int >= 0", "keep": "int >= 1"},
-    "hooks": ["table"],  # [[hooks]] tables, see sigma_core.hooks.tables
-    "monitors": ["table"],  # [[monitors]] tables: the older name for [[hooks]]
-    "operator": "table",  # how the loop trains an iteration, see sigma_core.loop
+    "hooks": ["table"],
+    "monitors": ["table"],  # the older name for [[hooks]]
+    "operator": "table",
 }
-
 DEFAULTS = {
     "name": "run",
     "seed": 0,
@@ -238,8 +213,7 @@ DEFAULTS = {
     "optimiser": {"type": "sgd", "learning_rate": 0.1},
     "training": {"batch_size": 32, "epochs": 10, "last_batch": "keep", "shuffle": True, "validation_batch_size": 1000,
                  "prefetch": 2, "compile": "auto"},
-    # off unless every_iterations or every_epochs is set; see sigma_core.checkpoint
-    "checkpoint": {"directory": "checkpoints", "every_iterations": 0, "every_epochs": 0, "keep": 3},
+    "checkpoint": {"directory": "checkpoints", "every_iterations": 0, "every_epochs": 0, "keep": 3},  # 0, 0: off
     "hooks": [],
     "monitors": [],
     "operator": {},
@@ -247,16 +221,15 @@ DEFAULTS = {
 
 
 def load(path, overrides=()) -> dict:
-    """Read, override and validate a run file; errors name the file and the key."""
+    """Read a run file, apply ``--set`` ``overrides`` (:func:`apply_override`) and :func:`validate` it."""
     path = check_readable(path, ConfigError, "run file")
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
         raise ConfigError(f"cannot read run file {path}: {error.strerror or error}") from None
     except UnicodeDecodeError as error:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {error.object[error.start]:#04x} at offset {error.start})") from None
-    try:
-        raw = tomllib.loads(text)
+        byte = error.object[error.start]
+        raise ConfigError(f"{path}: not UTF-8 text (byte {byte:#04x} at offset {error.start})") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
     for override in overrides:
@@ -265,40 +238,44 @@ def load(path, overrides=()) -> dict:
 
 
 def parse_value(text: str):
-    """A ``--set`` value as TOML (numbers, booleans, strings, arrays), else the raw string."""
+    """A ``--set`` value as TOML (``3``, ``0.5``, ``"adam"``, ``[1, 2]``), else the raw string."""
     try:
         return tomllib.loads(f"value = {text}")["value"]
     except tomllib.TOMLDecodeError:
         return text
 
 
-def apply_override(config: dict, assignment: str):
-    """Apply ``"a.b.c=value"`` to nested tables in place; a number addresses a list entry (``network.layers.1.size``)."""
+def apply_override(config: dict, assignment: str) -> None:
+    """Apply ``"a.b.c=value"`` to nested tables in place; a number is a list's index (``network.layers.1.size``)."""
     key, sep, value = assignment.partition("=")
-    key = key.strip()
-    if not sep or not key:
+    parts = key.strip().split(".")
+    if not sep or not key.strip():
         raise ConfigError(f"--set expects key=value, got {assignment!r}")
-    *path, name = key.split(".")
-    if "" in (*path, name):
+    if "" in parts:
         raise ConfigError(f"--set {key}: a key has an empty part; write dotted keys as a.b.c (network.layers.1.size)")
     node = config
-    for depth, part in enumerate([*path, name]):
-        where = ".".join(path[:depth]) or key
+    for depth, part in enumerate(parts):
+        where = ".".join(parts[:depth]) or key
         if isinstance(node, list):
             if not part.isdigit() or int(part) >= len(node):
-                raise ConfigError(f"--set {key}: {where} is a list of {len(node)}; {part!r} is not an index 0..{len(node) - 1}")
+                raise ConfigError(f"--set {key}: {where} is a list of {len(node)}; "
+                                  f"{part!r} is not an index 0..{len(node) - 1}")
             part = int(part)
         elif not isinstance(node, dict):
             raise ConfigError(f"--set {key}: {where} is not a table or a list")
-        if depth == len(path):
-            node[part] = parse_value(value.strip())
-        else:
+        if depth < len(parts) - 1:
             node = node.setdefault(part, {}) if isinstance(node, dict) else node[part]
+    node[part] = parse_value(value.strip())
 
 
 def validate(raw: dict, source: str = "config") -> dict:
     """Hold a run file's tables against :data:`SCHEMA` (and plugins' sections) and fill in :data:`DEFAULTS`."""
-    schema = {**SCHEMA, **_plugin_sections(set(raw) - set(SCHEMA))}
+    schema = dict(SCHEMA)
+    if set(raw) - set(SCHEMA):  # a plugin's section (register_sections) or a typo: discovery only then
+        from . import plugins  # plugins imports this module
+
+        sections = {component.name: component for component in plugins.components("section")}
+        schema.update((key, sections[key].load()) for key in set(raw) - set(SCHEMA) if key in sections)
     try:
         require("", schema, raw)
     except ConfigError as error:
@@ -312,27 +289,8 @@ def validate(raw: dict, source: str = "config") -> dict:
     for key, value in raw.items():  # a table of listed keys keeps the defaults of those it leaves out
         listed = isinstance(schema[key], dict) and ... not in schema[key]
         config[key] = {**config.get(key, {}), **value} if listed else value
-    _older_replay_key(raw.get("training", {}), config["training"], source)
+    if "replay" in raw.get("training", {}):  # compile's older spelling, in older checkpoints' run files
+        if "compile" in raw["training"]:
+            raise ConfigError(f"{source}: training.replay is the older spelling of training.compile; give only compile")
+        config["training"]["compile"] = "auto" if config["training"].pop("replay") else "none"
     return config
-
-
-def _plugin_sections(keys: set) -> dict:
-    """The rules of those top-level ``keys`` that plugins registered as sections (``register_sections``); any other
-    stays unknown, a typo. Discovery runs only for a run file with a key the core does not know."""
-    if not keys:
-        return {}
-    from . import plugins  # plugins imports this module
-
-    sections = {component.name: component for component in plugins.components("section")}
-    return {key: sections[key].load() for key in keys if key in sections}
-
-
-def _older_replay_key(given: dict, training: dict, source: str) -> None:
-    """Read ``training.replay``, the older spelling of ``training.compile`` (from when recorded steps were part of
-    the core and on by default, so every old checkpoint's run file has it): true is ``"auto"`` (the installed step
-    compiler, if any: the speed-up it always was), false ``"none"``. ``given``: the run file's own table."""
-    if "replay" not in given:
-        return
-    if "compile" in given:
-        raise ConfigError(f"{source}: training.replay is the older spelling of training.compile; give only compile")
-    training["compile"] = "auto" if training.pop("replay") else "none"

@@ -1,9 +1,6 @@
-"""Every error Sigma raises on purpose derives from :class:`SigmaError`.
+"""Every error a user can fix is a :class:`SigmaError` whose message names the culprit (key, layer, file, ...).
 
-The CLI prints a ``SigmaError`` as one line and exits 2; anything else is a bug
-and shows its traceback. So an error a user can fix (a bad config key, an
-unknown layer, a shape mismatch) must be one of these, with a message that
-names the culprit.
+The CLI prints one as one line and exits 2; anything else is a bug and shows its traceback.
 """
 
 

@@ -1,23 +1,18 @@
 """The computation handler: the only thing that touches live data.
 
-Layers, optimisers and hooks call a handler's ops on :class:`~sigma_core.ndarray.NDArray`
-handles; the handler runs them with its kernels (:class:`~sigma_core.kernels.ArrayKernels`
-or a backend's subclass), records them on the active tape so gradients come for free,
-and recycles buffers between iterations (sessions). A backend subclasses
-:class:`Handler`, sets ``name`` and ``kernels_class`` and, if it may not run
-everywhere, overrides :meth:`Handler.availability`; everything else is inherited.
+Layers, optimisers and hooks call a handler's ops on :class:`~sigma_core.ndarray.NDArray` handles; the handler
+runs them with its kernels (:class:`~sigma_core.kernels.ArrayKernels` or a backend's subclass), records them on
+the active tape so gradients come for free, and recycles buffers between iterations (sessions). A backend sets
+``name`` and ``kernels_class`` and, if it may not run everywhere, overrides :meth:`Handler.availability`.
 """
-
-from __future__ import annotations
 
 import contextlib
 import numbers
 
 import numpy
 
-from . import autodiff, ops
-from .autodiff import vjps
-from .autodiff.tape import Tape
+from . import ops
+from .autodiff import Tape, vjps
 from .errors import ShapeError, SigmaError
 from .kernels import ACTIVATIONS, ArrayKernels
 from .ndarray import NDArray, Number
@@ -58,17 +53,16 @@ class Handler:
     def __init__(self, dtype="float32", seed=None):
         dtype = str(numpy.dtype(dtype))
         if dtype not in DTYPES:
-            raise SigmaError(f"handler {self.name!r}: dtype {dtype!r} is not supported (choose one of {', '.join(DTYPES)})")
+            raise SigmaError(f"handler {self.name!r}: dtype {dtype!r} is not supported "
+                             f"(choose one of {', '.join(DTYPES)})")
         self.dtype = dtype
         self.seed = seed
         self.kernels = self.kernels_class(dtype, seed)
         self._tape = None
         #: What watches this handler while a training step is recorded (:meth:`record`), or None.
         self.recorder = None
-        #: Bumped whenever an array gets another buffer (:meth:`share`): whatever holds on to raw buffers (a
-        #: compiled training step) compares it.
+        #: Bumped when an array gets another buffer (:meth:`share`): a compiled step holding raw buffers compares it.
         self.version = 0
-        # Who owns an array: see "sessions" below.
         self._session_arrays = None  # arrays made in the open session; None while none is open
         self._ended_arrays = ()  # the last ended session's arrays: readable until the next session begins
         self._ops = {}  # plugin op name -> (Op, its VJP), resolved on first use
@@ -292,8 +286,7 @@ class Handler:
         """Run the op a distribution registered as ``name`` on ``inputs`` (arrays or numbers), with ``params``
         (plain values) as keywords; recorded on the tape with the op's backward rule as its VJP.
 
-        The op's kernel for this handler runs if its distribution registered one,
-        its portable rule otherwise; which is decided on first use and kept.
+        Its kernel for this handler if registered, else its portable rule: chosen on first use and kept.
         """
         resolved = self._ops.get(name)
         if resolved is None:
@@ -373,8 +366,7 @@ class Handler:
     def all_finite(self, array) -> bool:
         """Whether every element is finite: the trainer's only per-step look at the cost, before the update.
 
-        A device handler may defer it to run ahead: answer True now, make its
-        updates no-ops once the cost on the device is non-finite, raise at the next read.
+        A device handler may defer it: True now, its updates no-ops once the cost is non-finite, raise at the next read.
         """
         return self.kernels.all_finite(self._raw(array))
 
@@ -416,12 +408,10 @@ class Handler:
 
     # -- sessions: buffer reuse between iterations ---------------------------------------------------
     # A session is one training iteration: its arrays take recycled buffers (sigma_core.buffers) and expire when
-    # the next session begins. Arrays made outside every session (parameters, evaluation, predictions, what hooks
-    # read, steps a compiled step runs without the handler) belong to no session and to no list: they live as
-    # long as someone holds them, however many steps run, replayed or not, before the next session. (A view made
-    # between sessions of a session's array, a reshape of the last cost, shares that array's buffer: keep() it.)
+    # the next session begins. Arrays made outside every session belong to no list: they live while held. (A view
+    # made between sessions of a session's array, a reshape of the last cost, shares its buffer: keep() it.)
     def begin_session(self):
-        """Start an iteration: the previous one's buffers are recycled and its arrays expire unless kept (:meth:`keep`)."""
+        """Start an iteration: the previous one's buffers are recycled, its arrays expire unless kept (:meth:`keep`)."""
         _expire(self._ended_arrays)
         if self._session_arrays is not None:  # begun again without an end: the open session ends here
             _expire(self._session_arrays)
@@ -446,9 +436,8 @@ class Handler:
 
     def detach_session(self, *arrays) -> None:
         """Take the buffers of the session just ended out of reuse for good, and ``arrays`` made in it out of
-        expiry, without a copy (:meth:`keep` copies): for a compiled training step that will run the session's
-        kernel calls again on the same buffers, which it owns from now on. The session's other arrays expire
-        now (the compiled step rewrites their buffers); later sessions allocate afresh."""
+        expiry without a copy: a compiled training step owns them from now on, to run the session's kernel calls
+        again. The session's other arrays expire now; later sessions allocate afresh."""
         self.kernels.pool.detach()
         for array in arrays:
             array._kept = True
@@ -457,20 +446,16 @@ class Handler:
 
     @property
     def session_arrays(self) -> int:
-        """How many arrays the sessions hold for expiry now: those of the open session, or of the last one until
-        the next begins. Bounded by one iteration's arrays, however long a run (tests check it)."""
+        """How many arrays the sessions hold for expiry now (the open or last session's): one iteration's at most."""
         return len(self._session_arrays if self._session_arrays is not None else self._ended_arrays)
 
     @contextlib.contextmanager
     def record(self, recorder, kernels):
-        """Inside: the handler's ops call ``kernels`` (a stand-in for :attr:`kernels` that notes each call, then
-        makes it) and tell ``recorder`` what the kernel calls alone do not show. How a compiled training step
-        (sigmann-replay) records one step, to run its kernel calls again later without the handler:
+        """Inside: the handler's ops call ``kernels`` (a stand-in for :attr:`kernels` that notes each call) and
+        tell ``recorder`` what the calls alone do not show. How a compiled training step (sigmann-replay) records one:
 
-        * ``recorder.check(fn, *args)``: a host-side check of the data (integer class labels in range) that
-          raises on bad data; the recorder runs it now and again with every later batch;
-        * ``recorder.refuse(reason)``: the step does something a replay of its kernel calls would not repeat
-          (it keeps an array across steps).
+        * ``recorder.check(fn, *args)``: a host-side check of the data (class labels in range), to run on every batch;
+        * ``recorder.refuse(reason)``: the step does what a replay would not repeat (keeps an array across steps).
         """
         original = self.kernels
         self.kernels, self.recorder = kernels, recorder
@@ -502,7 +487,7 @@ def _expire(arrays):
 
 
 class _NoGrad:
-    """:meth:`Handler.no_grad`'s context: a class, ~1 µs cheaper than a generator (the optimiser enters it every step)."""
+    """:meth:`Handler.no_grad`'s context: a class, ~1 µs cheaper than a generator (entered on every step)."""
 
     def __init__(self, handler):
         self.handler = handler
@@ -515,11 +500,10 @@ class _NoGrad:
 
 
 class NumpyHandler(Handler):
-    """The reference handler: always installed, the embedded default. Every op runs through
-    :class:`~sigma_core.kernels.ArrayKernels` over NumPy unchanged (host memory, BLAS matmul); other handlers
-    are checked against this one op by op."""
+    """The reference handler, always installed: :class:`~sigma_core.kernels.ArrayKernels` over NumPy unchanged;
+    other handlers are checked against it op by op."""
 
     name = "numpy"
 
 
-__all__ = ["Handler", "NumpyHandler", "DTYPES", "autodiff"]
+__all__ = ["Handler", "NumpyHandler", "DTYPES"]

@@ -1,12 +1,8 @@
-"""Using a trained network: load one from a checkpoint or an exported file, predict, export to safetensors.
+"""Using a trained network: load one from a checkpoint or a safetensors export, predict, export.
 
-A checkpoint holds the run config, so the architecture is rebuilt from its
-``network.layers``; an exported ``.safetensors`` file carries the same layer
-list as JSON metadata beside the weights, so it needs no run file either. Both
-hold the run's ``preprocess`` transforms with the statistics fitted to its
-training data, so a loaded network predicts from raw inputs. The
-safetensors export stays here because :func:`load` reads it back; other
-formats are plugins' exporters (``sigmann-onnx``).
+Either file holds the run's layer list (a checkpoint in its run config, an export as JSON metadata) and its
+``preprocess`` transforms with their fitted statistics, so a loaded network needs no run file and predicts
+from raw inputs. The safetensors export is here because :func:`load` reads it; other formats are plugins'.
 """
 
 from __future__ import annotations
@@ -17,7 +13,10 @@ from typing import NamedTuple
 
 import numpy
 
+from .atomic import atomic_write
+from .checkpoint import load_checkpoint
 from .config import require
+from .data.preprocessing import Preprocessing
 from .errors import ConfigError, SigmaError
 from .reading import check_readable
 
@@ -37,13 +36,14 @@ def read_saved(path) -> Saved:
     path = Path(path)
     if path.suffix == ".safetensors":
         return _read_safetensors(path)
-    from .checkpoint import load_checkpoint
     checkpoint = load_checkpoint(path)
     if checkpoint.config is None:
         raise SigmaError(f"checkpoint {path}: saved from code without a run config, so it holds no architecture; "
                          "build the Network in code and call network.load_state_dict(checkpoint.parameters)")
+    fitted = checkpoint.metadata["preprocess"]  # None from an older Sigma: its run file's transforms, as written
+    preprocess = checkpoint.config.get("data", {}).get("preprocess", []) if fitted is None else fitted
     return Saved(checkpoint.config["name"], checkpoint.config["network"]["layers"],
-                 checkpoint.metadata["handler"]["dtype"], checkpoint.parameters, _preprocess(checkpoint))
+                 checkpoint.metadata["handler"]["dtype"], checkpoint.parameters, preprocess)
 
 
 def load(path, handler=None, *, dtype: str | None = None):
@@ -53,7 +53,6 @@ def load(path, handler=None, *, dtype: str | None = None):
     (default: the one it was saved in)."""
     from . import backend
     from .architecture import from_layer_list
-    from .data.preprocessing import Preprocessing
     from .network import Network
 
     path = Path(path)
@@ -89,12 +88,7 @@ def class_probabilities(network, predictions: numpy.ndarray) -> numpy.ndarray:
 def export_safetensors(source, path) -> Path:
     """Write the parameters of the checkpoint ``source`` to ``path``, with its name, dtype, layer list and fitted
     preprocess transforms as metadata (the built-in ``safetensors`` exporter of ``sigma export``)."""
-    from .atomic import atomic_write
-
-    try:
-        from safetensors.numpy import save
-    except ImportError:
-        raise SigmaError("exporting to safetensors needs the safetensors package: pip install 'sigmann[export]'") from None
+    save = _safetensors(path).numpy.save
     saved = read_saved(source)
     metadata = {"format": "sigma-network", "name": saved.name, "dtype": saved.dtype, "layers": json.dumps(saved.layers),
                 "preprocess": json.dumps(saved.preprocess)}
@@ -104,23 +98,21 @@ def export_safetensors(source, path) -> Path:
     return Path(path)
 
 
-def _preprocess(checkpoint) -> list:
-    """The fitted transforms; a checkpoint of an older Sigma has only its run file's."""
-    fitted = checkpoint.metadata["preprocess"]
-    return (checkpoint.config or {}).get("data", {}).get("preprocess", []) if fitted is None else fitted
+def _safetensors(path):
+    """The ``safetensors`` package (an optional dependency), or one line naming ``path`` and how to install it."""
+    try:
+        import safetensors.numpy
+    except ImportError:
+        message = f"{path}: safetensors files need the safetensors package: pip install 'sigmann[export]'"
+        raise SigmaError(message) from None
+    return safetensors
 
 
 def _read_safetensors(path: Path) -> Saved:
-    from .data.preprocessing import Preprocessing
-
     check_readable(path, SigmaError, "export")
+    safetensors = _safetensors(path)
     try:
-        from safetensors import SafetensorError
-        from safetensors.numpy import load_file, safe_open
-    except ImportError:
-        raise SigmaError(f"{path}: reading safetensors needs the safetensors package: pip install 'sigmann[export]'") from None
-    try:
-        with safe_open(str(path), framework="numpy") as stream:
+        with safetensors.safe_open(str(path), framework="numpy") as stream:
             metadata = stream.metadata() or {}
         if metadata.get("format") != "sigma-network":
             raise SigmaError(f"{path}: not a network exported by `sigma export` (no sigma-network metadata)")
@@ -128,6 +120,7 @@ def _read_safetensors(path: Path) -> Saved:
         require("layers", ["table"], layers)
         require("dtype", ("float32", "float64"), metadata["dtype"])
         Preprocessing(preprocess)  # the rules of a run file's
-        return Saved(metadata["name"], layers, metadata["dtype"], load_file(str(path)), preprocess)
-    except (OSError, SafetensorError, ConfigError, KeyError, ValueError, RecursionError) as error:  # Recursion: JSON
+        parameters = safetensors.numpy.load_file(str(path))
+        return Saved(metadata["name"], layers, metadata["dtype"], parameters, preprocess)
+    except (OSError, safetensors.SafetensorError, ConfigError, KeyError, ValueError, RecursionError) as error:  # JSON
         raise SigmaError(f"{path}: cannot read it as a safetensors export ({error})") from None

@@ -1,11 +1,8 @@
 """Weight initialisers, and binding them to parameters by name pattern.
 
-An initialiser fills a parameter in place through its handler; random ones
-draw from the handler's generator, so a handler seed reproduces them.
-Parameters are bound to initialisers by fnmatch globs on their ids
-(``"*.weights"``, ``"2-dense.weights"``); when several match one id the most
-specific wins (:func:`specificity`), as in Sigma's trainer, which applied the
-least specific first (``CompareIdentifierSpecificityAscending``).
+An initialiser fills a parameter in place through its handler; random ones draw from the handler's generator,
+so a handler seed reproduces them. Parameters are bound by fnmatch globs on their ids (``"*.weights"``,
+``"2-dense.weights"``); when several match one id the most specific wins (:func:`specificity`), as in Sigma.
 """
 
 from __future__ import annotations
@@ -58,10 +55,7 @@ class Uniform(Initialiser):
 
 @dataclass
 class Xavier(Initialiser):
-    """Glorot & Bengio (2010), uniform: ±gain·√(6 / (fan_in + fan_out)), fans from :func:`fans`.
-
-    Sigma's ``XavierInitialiser`` drew N(0, scale/prod(shape)), which is not Glorot's rule.
-    """
+    """Glorot & Bengio (2010), uniform: ±gain·√(6 / (fan_in + fan_out)) (Sigma's drew N(0, scale/size))."""
 
     gain: float = 1.0
 
@@ -80,11 +74,8 @@ class He(Initialiser):
 
 @dataclass
 class Custom(Initialiser):
-    """``fn(shape, rng) -> NumPy array`` of that shape, ``rng`` a NumPy Generator.
-
-    The generator is seeded from draws of the handler's own generator, so a
-    handler seed reproduces a custom initialiser too, on any backend.
-    """
+    """``fn(shape, rng) -> NumPy array`` of that shape, ``rng`` a NumPy Generator seeded from the handler's
+    own generator, so that a handler seed reproduces it too, on any backend."""
 
     fn: Callable
 
@@ -98,13 +89,8 @@ class Custom(Initialiser):
 
 
 def fans(shape) -> tuple[int, int]:
-    """(fan_in, fan_out) of a parameter shape.
-
-    A 2-D weight is (inputs, outputs); more axes are a receptive field followed
-    by (inputs, outputs), as in channels-last convolution kernels, and the
-    field's size multiplies both fans. A 1-D (or 0-D) parameter uses its size for both.
-    """
-    shape = tuple(shape)
+    """(fan_in, fan_out) of a parameter shape: (inputs, outputs), after a receptive field whose size multiplies
+    both in more axes (channels-last convolution kernels); a 1-D (or 0-D) parameter's size for both."""
     if len(shape) < 2:
         return math.prod(shape), math.prod(shape)
     receptive = math.prod(shape[:-2])
@@ -123,11 +109,8 @@ def specificity(pattern: str) -> tuple[int, int]:
 def apply_initialisers(handler, params: dict, bindings: dict) -> dict[str, str]:
     """Initialise ``params`` (id -> NDArray) from ``bindings`` (glob -> Initialiser); return ``{id: pattern}``.
 
-    Each parameter is initialised once, by the most specific matching pattern
-    (between equally specific ones the later binding wins), which is what
-    applying the least specific first would leave; unmatched ones are left
-    alone. A pattern that matches nothing is a :class:`ConfigError`: almost
-    always a typo, which would silently train from the wrong initial weights.
+    Each parameter is initialised once, by the most specific matching pattern (of equally specific ones, the
+    later binding); unmatched ones are left alone, and a pattern that matches nothing is refused.
     """
     check_patterns(bindings, params, "initialiser")
     winners = {}

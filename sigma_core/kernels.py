@@ -1,17 +1,10 @@
 """Array kernels: the raw-array operations a handler is built from.
 
-:class:`ArrayKernels` is written once over an array module ``xp`` (NumPy here,
-CuPy for a CUDA handler), in the spirit of Thinc's ``Ops``. Every kernel takes
-raw arrays (or Python scalars) and returns a raw array from the handler's
-:class:`~sigma_core.buffers.BufferPool`, so a training step reuses its buffers.
-A backend subclasses it and overrides only its hot kernels (fused dense,
-softmax cross-entropy, ...); the optimiser updates are a class of their own,
-:class:`UpdateKernels`, held as ``kernels.updates``. Kernels know nothing of
-NDArrays or autodiff, and the VJPs (:mod:`sigma_core.autodiff.vjps`) are
-written with these same kernels, so every backend gets gradients for free.
+:class:`ArrayKernels` is written once over an array module ``xp`` (NumPy here, CuPy for ``cuda``), like Thinc's
+``Ops``: raw arrays or Python scalars in, raw arrays from the handler's :class:`~sigma_core.buffers.BufferPool`
+out, so a training step reuses its buffers. A backend overrides its hot kernels by name; the VJPs
+(:mod:`sigma_core.autodiff.vjps`) use only kernels, so every backend gets gradients for free.
 """
-
-from __future__ import annotations
 
 import math
 
@@ -168,7 +161,6 @@ class UpdateKernels:
         xp.subtract(param, tmp, out=param)
 
 
-
 #: Each update rule's scalar arguments for a compiled update kernel (``sigma_cpu``, ``sigma_cuda``), computed from
 #: its hyperparameters in double on the host; Adam's bias corrections fold into two scalars.
 UPDATE_SCALARS = {
@@ -182,6 +174,19 @@ UPDATE_SCALARS = {
 }
 
 
+def _compiled(name: str):
+    """Rule ``name`` of :class:`CompiledUpdates`: the backend's compiled pass, or the reference rule where it
+    declines. Arrays and hyperparameters pass through as given: one call, no dict built, on every step."""
+    scalars, reference = UPDATE_SCALARS[name], getattr(UpdateKernels, name)
+
+    def rule(self, *arrays, **hyperparameters):
+        if not self.compiled(name, arrays, scalars(**hyperparameters)):
+            reference(self, *arrays, **hyperparameters)
+
+    rule.__name__, rule.__doc__ = name, reference.__doc__
+    return rule
+
+
 class CompiledUpdates(UpdateKernels):
     """Update kernels that run every rule as one compiled pass: a backend implements :meth:`compiled`, and the
     reference rule runs wherever it declines (arrays it was not written for)."""
@@ -190,27 +195,13 @@ class CompiledUpdates(UpdateKernels):
         """Run rule ``name`` on ``arrays`` with its :data:`UPDATE_SCALARS`; False, running nothing, to decline."""
         raise NotImplementedError
 
-    def _rule(self, name, arrays, hyperparameters):
-        if not self.compiled(name, arrays, UPDATE_SCALARS[name](**hyperparameters)):
-            getattr(super(), name)(*arrays, **hyperparameters)
+    sgd = _compiled("sgd")
+    momentum = _compiled("momentum")
+    adagrad = _compiled("adagrad")
+    rmsprop = _compiled("rmsprop")
+    adadelta = _compiled("adadelta")
+    adam = _compiled("adam")
 
-    def sgd(self, param, grad, *, lr):
-        self._rule("sgd", (param, grad), {"lr": lr})
-
-    def momentum(self, param, grad, velocity, *, lr, momentum, nesterov):
-        self._rule("momentum", (param, grad, velocity), {"lr": lr, "momentum": momentum, "nesterov": nesterov})
-
-    def adagrad(self, param, grad, sq, *, lr, eps):
-        self._rule("adagrad", (param, grad, sq), {"lr": lr, "eps": eps})
-
-    def rmsprop(self, param, grad, sq, *, lr, rho, eps):
-        self._rule("rmsprop", (param, grad, sq), {"lr": lr, "rho": rho, "eps": eps})
-
-    def adadelta(self, param, grad, acc_grad, acc_update, *, lr, rho, eps):
-        self._rule("adadelta", (param, grad, acc_grad, acc_update), {"lr": lr, "rho": rho, "eps": eps})
-
-    def adam(self, param, grad, m, v, *, lr, beta1, beta2, eps, step):
-        self._rule("adam", (param, grad, m, v), {"lr": lr, "beta1": beta1, "beta2": beta2, "eps": eps, "step": step})
 
 class ArrayKernels:
     """Every kernel a handler needs, written once over ``self.xp``; optimiser updates in :attr:`updates`."""
@@ -230,21 +221,16 @@ class ArrayKernels:
     def launch(self, name, args, kwargs, result):
         """The call ``name(*args, **kwargs)`` just made (it returned ``result``) as a *launch*, or None (here: always).
 
-        A launch is a callable of no arguments that repeats the call on the same
-        buffers, whatever they hold then, with the checks made and the arguments
-        resolved (views flattened, compiled loop chosen) once: a recorded step
-        (a compiled training step, sigmann-replay) calls it instead of the kernel. It binds the
-        buffers, so it is asked for only where none is rebound between calls;
-        state that changes between calls (a generator's counter) it reads as it runs.
-        :attr:`updates` may offer launches too, as functions of the rule's hyperparameters (keywords) that
-        return the launch for them.
+        A launch repeats the call with no arguments on the same buffers, its checks made and arguments resolved
+        once: a recorded step (sigmann-replay) calls it instead of the kernel, where no buffer is rebound between
+        calls; what changes between calls (a generator's counter) it reads as it runs. :attr:`updates` may offer
+        launches as functions of the rule's hyperparameters (keywords) that return the launch.
         """
         return None
 
     def run_op(self, rule, /, *args, **kwargs):
-        """``rule(self, *args, **kwargs)``: a plugin op's forward or backward rule (:class:`sigma_core.Op`) on
-        these kernels. The handler calls the rule through here, so that what watches the kernels' calls (a
-        recorded step) sees the op as one call."""
+        """``rule(self, *args, **kwargs)``: a plugin op's forward or backward rule (:class:`sigma_core.Op`), called
+        through here so that what watches the kernels' calls (a recorded step) sees the op as one call."""
         return rule(self, *args, **kwargs)
 
     # -- creation -------------------------------------------------------------------

@@ -1,62 +1,20 @@
 """The training loop: epochs, iterations, the commands that steer a run, and its events.
 
-:class:`Loop` is the one place a run's epochs and iterations happen. It asks
-its :class:`Strategy` (what ``[operator] type = ...`` names) for each
-iteration's step, and owns everything around it: the run state, the commands
-other threads send, validation at each epoch's end, and the events hooks
-(see :mod:`sigma_core.hooks`) receive, each emitted once through :meth:`Loop._emit`.
+:class:`Loop` is the one place a run's epochs and iterations happen. Its :class:`Strategy` (the operator an
+``[operator]`` table names) trains each iteration; the loop owns the rest: the run's state, the commands other
+threads and hooks send, validation at each epoch's end, and the events hooks receive (:mod:`sigma_core.hooks`),
+each emitted once, by :meth:`Loop._emit`. Commands act only at iteration boundaries: the hooks and the handler
+are not safe to use from two threads at once, and a half-done iteration cannot be paused.
 
-**Strategies.** An operator is a strategy: how one iteration is computed and
-how its results reach the trainer (the global state hooks read and
-checkpoints save). The single worker, built in, runs the trainer's own
-step. Plugins register more with ``register_operators`` (data-parallel
-threads in ``sigmann-threads``, Ray actors in ``sigmann-ray``); a run file's
-``[operator]`` table builds one as ``cls(trainer, **settings)``. The loop
-calls, on the training thread:
-
-- :meth:`Strategy.setup` when a run starts, before the ``start`` event;
-- :meth:`Strategy.step` for every minibatch: train one iteration, count it on
-  the trainer and return its cost;
-- :meth:`Strategy.merge` where the trainer's state must be whole: at the end
-  of every epoch (before validation) and when a stop or reset abandons one;
-- :meth:`Strategy.reset` after a ``reset`` put the trainer back to its
-  initial state (workers drop their copies of the old one);
-- :meth:`Strategy.teardown` when the run ends, also after an error.
-
-**States and commands** follow Sigma's workers. :meth:`Loop.run` trains on the
-calling thread, :meth:`Loop.start` on a new one; either way another thread (or
-a hook) may call ``signal_pause``, ``signal_resume``, ``signal_stop`` and
-``signal_reset``. The loop acts on them only at iteration and epoch
-boundaries, because hooks and the handler are not safe to use from two
-threads at once, and a half-done iteration cannot be paused. A paused loop
-blocks on a condition variable (no polling) until resumed, stopped or reset.
-The rules, from Sigma's worker tests: start while running is ignored, start
-while paused raises; pause or resume after stop raises; a repeated stop is
-ignored. :meth:`Loop.command` is the same channel by name, plus ``step`` (one
-iteration while paused), ``extend`` (train more epochs), ``set`` (an optimiser
-hyperparameter) and ``call`` (a function run on the training thread at the
-next boundary, even while paused: how a dashboard runs inference on the
-training handler). :meth:`Loop.wait_for_state_changed` waits until the loop
-has acted on the last signal, so a caller can tell "asked to pause" from
-"paused".
-
-**Events.** ``start`` before the first iteration, ``iteration`` after each
-training step, ``epoch`` after each epoch's validation, ``pause`` and
-``resume`` when the loop blocks and wakes, ``reset`` after the trainer was
-put back to its initial state, ``stop`` when the run ends without an error.
-A stop or reset signalled during an epoch abandons that epoch after the
-current iteration; the interrupted epoch is not reported (a later run
-finishes it).
-
-**Why a run ended.** :attr:`Loop.stopped` is None when the epochs ran out,
-else the :class:`Stop` that ended the run first: its reason in words and the
-exit status ``sigma train`` ends with (a stopper's criterion: 0, the web
-page: 3, Ctrl-C: 130). **Where it writes.** :attr:`Loop.directory` is the run's
-own directory (:mod:`sigma_core.rundir`), made when first asked for.
+Events: ``start``; ``iteration`` after each step; ``epoch`` after each epoch's validation; ``pause`` and
+``resume`` when the loop blocks and wakes; ``reset`` after the trainer went back to its initial state; ``stop``
+when the run ends without an error. A stop or reset abandons the open epoch after its current iteration, unreported
+(a later run finishes it).
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import shlex
@@ -78,14 +36,14 @@ log = logging.getLogger("sigma")
 @dataclass
 class EpochReport:
     """An epoch just ended: ``iterations`` is its length and ``trained`` how many of them this run trained (fewer
-    when it resumed midway); ``seconds`` is the time they took, pauses not counted."""
+    when it resumed midway; None: all); ``seconds`` is the time they took, pauses not counted."""
 
     epoch: int
     cost: float
     seconds: float
     iterations: int
     validation: dict = field(default_factory=dict)  # iterator name -> evaluate() report
-    trained: int | None = None  # None: all of ``iterations``
+    trained: int | None = None
 
     def __post_init__(self):
         if self.trained is None:
@@ -111,35 +69,29 @@ class State(str, Enum):
 
 
 class Strategy:
-    """How the loop trains one iteration: an operator (``[operator] type``), built as ``cls(trainer, **settings)``.
-
-    Subclass it and implement :meth:`step`; every other method does nothing
-    here. The loop calls them all on the training thread (see the module
-    docstring for when). Settings a run file may give are checked against
-    the constructor's signature and an optional ``argument_rules`` table.
-    """
+    """How the loop trains one iteration: an operator (``[operator] type``), built as ``cls(trainer, **settings)``
+    (checked against its signature and ``argument_rules``). Implement :meth:`step`; the other methods do nothing
+    here. The loop calls them all on the training thread (docs/plugins.md, "Operator")."""
 
     def __init__(self, trainer):
         #: The global state: what hooks read and checkpoints save.
         self.trainer = trainer
 
     def setup(self, loop: Loop) -> None:
-        """A run starts: get workers ready (they take the trainer's state)."""
+        """A run starts, before its ``start`` event: get workers ready (they take the trainer's state)."""
 
     def step(self, batch: dict):
-        """Train one iteration on ``batch`` (a dict of NumPy arrays, ``inputs`` and ``targets``).
-
-        Count it on the trainer (:meth:`Trainer.run_iteration`,
-        :meth:`~Trainer.apply_gradients` or :meth:`~Trainer.count_iteration`
-        do) and return its cost, a handler number or a float.
-        """
+        """Train one iteration on ``batch`` (NumPy arrays, ``inputs`` and ``targets``), count it on the trainer
+        (:meth:`~Trainer.run_iteration`, :meth:`~Trainer.apply_gradients` or :meth:`~Trainer.count_iteration`
+        do) and return its cost, a handler number or a float."""
         raise NotImplementedError(f"{type(self).__name__} must implement step(batch)")
 
     def merge(self) -> None:
-        """Bring the trainer up to date with work it does not hold yet (an epoch ends or is abandoned)."""
+        """Bring the trainer up to date with work it does not hold yet: at each epoch's end (before validation),
+        and when a stop or reset abandons one."""
 
     def reset(self) -> None:
-        """The trainer was put back to its initial state: drop copies of the old one."""
+        """A reset put the trainer back to its initial state: drop copies of the old one."""
 
     def teardown(self) -> None:
         """The run ended (also after an error): release workers, threads and limits."""
@@ -152,13 +104,15 @@ class SingleWorker(Strategy):
         return self.trainer.run_iteration(batch)
 
 
-def strategy_from_config(trainer, table: dict, where: str = "operator") -> Strategy:
+def strategy_from_config(trainer, table: dict) -> Strategy:
     """The strategy an ``[operator]`` table names (default: the single worker), its settings checked."""
-    return plugins.build("operator", {"type": "single_worker", **table}, trainer, where=where)
+    return plugins.build("operator", {"type": "single_worker", **table}, trainer, where="operator")
 
 
 class Loop:
-    """Runs a trainer epoch by epoch until ``epochs`` or until stopped; see the module docstring."""
+    """Trains a trainer epoch by epoch until ``epochs`` or a stop, on the calling thread (:meth:`run`) or a new one
+    (:meth:`start`), steered from any thread by :meth:`command` and the ``signal_*`` methods (Sigma's worker rules:
+    a paused loop blocks until resumed, stopped or reset; pause or resume after a stop raises)."""
 
     def __init__(self, trainer, strategy: Strategy | None = None, *, epochs: int, hooks=(), directory=None,
                  command_line=None):
@@ -179,12 +133,12 @@ class Loop:
         self.command_line = None if command_line is None else list(command_line)
         self._directory = None if directory is None else Path(directory)
         self._paused_seconds = 0.0  # time spent paused in all, so that epochs do not count it
-        self._state = State.NONE
         # One lock for the state and the flags below; Condition's default RLock lets a hook
         # (running on the training thread inside the loop) signal without deadlocking.
         self._changed = threading.Condition()
+        self._state = State.NONE
         self._active = False  # a training loop is running (possibly paused)
-        self._paused = False  # the loop has fired its pause events and is blocked
+        self._paused = False  # the loop has emitted its pause event and is blocked
         self._reset_requested = False
         self._step_requested = False  # run one iteration, then pause again ...
         self._stepped = False  # ... and that iteration has been let through
@@ -202,7 +156,7 @@ class Loop:
 
     @property
     def directory(self) -> Path:
-        """The run's own directory (``runs/<name>/version_N``), made when first asked for; see :mod:`sigma_core.rundir`."""
+        """The run's own directory (``runs/<name>/version_N``, :mod:`sigma_core.rundir`), made when first asked for."""
         with self._changed:
             if self._directory is None:
                 self._directory = rundir.new_version(self.trainer.name)
@@ -236,11 +190,8 @@ class Loop:
 
     # -- starting and waiting ---------------------------------------------------------------
     def run(self) -> list[EpochReport]:
-        """Train on the calling thread until ``epochs`` are done or a stop; returns the epoch reports.
-
-        The calling thread keeps the training loop (and Ctrl-C); use
-        :meth:`start` to train in the background instead.
-        """
+        """Train on the calling thread (which keeps Ctrl-C) until ``epochs`` are done or a stop; returns the epoch
+        reports."""
         with self._changed:
             if self._state in (State.RUNNING, State.PAUSED):
                 raise SigmaError(f"loop of trainer {self.trainer.name!r} is already {self._state.value}")
@@ -249,11 +200,8 @@ class Loop:
         return self.reports
 
     def start(self) -> None:
-        """Train on a new thread and return at once; :meth:`join` waits for the end.
-
-        Ignored while running; raises while paused (resume instead). After a
-        stop it continues from the trainer's current epoch.
-        """
+        """Train on a new thread and return at once (:meth:`join` waits for the end); after a stop, from the
+        trainer's current epoch. Ignored while running; raises while paused."""
         with self._changed:
             if self._state is State.RUNNING:
                 return
@@ -278,11 +226,8 @@ class Loop:
         return self.reports
 
     def wait_for_state_changed(self, timeout: float | None = None) -> bool:
-        """Block until the training loop has acted on the last signal; False on timeout.
-
-        After ``signal_pause()`` this returns once the loop is blocked (so the
-        parameters stop changing), after ``signal_stop()`` once it has ended.
-        """
+        """Block until the loop has acted on the last signal (a paused loop is blocked, a stopped one has ended),
+        so a caller can tell "asked to pause" from "paused"; False on timeout."""
         with self._changed:
             return self._changed.wait_for(lambda: self._settled, timeout)
 
@@ -299,127 +244,102 @@ class Loop:
     def signal_pause(self) -> None:
         """Pause at the next iteration boundary; ignored while paused."""
         with self._changed:
-            if self._state is State.PAUSED:
-                return
-            if self._state is not State.RUNNING:
-                raise SigmaError(f"cannot pause the loop of trainer {self.trainer.name!r}: it is "
-                                 f"{self._state.value}, not running")
-            self._signal(State.PAUSED)
+            if self._state is not State.PAUSED:
+                self._require(State.RUNNING, "pause")
+                self._signal(State.PAUSED)
 
     def signal_resume(self) -> None:
         """Continue a paused run; ignored while running."""
         with self._changed:
-            if self._state is State.RUNNING:
-                return
-            if self._state is not State.PAUSED:
-                raise SigmaError(f"cannot resume the loop of trainer {self.trainer.name!r}: it is "
-                                 f"{self._state.value}, not paused")
-            self._signal(State.RUNNING)
+            if self._state is not State.RUNNING:
+                self._require(State.PAUSED, "resume")
+                self._signal(State.RUNNING)
 
     def signal_stop(self, reason: str = "a stop command", status: int = 0) -> None:
-        """End the run after the current iteration (also when paused); ignored when not running.
-
-        ``reason`` and ``status`` become :attr:`stopped` (the first stop's: a repeated stop is ignored).
-        """
+        """End the run after the current iteration (also when paused), ``reason`` and ``status`` becoming
+        :attr:`stopped`; ignored when not running, and when repeated (the first stop says why)."""
         with self._changed:
             if self._state in (State.RUNNING, State.PAUSED):
                 self.stopped = Stop(reason, status)
                 self._signal(State.STOPPED)
 
     def signal_reset(self) -> None:
-        """Put the trainer back to its initial parameters and epoch 0 (see :meth:`Trainer.reset`).
-
-        During a run the loop resets at its next boundary and keeps its state
-        (a paused run stays paused); otherwise the reset happens now, on the
-        calling thread. Either way the ``reset`` event follows it.
-        """
+        """Put the trainer back to its initial parameters and epoch 0 (see :meth:`Trainer.reset`), then emit
+        ``reset``: during a run at its next boundary (a paused run stays paused), otherwise now."""
         with self._changed:
             if self._active:
                 self._reset_requested = True
-                self._settled = False
-                self._changed.notify_all()
-                return
-            self._reset()  # no run: no hook is attached to hear it
+                self._signal()
+            else:
+                self._reset()  # no run: no hook is attached to hear it
 
     def command(self, name: str, **arguments):
-        """Steer the run by name, from any thread: what hooks send (``run.command``).
+        """Steer the run by name from any thread (what hooks send: ``run.command``); logged as it arrives.
 
-        ``pause``, ``resume``, ``stop`` and ``reset`` are the ``signal_*``
-        methods; ``stop`` may say why and with which exit status (``reason=...``,
-        ``status=...``: :meth:`signal_stop`). ``step`` runs one iteration of a paused run and pauses it
-        again. ``extend`` with ``epochs`` (an integer >= 1) trains that many
-        more epochs than planned. ``set`` with ``key="optimiser.<hyperparameter>"``
-        and a number ``value`` changes the optimiser. ``extend`` and ``set``
-        apply at the next iteration boundary (at once when no run is active).
-        ``call`` with ``fn`` returns a :class:`~concurrent.futures.Future` of
-        ``fn()``, run on the training thread at the next boundary (also while
-        paused; at once, on the calling thread, when no run is active); ``fn``
-        must not wait for the loop. Each command is logged as it arrives
-        (``call`` at debug level).
+        ``pause``, ``resume``, ``reset``, ``stop`` (``reason=``, ``status=``): the ``signal_*`` methods; ``step``:
+        one iteration of a paused run; ``extend`` (``epochs=``): more epochs than planned; ``set`` (``key=
+        "optimiser.<hyperparameter>"``, ``value=``); ``call`` (``fn=``, which must not wait for the loop): a
+        Future of ``fn()``. The last three act on the training thread at the next boundary (``call`` also while
+        paused), at once when no run is active.
         """
         # A stop is reported where the run ends (sigma train's last line): logging it too would say it twice.
         log.log(logging.DEBUG if name in ("call", "stop") else logging.INFO, "loop of trainer %s: command %s",
                 self.trainer.name, " ".join([name, *(f"{key}={value!r}" for key, value in arguments.items())]))
-        simple = {"pause": self.signal_pause, "resume": self.signal_resume,
-                  "stop": self.signal_stop, "reset": self.signal_reset}
-        if name in simple and not arguments:
-            return simple[name]()
-        if name == "stop" and arguments and set(arguments) <= {"reason", "status"}:
+        given = set(arguments)
+        plain = {"pause": self.signal_pause, "resume": self.signal_resume, "reset": self.signal_reset,
+                 "step": self._step}
+        if name in plain and not given:
+            return plain[name]()
+        if name == "stop" and given <= {"reason", "status"}:
             require("stop: reason", "str", arguments.get("reason", ""))
             require("stop: status", "int in [0, 255]", arguments.get("status", 0))
             return self.signal_stop(**arguments)
-        if name == "step" and not arguments:
-            with self._changed:
-                if self._state is not State.PAUSED:
-                    raise SigmaError(f"cannot step the loop of trainer {self.trainer.name!r}: it is "
-                                     f"{self._state.value}, not paused")
-                self._step_requested = True
-                self._signal(State.RUNNING)
-            return None
-        if name == "set" and set(arguments) == {"key", "value"}:
-            key, value = arguments["key"], arguments["value"]
-            self._check_setting(key, value)
-            return self._change(lambda: self._apply_setting(key, value))
-        if name == "extend" and set(arguments) == {"epochs"}:
+        if name == "set" and given == {"key", "value"}:
+            self._check_setting(**arguments)
+            return self._change(functools.partial(self._apply_setting, **arguments))
+        if name == "extend" and given == {"epochs"}:
             require("extend: epochs", "int >= 1", arguments["epochs"])
-            return self._change(lambda: self._extend(arguments["epochs"]))
-        if name == "call" and set(arguments) == {"fn"}:
+            return self._change(functools.partial(self._extend, arguments["epochs"]))
+        if name == "call" and given == {"fn"}:
             return self._call(arguments["fn"])
         raise SigmaError(f"unknown command {name!r} with arguments {sorted(arguments)} (commands: pause, resume, "
                          "stop [reason=... status=...], reset, step, extend epochs=..., set key=... value=..., "
                          "call fn=...)")
 
+    def _step(self) -> None:
+        with self._changed:
+            self._require(State.PAUSED, "step")
+            self._step_requested = True
+            self._signal(State.RUNNING)
+
     def _change(self, apply) -> None:
         """Run ``apply`` on the training thread at the next boundary, or now when no run is active."""
         with self._changed:
-            if not self._active:
+            if self._active:
+                self._changes.append(apply)
+                self._signal()
+            else:
                 apply()
-                return
-            self._changes.append(apply)
-            self._settled = False
-            self._changed.notify_all()
 
     def _call(self, fn) -> Future:
         future = Future()
         with self._changed:
             self._calls.append((fn, future))
             if self._active:
-                self._settled = False
-                self._changed.notify_all()
-                return future
-            self._run_calls()
+                self._signal()
+            else:
+                self._run_calls()
         return future
 
     def _run_calls(self) -> None:
         """Run the functions sent by ``call`` (lock held), handing each result or exception to its future."""
         calls, self._calls = self._calls, []
         for fn, future in calls:
-            if not future.set_running_or_notify_cancel():  # the caller gave up waiting
-                continue
-            try:
-                future.set_result(fn())
-            except Exception as error:
-                future.set_exception(error)
+            if future.set_running_or_notify_cancel():  # else the caller gave up waiting
+                try:
+                    future.set_result(fn())
+                except Exception as error:
+                    future.set_exception(error)
 
     def _check_setting(self, key, value) -> None:
         optimiser = self.trainer.optimiser
@@ -445,8 +365,20 @@ class Loop:
         self.epochs += epochs
         log.info("loop of trainer %s: extended to %d epochs", self.trainer.name, self.epochs)
 
-    def _signal(self, state: State) -> None:
-        self._state, self._settled = state, False
+    def _require(self, state: State, action: str) -> None:
+        if self._state is not state:
+            raise SigmaError(f"cannot {action} the loop of trainer {self.trainer.name!r}: it is "
+                             f"{self._state.value}, not {state.value}")
+
+    def _signal(self, state: State | None = None) -> None:
+        """Tell the training loop (lock held) to act at its next boundary: on ``state``, or on a flag or queue."""
+        if state is not None:
+            self._state = state
+        self._settled = False
+        self._changed.notify_all()
+
+    def _settle(self) -> None:
+        self._settled = True
         self._changed.notify_all()
 
     # -- the training loop (one thread) -----------------------------------------------------------
@@ -457,7 +389,6 @@ class Loop:
             self._error = error
 
     def _loop(self) -> None:
-        trainer = self.trainer
         start = time.perf_counter()
         try:
             self.strategy.setup(self)
@@ -465,12 +396,14 @@ class Loop:
             self._emit("start")
             while True:
                 going_on = self._obey_signals(iterated=False)
-                if self._take_reset():
+                with self._changed:
+                    reset, self._reset_requested = self._reset_requested, False
+                if reset:
                     self._reset()
-                    continue
-                if not going_on or trainer.epoch >= self.epochs:
+                elif going_on and self.trainer.epoch < self.epochs:
+                    self._epoch()
+                else:
                     break
-                self._epoch()
             self._emit("stop")
         finally:
             self.seconds = time.perf_counter() - start  # not counting the wait for threaded hooks
@@ -481,9 +414,9 @@ class Loop:
                     self.strategy.teardown()
                 finally:
                     with self._changed:
-                        self._state, self._active, self._settled = State.STOPPED, False, True
+                        self._state, self._active = State.STOPPED, False
                         self._run_calls()  # sent too late for the loop: run now, at its end
-                        self._changed.notify_all()
+                        self._settle()
 
     def _epoch(self) -> None:
         """Train the open epoch (or a new one) to its end, unless a stop or reset abandons it."""
@@ -507,12 +440,9 @@ class Loop:
         self._emit("epoch", report=report)
 
     def _obey_signals(self, iterated: bool = True) -> bool:
-        """Act on signals at a boundary, blocking while paused; False on a pending stop or reset.
-
-        Changes sent by ``set`` and ``extend`` are applied and functions sent by ``call`` run here, on the
-        training thread. A ``step`` lets one iteration through and then pauses again. Pause and resume events
-        are emitted outside the lock, so their hooks may signal too.
-        """
+        """Act on signals at a boundary (``set``, ``extend`` and ``call`` run here, a ``step`` lets one iteration
+        through), blocking while paused; False on a pending stop or reset. Pause and resume are emitted outside
+        the lock, so their hooks may signal too."""
         while True:
             with self._changed:
                 changes, self._changes = self._changes, []
@@ -540,15 +470,6 @@ class Loop:
                 self._paused = not self._paused  # entering or leaving the pause
                 event = "pause" if self._paused else "resume"
             self._emit(event)
-
-    def _settle(self) -> None:
-        self._settled = True
-        self._changed.notify_all()
-
-    def _take_reset(self) -> bool:
-        with self._changed:
-            requested, self._reset_requested = self._reset_requested, False
-            return requested
 
     def _reset(self) -> None:
         """Reset the trainer, forget its epoch reports, let the strategy drop its copies, emit ``reset``."""

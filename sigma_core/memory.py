@@ -1,11 +1,9 @@
-"""How much memory an allocation may ask for, checked before it is made.
-
-A layer of 10^9 units or a data file claiming 10^12 elements is then one line naming the culprit
-and the bytes, not a process killed by the kernel or NumPy's ``_ArrayMemoryError``.
-"""
+"""How much memory an allocation may ask for, checked before it is made: a layer of 10^9 units or a data file
+claiming 10^12 elements is then one line naming the culprit and the bytes, not a process killed by the kernel."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -18,16 +16,12 @@ def available() -> int:
     try:
         with open("/proc/meminfo") as meminfo:
             limits += [int(line.split()[1]) * 1024 for line in meminfo if line.startswith("MemAvailable:")]
-    except (OSError, ValueError, IndexError):
-        try:
+    except (OSError, ValueError, IndexError):  # not Linux
+        with contextlib.suppress(ValueError, OSError, AttributeError):  # not POSIX either: no bound known
             limits.append(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-        except (ValueError, OSError, AttributeError):  # not POSIX: no bound known
-            pass
-    try:
+    with contextlib.suppress(OSError, ValueError):  # no cgroup v2 limit ("max" is not a number)
         with open("/sys/fs/cgroup/memory.max") as limit, open("/sys/fs/cgroup/memory.current") as current:
             limits.append(int(limit.read()) - int(current.read()))
-    except (OSError, ValueError):  # no cgroup v2 limit ("max" is not a number)
-        pass
     return min(limits, default=sys.maxsize)
 
 

@@ -1,14 +1,10 @@
 """Handler-owned arrays: :class:`NDArray` and the scalar :class:`Number`.
 
-As in Sigma, user code never holds live data: an NDArray is a handle to a
-handler's buffer (host or device memory), reading it gives a *copy*
-(:meth:`NDArray.to_numpy`) and changing it goes through the handler, so a GPU
-handler can run asynchronously and a handler can recycle buffers between
-iterations. Operators (``a + b``, ``a @ w``, ``a[1:3]``) forward to the handler,
-so layer code reads like NumPy while every step is differentiable.
+As in Sigma, user code never holds live data: an NDArray is a handle to a handler's buffer, reading it gives a
+copy (:meth:`NDArray.to_numpy`) and changing it goes through the handler, so a GPU handler can run asynchronously
+and a handler can recycle buffers between iterations. Operators (``a + b``, ``a @ w``, ``a[1:3]``) and methods
+(``a.sum()``) forward to the handler's ops, so layer code reads like NumPy while every step is differentiable.
 """
-
-from __future__ import annotations
 
 from .errors import SigmaError
 
@@ -28,17 +24,15 @@ class NDArray:
         self._node = None  # slot on the active tape, when traced
         self._kept = False  # True: never recycled by the handler's sessions
 
-    # -- the raw buffer, for handlers and kernels only ---------------------------
     @property
     def data(self):
-        """The live buffer. For handler and kernel code; user code calls to_numpy()."""
+        """The live buffer, for handler and kernel code; user code calls to_numpy()."""
         data = self._data
         if data is None:
             raise ExpiredArrayError("this array was created in an earlier training session and its buffer "
                                     "has been recycled; call handler.keep(array) to keep it across iterations")
         return data
 
-    # -- metadata -------------------------------------------------------------------
     @property
     def shape(self) -> tuple:
         data = self._data  # not self.data: read on every op, and a property call costs
@@ -64,7 +58,6 @@ class NDArray:
     def __len__(self):
         return self.shape[0]
 
-    # -- copies out -------------------------------------------------------------------
     def to_numpy(self):
         """A NumPy copy of the data; changing it does not change this array."""
         return self.handler.to_numpy(self)
@@ -90,19 +83,8 @@ class NDArray:
             return f"<{name} (expired)>"
         return f"{name}({self.to_numpy()!r}, handler={self.handler.name}, dtype={self.dtype})"
 
-    # Operators (``a + b``, ``a @ w``, ``a > 0``...) forward to the handler: see _OPERATORS below the class.
-    def __neg__(self):
-        return self.handler.negative(self)
-
-    def __abs__(self):
-        return self.handler.abs(self)
-
-    def __getitem__(self, index):
-        return self.handler.getitem(self, index)
-
     __hash__ = object.__hash__  # arrays are identities; == is not overloaded
 
-    # -- shape and reductions --------------------------------------------------------
     @property
     def T(self):
         return self.handler.transpose(self)
@@ -114,6 +96,15 @@ class NDArray:
 
     def transpose(self, *axes):
         return self.handler.transpose(self, axes or None)
+
+    def __neg__(self):
+        return self.handler.negative(self)
+
+    def __abs__(self):
+        return self.handler.abs(self)
+
+    def __getitem__(self, index):
+        return self.handler.getitem(self, index)
 
     def sum(self, axis=None, keepdims=False):
         return self.handler.sum(self, axis=axis, keepdims=keepdims)
@@ -132,7 +123,7 @@ class NDArray:
 
 
 def _operator(op: str, reflected: bool):
-    if reflected:
+    if reflected:  # ``2 * a``: the operands swap
         def method(self, other):
             return getattr(self.handler, op)(other, self)
     else:
@@ -141,9 +132,9 @@ def _operator(op: str, reflected: bool):
     return method
 
 
-#: dunder -> handler op; the reflected forms (``2 * a``) swap the operands. Comparisons give boolean masks, not
-#: differentiable.
-_OPERATORS = {"add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide", "pow": "power", "matmul": "matmul"}
+#: dunder -> handler op, both ways; then the comparisons, which give boolean masks, not differentiable
+_OPERATORS = {"add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide", "pow": "power",
+              "matmul": "matmul"}
 for _name, _op in _OPERATORS.items():
     setattr(NDArray, f"__{_name}__", _operator(_op, False))
     setattr(NDArray, f"__r{_name}__", _operator(_op, True))

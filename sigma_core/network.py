@@ -1,13 +1,9 @@
-"""Network: an architecture instantiated on a handler, with its parameters.
+"""Network: an architecture's layers built on a handler, with their parameters and state.
 
-Parameters have ids ``"<layer>.<param>"`` (as run values
-``network.layers.<layer>.<param>``), which optimiser filters and initialiser
-bindings match with glob patterns. A layer's state (``Layer.state_shapes``:
-batch norm's running statistics) has ids of the same form, in :attr:`Network.state`:
-saved and restored with the parameters (:meth:`Network.state_dict`), never trained.
+Parameter ids are ``"<layer>.<param>"`` (run values ``network.layers.<layer>.<param>``), which optimiser filters
+and initialiser bindings match with glob patterns. Layer state (``Layer.state_shapes``) has ids of the same form,
+in :attr:`Network.state`: saved and restored with the parameters (:meth:`Network.state_dict`), never trained.
 """
-
-from __future__ import annotations
 
 import copy
 import math
@@ -17,8 +13,8 @@ import numpy
 
 from . import memory, plugins
 from .architecture import Architecture, Construct
-from .errors import ArchitectureError, SigmaError
-from .layers.base import ForwardContext, with_current_ids
+from .errors import ArchitectureError, SigmaError, UnknownComponentError
+from .layers.base import ForwardContext, old_id
 
 
 @dataclass
@@ -54,6 +50,10 @@ def check_output_shape(layer, out) -> None:
                                 f"{tuple(shape[1:])} (batch {tuple(shape)})")
 
 
+def parameter_count(layer) -> int:
+    return sum(math.prod(shape) for shape in layer.parameter_shapes.values())
+
+
 class Network:
     """A graph of layers with parameters on one handler."""
 
@@ -67,31 +67,32 @@ class Network:
         self.parameters: dict = {}  # "<layer>.<param>" -> NDArray
         self.state: dict = {}  # "<layer>.<state>" -> NDArray: what layers keep between steps, not trained
         self._sources: dict = {}  # layer name -> names of the layers feeding it
-        self._plan_cache = None
-        #: Bumped whenever the network changes other than by training: its parameters made anew
-        #: (:meth:`initialise`) or an attribute of one of its layers set (:meth:`Layer.__setattr__
-        #: <sigma_core.layers.base.Layer.__setattr__>`). Whatever holds on to its parameters' buffers or to
-        #: what its layers did (a compiled training step) compares it instead of the layers themselves.
+        #: Bumped when the network changes other than by training (new parameters, a layer attribute set), so
+        #: that what holds on to its buffers or to what its layers did (a compiled step) knows to look again.
         self.version = 0
-        #: The fitted ``preprocess`` transforms of the run that trained it (a :class:`~sigma_core.data.Preprocessing`,
-        #: set by ``build_run`` and :func:`~sigma_core.inference.load`), which :meth:`predict` applies to raw
-        #: inputs first; None: inputs go in as they are.
+        #: The fitted ``preprocess`` transforms (a :class:`~sigma_core.data.Preprocessing`) of the run that
+        #: trained it, which :meth:`predict` applies to raw inputs first; None: inputs go in as they are.
         self.preprocessing = None
-        architecture.validate_types()  # then every layer is built: shape inference only, no arrays yet
         names = architecture.resolved_names()
-        for construct in architecture.ordered():
+        for construct in architecture.ordered():  # shape inference only: no arrays yet
             name = names[id(construct)]
-            sources = [names[id(s)] for s in construct.inputs]
+            try:
+                plugins.get("layer", construct.layer_type)
+            except UnknownComponentError as error:  # named as in the summary, and by its run-file key
+                raise ArchitectureError(f"{construct.where or f'layer {name!r}'}: {error}") from None
+            self._sources[name] = sources = [names[id(s)] for s in construct.inputs]
             input_shapes = [self.layers[s].output_shape for s in sources]
             spec = {"type": construct.layer_type, **construct.params}
             self.layers[name] = layer = plugins.build("layer", spec, name, input_shapes, where=construct.where or name)
-            layer._network = self  # so that an edit of the layer changes self.version
-            self._sources[name] = sources
-        #: Layers whose first forward's output has yet to be checked against their declared ``output_shape``.
-        self._unchecked = {name for name, layer in self.layers.items() if not layer.is_cost}
-        if not any(getattr(layer, "external", None) is not None and not layer.input_shapes
-                   for layer in self.layers.values()):
+            layer._network = self
+        self._inputs = [layer.external for layer in self.layers.values()
+                        if getattr(layer, "external", None) is not None and not layer.input_shapes]
+        if not self._inputs:
             raise ArchitectureError("the network has no input layer")
+        results = [name for name, layer in self.layers.items() if not layer.is_cost]
+        self._last = results[-1]  # its output is the predictions where no cost layer runs
+        self._unchecked = set(results)  # layers whose first output is yet to be checked against their output_shape
+        self._plan = []
 
     def check_memory(self, dtype, copies: int = 1) -> None:
         """Refuse parameters (times ``copies``: gradients, optimiser memory) that would not fit in the
@@ -99,7 +100,7 @@ class Network:
         itemsize, total = numpy.dtype(dtype).itemsize * copies, 0
         extra = " with their gradients and optimiser memory" if copies > 1 else ""
         for name, layer in self.layers.items():
-            total += sum(math.prod(shape) for shape in layer.parameter_shapes.values()) * itemsize
+            total += parameter_count(layer) * itemsize
             memory.require(total, f"layer {name!r}: the {dtype} parameters up to this layer{extra}", ArchitectureError)
 
     def initialise(self, handler, initialisers: dict | None = None) -> dict:
@@ -108,22 +109,32 @@ class Network:
         from .initialisers import apply_initialisers
 
         self.check_memory(handler.dtype)
-        self.handler = handler
-        self.parameters, self.state, defaults = {}, {}, {}
-        self.version += 1
+        parameters, state, defaults = {}, {}, {}
         for name, layer in self.layers.items():
             for param, shape in layer.parameter_shapes.items():
-                self.parameters[f"{name}.{param}"] = handler.zeros(shape)
+                parameters[f"{name}.{param}"] = handler.zeros(shape)
             initial = layer.initial_state()
             for key, shape in layer.state_shapes.items():
-                self.state[f"{name}.{key}"] = handler.full(shape, initial.get(key, 0.0))
+                state[f"{name}.{key}"] = handler.full(shape, initial.get(key, 0.0))
             defaults.update((f"{name}.{param}", initialiser)
                             for param, initialiser in layer.default_initialisers().items()
                             if param in layer.parameter_shapes)
+        self._adopt(handler, parameters, state)
         applied = apply_initialisers(handler, self.parameters, defaults)
         if initialisers:
             applied.update(apply_initialisers(handler, self.parameters, initialisers))
         return applied
+
+    def _adopt(self, handler, parameters: dict, state: dict) -> None:
+        """Take new parameter and state arrays on ``handler``, and plan each forward pass's lookups once:
+        (name, layer, source names, parameters and state by name) per layer."""
+        self.handler, self.parameters, self.state = handler, parameters, state
+        self.version += 1
+        self._plan = []
+        for name, layer in self.layers.items():
+            arrays = {param: parameters[f"{name}.{param}"] for param in layer.parameter_shapes}
+            arrays.update((key, state[f"{name}.{key}"]) for key in layer.state_shapes)
+            self._plan.append((name, layer, self._sources[name], LayerParameters(layer, arrays)))
 
     def _require_handler(self):
         if self.handler is None:
@@ -135,7 +146,7 @@ class Network:
         handler = self._require_handler()
         context = ForwardContext(training=training, externals=externals)
         values, result, total = {}, ForwardResult(), None
-        for name, layer, sources, params in self._plan():
+        for name, layer, sources, params in self._plan:
             inputs = [values[s] for s in sources]
             if layer.is_cost:
                 if layer.targets_external not in externals:
@@ -152,28 +163,14 @@ class Network:
                 self._unchecked.discard(name)
             external = getattr(layer, "external", None)
             if external is not None and layer.input_shapes:  # an Output layer
-                result.outputs[external] = values[name]
-        if "predictions" not in result.outputs:
-            last = next(reversed([n for n, layer in self.layers.items() if not layer.is_cost]))
-            result.outputs["predictions"] = values[last]
+                result.outputs[external] = out
+        result.outputs.setdefault("predictions", values[self._last])
         result.cost = total
         return result
 
-    def _plan(self) -> list:
-        """(name, layer, source names, parameters by name) per layer, in order: built once per
-        parameter set instead of on every forward pass."""
-        if self._plan_cache is None or self._plan_cache[0] is not self.parameters:
-            plan = [(name, layer, self._sources[name],
-                     LayerParameters(layer, {**{param: self.parameters[f"{name}.{param}"]
-                                                for param in layer.parameter_shapes},
-                                             **{key: self.state[f"{name}.{key}"] for key in layer.state_shapes}}))
-                    for name, layer in self.layers.items()]
-            self._plan_cache = (self.parameters, plan)
-        return self._plan_cache[1]
-
     @property
     def parameter_count(self) -> int:
-        return sum(math.prod(shape) for layer in self.layers.values() for shape in layer.parameter_shapes.values())
+        return sum(map(parameter_count, self.layers.values()))
 
     def state_dict(self) -> dict:
         """Every parameter and state array as a NumPy copy, by id (what checkpoints save)."""
@@ -184,8 +181,10 @@ class Network:
         parameter names are accepted. ``partial``: only the ids given, the others kept (data-parallel workers
         exchange the layer state alone every step)."""
         handler = self._require_handler()
-        arrays = {**self.parameters, **self.state}
-        state = with_current_ids(state, self.parameters)
+        arrays, state = {**self.parameters, **self.state}, dict(state)
+        for pid in self.parameters:
+            if pid not in state and old_id(pid) in state:
+                state[pid] = state.pop(old_id(pid))
         missing, extra = [] if partial else sorted(set(arrays) - set(state)), sorted(set(state) - set(arrays))
         if missing or extra:
             raise ArchitectureError(f"parameters do not match: missing {missing or 'none'}, "
@@ -203,36 +202,35 @@ class Network:
     def copy(self, handler=None) -> "Network":
         """A deep copy with its own parameters, on ``handler`` (default: the same one)."""
         source = self._require_handler()
+        handler = handler or source
         twin = Network(copy.deepcopy(self.architecture), name=self.name)
-        twin.handler = handler or source
-        twin.parameters = {pid: twin.handler.asarray(a.to_numpy()) for pid, a in self.parameters.items()}
-        twin.state = {key: twin.handler.asarray(a.to_numpy()) for key, a in self.state.items()}
+        twin._adopt(handler, {pid: handler.asarray(a.to_numpy()) for pid, a in self.parameters.items()},
+                    {key: handler.asarray(a.to_numpy()) for key, a in self.state.items()})
         return twin
 
     def predict(self, inputs, batch_size: int = 1000) -> numpy.ndarray:
         """The ``predictions`` output for a batch of raw ``inputs`` (records on axis 0; :attr:`preprocessing` applies
         first), in inference mode, as NumPy."""
         handler = self._require_handler()
-        external = next(layer.external for layer in self.layers.values()
-                        if getattr(layer, "external", None) is not None and not layer.input_shapes)
         inputs = numpy.asarray(inputs)
         if inputs.ndim == 0 or len(inputs) == 0:
-            raise SigmaError(f"network {self.name!r}: predict needs a batch of one or more records, got shape {inputs.shape}")
+            raise SigmaError(f"network {self.name!r}: predict needs a batch of one or more records, "
+                             f"got shape {inputs.shape}")
         if self.preprocessing is not None:
             inputs = self.preprocessing.inputs(inputs)
         inputs = inputs.astype(handler.dtype, copy=False)
         parts = []
         with handler.no_grad():
             for start in range(0, len(inputs), batch_size):
-                batch = {external: handler.asarray(inputs[start:start + batch_size])}
+                batch = {self._inputs[0]: handler.asarray(inputs[start:start + batch_size])}
                 parts.append(self.forward(batch).outputs["predictions"].to_numpy())
         return numpy.concatenate(parts)
 
     def summary(self) -> str:
         """A table of layer, type, output shape and parameter count, with the total."""
-        rows = [("layer", "type", "output shape", "parameters")] + [
-            (name, type(layer).__name__, str(layer.output_shape),
-             f"{sum(math.prod(s) for s in layer.parameter_shapes.values()):,}") for name, layer in self.layers.items()]
+        rows = [("layer", "type", "output shape", "parameters")]
+        rows += [(name, type(layer).__name__, str(layer.output_shape), f"{parameter_count(layer):,}")
+                 for name, layer in self.layers.items()]
         rows.append(("total", "", "", f"{self.parameter_count:,}"))
         widths = [max(len(row[i]) for row in rows) for i in range(4)]
         lines = [f"network {self.name!r}: {len(self.layers)} layers, {self.parameter_count:,} parameters"]

@@ -1,9 +1,5 @@
-"""From a validated run config to a trained network: the Python API behind ``sigma train``.
-
-``build_run(config)`` creates the handler, data, network, optimiser and
-trainer a run file describes; :class:`Run` trains and reports. People who
-prefer code build the same objects directly (see the README).
-"""
+"""From a validated run config to a trained network, the Python API behind ``sigma train``: :func:`build_run`
+builds what a run file describes (handler, data, network, optimiser, trainer, hooks), :class:`Run` trains it."""
 
 from __future__ import annotations
 
@@ -37,14 +33,11 @@ class Run:
     trainer: Trainer
     epochs: int
     hooks: list = field(default_factory=list)  # [[hooks]], [checkpoint]'s and [[monitors]], attached by train()
-    history: list = field(default_factory=list)
+    history: list = field(default_factory=list)  # the last train()'s epoch reports
     seconds: float = 0.0
-    #: The run's own directory (runs/<name>/version_N; None: made when a hook first asks, see sigma_core.rundir).
-    directory: Path | None = None
-    #: The command that started the run (without --resume), for the resume commands printed when it stops.
-    command_line: list | None = None
-    #: The Loop of the last train(): its ``stopped`` says why it ended, its ``directory`` where it wrote.
-    loop: Loop | None = None
+    directory: Path | None = None  # runs/<name>/version_N; None: made when a hook first asks (sigma_core.rundir)
+    command_line: list | None = None  # what started the run (without --resume), for the resume commands printed
+    loop: Loop | None = None  # the last train()'s: its ``stopped`` says why it ended
 
     def train(self, hooks=()) -> dict:
         """Train with the operator ``[operator]`` names (default: single_worker), the run file's hooks and
@@ -62,13 +55,9 @@ class Run:
         return self.summary()
 
     def resume(self, checkpoint):
-        """Continue from ``checkpoint`` (a path or a loaded :class:`Checkpoint`) on the next :meth:`train`.
-
-        With the same run config, handler and dtype the continuation is
-        bit-identical to a run that was never interrupted, and it continues in
-        the run directory the checkpoint was saved from, if that still exists.
-        Returns the checkpoint.
-        """
+        """Continue from ``checkpoint`` (a path or a loaded :class:`Checkpoint`, returned) on the next :meth:`train`,
+        in the run directory it was saved from if that still exists; with the same run config, handler and dtype,
+        bit for bit as if never interrupted."""
         if not isinstance(checkpoint, Checkpoint):
             checkpoint = load_checkpoint(checkpoint)
         saved_in = checkpoint.metadata.get("directory")
@@ -83,7 +72,8 @@ class Run:
                        if key not in ("training.epochs", "training.compile", "training.replay")
                        and not key.startswith("checkpoint.")]
             if changed:
-                log.warning("resuming %s with a run config that differs in %s", checkpoint.path.name, ", ".join(changed))
+                log.warning("resuming %s with a run config that differs in %s", checkpoint.path.name,
+                            ", ".join(changed))
         if self.trainer.handler is None:
             self.trainer.initialise(self.handler)
         restore(self.trainer, checkpoint)
@@ -116,44 +106,35 @@ def _changed_keys(old, new, prefix="") -> list[str]:
 
 
 def split_dataset(dataset, split: dict, seed: int):
-    """(training, held-out) per the ``[split]`` table: a fraction or [start, stop) ranges.
-
-    Neither part may be empty: an empty held-out set would silently report nothing.
-    """
+    """(training, held-out) per the ``[split]`` table: a fraction or [start, stop) ranges. Neither may be empty: an
+    empty held-out set would silently report nothing."""
     validation, train, n = split.get("validation"), split.get("train"), len(dataset)
     if isinstance(validation, (int, float)) and not isinstance(validation, bool):
         if not 0.0 < validation < 1.0:
             raise ConfigError(f"split.validation must be a fraction in (0, 1) or [start, stop], got {validation!r}")
         if train is not None:
             raise ConfigError("split.train is only allowed with a [start, stop] split.validation range")
-        parts = dataset.split(1.0 - validation, validation, shuffle=split.get("shuffle", True), seed=split.get("seed", seed))
+        parts = dataset.split(1.0 - validation, validation, shuffle=split.get("shuffle", True),
+                              seed=split.get("seed", seed))
     else:
         ranges = {key: value for key, value in (("validation", validation), ("train", train)) if value is not None}
-        for key, value in ranges.items():
+        for key, value in ranges.items():  # validation is never None: validating the run file set its default
             if not (isinstance(value, list) and len(value) == 2 and all(type(v) is int for v in value)):
                 raise ConfigError(f"split.{key} must be [start, stop] record indices, got {value!r}")
             if not 0 <= value[0] <= value[1] <= n:
                 raise ConfigError(f"split.{key} = {value} is not within the {n} records of the data "
                                   f"(0 <= start <= stop <= {n})")
-        if "validation" not in ranges:
-            raise ConfigError("split.validation is required: a fraction or a [start, stop] range")
-        parts = dataset.take(*ranges.get("train", (0, ranges["validation"][0]))), dataset.take(*ranges["validation"])
-    for key, part, role in (("train" if train else "validation", parts[0], "training"), ("validation", parts[1], "held-out")):
+        parts = dataset.take(*(train or (0, validation[0]))), dataset.take(*validation)
+    for key, part, role in (("train" if train else "validation", parts[0], "training"),
+                            ("validation", parts[1], "held-out")):
         if len(part) == 0:
             raise ConfigError(f"split.{key}: the {role} set is empty (the data has {n} records)")
     return parts
 
 
-def build_initialisers(spec: dict) -> dict:
-    """The validated ``[initialisers]`` table (pattern = { type = ..., ... }) as pattern -> initialiser."""
-    return {pattern: plugins.build("initialiser", init, where=f'initialisers."{pattern}"')
-            for pattern, init in spec.items()}
-
-
 def step_compiler(name: str):
-    """The step compiler ``training.compile`` names (see :meth:`Trainer.compile_step`), or None for steps as
-    written: ``"none"``, or ``"auto"`` when no compiler that can run here is installed (else the one of the
-    highest rank). A compiler named outright that is not installed, or cannot run here, is an error."""
+    """The step compiler ``training.compile`` names (:meth:`Trainer.compile_step`): None for ``"none"``, the
+    highest-ranked one that can run here (or None) for ``"auto"``; one named outright must be able to run here."""
     if name == "none":
         return None
     if name == "auto":
@@ -176,7 +157,8 @@ def build_run(config: dict, *, handler_name: str | None = None) -> Run:
     # choice), so a bad config is reported as the CLI's one error line and nothing else.
     network = Network(from_layer_list(config["network"]["layers"]), name=config["name"])
     optimiser = plugins.build("optimiser", config["optimiser"])
-    initialisers = build_initialisers(config["initialisers"])
+    initialisers = {pattern: plugins.build("initialiser", table, where=f'initialisers."{pattern}"')
+                    for pattern, table in config["initialisers"].items()}
     hooks = [*hooks_from_tables(config["hooks"]), *checkpoint_hooks_from_config(config),
              *hooks_from_tables(config["monitors"], "monitors")]  # [[monitors]]: the older name for [[hooks]]
     ids = [f"{name}.{param}" for name, layer in network.layers.items() for param in layer.parameter_shapes]
@@ -185,7 +167,7 @@ def build_run(config: dict, *, handler_name: str | None = None) -> Run:
     check_patterns([freeze] if isinstance(freeze, str) else freeze, ids, "optimiser.freeze")
     # parameters, gradients and the optimiser's per-parameter memory
     network.check_memory(config["handler"]["dtype"], copies=2 + len(getattr(optimiser, "memory_names", ())))
-    plugins.get("operator", config["operator"].get("type", "single_worker"))  # an unknown operator fails before the data is read
+    plugins.get("operator", config["operator"].get("type", "single_worker"))  # unknown: fails before reading data
     compiler = step_compiler(training_cfg["compile"])
 
     dataset = dataset_from_config(config["data"])

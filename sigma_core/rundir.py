@@ -1,17 +1,14 @@
 """Run directories: each run's own folder, ``runs/<name>/version_N``, laid out as Lightning does.
 
-Running a run file again never appends to what the last run wrote: the first
-run named ``digits`` writes into ``runs/digits/version_0``, the next into
-``version_1``. The monitors write there (``metrics``, ``tensorboard``,
-``plots``), and so do the checkpoints a run saves beyond its ``[checkpoint]``
-section (Ctrl-C, the end of ``sigma train``) in ``checkpoints/``. A resumed run
-continues in the directory of the checkpoint it resumed from (the checkpoint's
-metadata names it). Hooks read it as ``run.directory``
-(:attr:`sigma_core.RunView.directory`) and never work it out themselves.
+Running a run file again never appends to what the last run wrote: the first run named ``digits`` writes into
+``runs/digits/version_0``, the next into ``version_1``. Hooks write there (metrics, tensorboard, plots; checkpoints
+beyond the ``[checkpoint]`` section's), reading it as ``run.directory`` (:attr:`sigma_core.RunView.directory`).
+A resumed run continues in the directory its checkpoint's metadata names.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 
@@ -31,11 +28,9 @@ def new_version(name: str, root=ROOT) -> Path:
     while True:
         taken = versions(parent)
         path = parent / f"version_{int(_VERSION.fullmatch(taken[-1].name)[1]) + 1 if taken else 0}"
-        try:
+        with contextlib.suppress(FileExistsError):  # another run took that number first: count again
             path.mkdir()
             return path
-        except FileExistsError:  # another run took that number first
-            continue
 
 
 def versions(folder) -> list[Path]:

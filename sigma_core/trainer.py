@@ -1,14 +1,7 @@
-"""Trainer: one network, its optimiser, its data, and the training step.
+"""Trainer: one network, its optimiser, its data, the training step, evaluation and the counters checkpoints save.
 
-A training iteration, as in Sigma: begin a buffer session (so every iteration
-reuses the previous one's buffers), copy the batch into the handler, run the
-network forward under a tape watching the trainable parameters, take the
-gradients, let the optimiser update the parameters in place, end the session.
-
-The cost stays a handler number, kept and summed over the epoch on the handler,
-and is read to the host only when asked (:attr:`Trainer.last_cost`, the epoch
-mean). The one per-step check, that the cost is finite before the update, is
-:meth:`Handler.all_finite`, so a device handler decides what it costs.
+The cost stays a handler number, summed over the epoch on the handler and read to the host only when asked
+(:attr:`Trainer.last_cost`, the epoch mean), so a step never waits for the device.
 """
 
 from __future__ import annotations
@@ -48,19 +41,13 @@ class Trainer:
         self._trainable_ids = []  # its keys and values as lists, built once, not on every step
         self._trainable_arrays = []
         self._initial = None  # (handler RNG state, optimiser state) from before initialise, for reset()
-        self._parameter_generation = 0  # bumped whenever parameters are replaced other than by training
         self._evaluation = None  # (key, (ranks, cost)) of the last evaluate() pass
-        #: Bumped whenever the trainable set is read anew (:meth:`refresh_trainable`); with the network's,
-        #: optimiser's and handler's versions, what a compiled step compares to know it still holds.
+        #: Bumped whenever the trainable set is read anew (:meth:`refresh_trainable`: initialise, reset, restore);
+        #: with the network's, optimiser's and handler's versions, what a compiled step compares to know it still
+        #: holds, and what keeps an evaluation (:meth:`evaluate`).
         self.version = 0
-        #: What each training iteration runs on its batch: :meth:`training_step`, or what a step compiler made
-        #: of it (:meth:`compile_step`).
+        #: What each training iteration runs: :meth:`training_step`, or a compiler's (:meth:`compile_step`).
         self.compiled_step = self.training_step
-
-    def add_validation(self, name: str, iterator):
-        if name in self.validation:
-            raise SigmaError(f"trainer {self.name!r} already has a validation iterator named {name!r}")
-        self.validation[name] = iterator
 
     # -- set-up --------------------------------------------------------------------------
     def initialise(self, handler):
@@ -72,14 +59,13 @@ class Trainer:
 
     def _initialise_parameters(self):
         self.network.initialise(self.handler, self.initialisers)
-        self._parameter_generation += 1
         for array in self.network.parameters.values():  # parameters must outlive every session
             self.handler.keep(array)
         self.refresh_trainable()
 
     def reset(self):
-        """Back to where :meth:`initialise` left the trainer: epoch 0, the optimiser's initial state, and the
-        random generator rewound, so the same initial parameters and a run that repeats the first bit for bit."""
+        """Back to where :meth:`initialise` left the trainer, the random generator rewound: the same initial
+        parameters, and a run that repeats the first bit for bit."""
         if self._initial is None:
             raise SigmaError(f"trainer {self.name!r} is not initialised; call trainer.initialise(handler) first")
         rng, optimiser = self._initial
@@ -124,13 +110,11 @@ class Trainer:
         return self._trainable
 
     def compile_step(self, compiler) -> None:
-        """Let ``compiler`` decide how later training steps run; None: as :meth:`training_step` (the default).
+        """Later training steps run as ``compiler(trainer)`` makes them (None: :meth:`training_step`).
 
-        ``compiler(trainer)`` returns a function of a batch that does what :meth:`training_step` does and returns
-        its cost: the same bits, faster (sigmann-replay records a step's kernel calls and replays them). It may
-        call :meth:`training_step` whenever it cannot do better, and must notice what changed between steps by
-        the versions of the trainer, :attr:`network`, :attr:`optimiser` and :attr:`handler` (``.version``).
-        A run file picks one with ``training.compile``.
+        It returns a function of a batch that does what :meth:`training_step` does, the same bits, faster
+        (sigmann-replay replays a recorded step), calling :meth:`training_step` where it cannot do better, and
+        noticing changes by the ``version`` of the trainer, network, optimiser and handler (``training.compile``).
         """
         self.compiled_step = self.training_step if compiler is None else compiler(self)
 
@@ -160,10 +144,8 @@ class Trainer:
         return cost
 
     def gradients(self, batch: dict):
-        """``(cost, {id: gradient})`` of the trainable parameters on ``batch``, inside the caller's session.
-
-        A non-finite cost raises before any gradient is taken, so a bad step changes no parameter.
-        """
+        """``(cost, {id: gradient})`` of the trainable parameters on ``batch``, inside the caller's session; a
+        non-finite cost raises before any gradient is taken, so a bad step changes no parameter."""
         h = self.handler
         externals = self._externals(batch)
         with h.tape() as tape:
@@ -208,13 +190,10 @@ class Trainer:
         twin.refresh_trainable()
         return twin
 
-    # -- epochs (the loop's, sigma_core.loop.Loop; or run_epoch's) --------------------------------------
+    # -- epochs (the loop's, or run_epoch's) ---------------------------------------------------------------
     def open_epoch(self):
-        """The batches left in the current epoch, which starts anew unless one is open.
-
-        An interrupted epoch (a stop, or a mid-epoch checkpoint restored) is finished, not restarted: the
-        iterator resumes at its first unseen batch and the counts carry on, as if it had never stopped.
-        """
+        """The batches left in the current epoch, which starts anew unless one is open: an interrupted epoch (a
+        stop, a mid-epoch checkpoint restored) is finished, its iterator and counts carrying on where they were."""
         batches = self.training_iterator
         if self.in_epoch:
             # A checkpoint taken on an epoch's last batch: the iterator has already rolled
@@ -227,9 +206,8 @@ class Trainer:
         return batches
 
     def train_batch(self, batch: dict, step=None):
-        """One iteration on ``batch`` by ``step(batch)`` (an operator's, see :class:`sigma_core.loop.Strategy`;
-        default :meth:`run_iteration`), its cost added to the epoch's; returns the cost. A non-finite cost's
-        error says where it came from."""
+        """One iteration on ``batch`` by ``step(batch)`` (a :class:`~sigma_core.loop.Strategy`'s; default
+        :meth:`run_iteration`), its cost added to the epoch's; a non-finite cost's error says where it came from."""
         try:
             cost = (step or self.run_iteration)(batch)
         except NonFiniteError as error:
@@ -245,8 +223,7 @@ class Trainer:
 
     def run_epoch(self, on_iteration=None) -> float:
         """Train one epoch with the trainer's own step, calling ``on_iteration(trainer)`` after each iteration;
-        returns the mean cost. For scripts: a run's epochs, with hooks, monitors and commands, are
-        :class:`sigma_core.loop.Loop`'s."""
+        returns the mean cost. For scripts: a run's epochs, with hooks and commands, are the Loop's."""
         for batch in self.open_epoch():
             self.train_batch(batch)
             if on_iteration is not None:
@@ -263,8 +240,8 @@ class Trainer:
         for parameter_id, array in self.network.parameters.items():
             if not self.handler.all_finite(array):
                 return f"parameter {parameter_id!r} holds {first_non_finite(array.to_numpy())}"
-        largest = max(((float(numpy.abs(a.to_numpy()).max(initial=0)), pid) for pid, a in self.network.parameters.items()),
-                      default=(0.0, "none"))
+        largest = max(((float(numpy.abs(a.to_numpy()).max(initial=0)), pid)
+                       for pid, a in self.network.parameters.items()), default=(0.0, "none"))
         return (f"the network overflowed {self.handler.dtype} computing it (parameters have grown to "
                 f"{largest[0]:.3g}, in {largest[1]!r}); lower the learning rate")
 
@@ -272,17 +249,10 @@ class Trainer:
     def state_dict(self) -> dict:
         """Counters, iterator positions and the RNG state, JSON-ready: with the parameters and the optimiser's
         state (saved by :mod:`sigma_core.checkpoint`), all a resumed run needs to continue bit for bit."""
-        return {
-            "epoch": self.epoch,
-            "iteration": self.iteration,
-            "total_iterations": self.total_iterations,
-            "last_cost": self.last_cost,
-            "epoch_cost": self.epoch_cost,
-            "in_epoch": self.in_epoch,
-            "training_iterator": self.training_iterator.state(),
-            "validation_iterators": {name: it.state() for name, it in self.validation.items()},
-            "rng": {"handler": self.handler.name, "state": self.handler.rng_state()},
-        }
+        return {**{name: getattr(self, name) for name in COUNTERS},
+                "training_iterator": self.training_iterator.state(),
+                "validation_iterators": {name: it.state() for name, it in self.validation.items()},
+                "rng": {"handler": self.handler.name, "state": self.handler.rng_state()}}
 
     def load_state_dict(self, state: dict):
         """Restore :meth:`state_dict` output; an interrupted epoch continues on the next :meth:`run_epoch`.
@@ -290,13 +260,8 @@ class Trainer:
         unknown = sorted(set(state["validation_iterators"]) - set(self.validation))
         if unknown:
             raise SigmaError(f"trainer {self.name!r}: state has validation iterator(s) {unknown} it does not have")
-        self.epoch = int(state["epoch"])
-        self.iteration = int(state["iteration"])
-        self.total_iterations = int(state["total_iterations"])
-        self.last_cost = float(state["last_cost"])
-        self.epoch_cost = float(state["epoch_cost"])
-        self._parameter_generation += 1  # restore() has just loaded parameters from the checkpoint
-        self.in_epoch = bool(state["in_epoch"])
+        for name, kind in COUNTERS.items():
+            setattr(self, name, kind(state[name]))
         self.training_iterator.set_state(state["training_iterator"])
         for name, iterator_state in state["validation_iterators"].items():
             self.validation[name].set_state(iterator_state)
@@ -311,24 +276,18 @@ class Trainer:
     def evaluate(self, iterator, top: tuple = (1,), threshold: float = 0.5) -> dict:
         """Cost and top-k accuracy over one pass of ``iterator``, in inference mode.
 
-        One output is a binary classifier: a hit when ``output > threshold`` agrees
-        with ``target > 0.5``. The ranks of every class are kept until the next step,
-        (re)initialisation or restore, so evaluations at the same moment share one
-        pass (parameters changed by hand in between are not noticed).
-
-        It runs between training steps, outside every buffer session: its arrays belong to no session
-        (:meth:`Handler.begin_session <sigma_core.handler.Handler.begin_session>`) and are freed batch by batch,
-        however the steps run (a replayed step has no session), so a long run's evaluations keep nothing.
+        One output is a binary classifier: a hit when ``output > threshold`` agrees with ``target > 0.5``. The
+        ranks are kept until the next step, initialisation or restore, so evaluations at the same moment share
+        one pass (parameters changed by hand in between are not noticed). It runs outside every buffer session,
+        its arrays freed batch by batch, so a long run's evaluations keep nothing.
         """
-        key = (id(iterator), self.total_iterations, self._parameter_generation, threshold)
+        key = (id(iterator), self.total_iterations, self.version, threshold)
         if self._evaluation is None or self._evaluation[0] != key:
             self._evaluation = (key, self._rank_targets(iterator, threshold))
         ranks, cost = self._evaluation[1]
         rows = max(ranks.size, 1)
         report = {f"top{k}": int((ranks < k).sum()) / rows for k in top}
-        report["accuracy"] = report.get("top1", report[f"top{top[0]}"])
-        report["cost"] = cost
-        report["records"] = int(ranks.size)
+        report.update(accuracy=report.get("top1", report[f"top{top[0]}"]), cost=cost, records=int(ranks.size))
         return report
 
     def _rank_targets(self, iterator, threshold: float):
@@ -341,7 +300,8 @@ class Trainer:
             predictions = result.outputs["predictions"].to_numpy()
             predictions = predictions.reshape(-1, predictions.shape[-1])
             labels = numpy.asarray(batch["targets"])
-            one_hot = labels.dtype.kind == "f" and labels.ndim > 1 and labels.shape[-1] > 1  # integer (N, T) are indices
+            # one-hot rows are float; integer (N, T) targets are class indices
+            one_hot = labels.dtype.kind == "f" and labels.ndim > 1 and labels.shape[-1] > 1
             labels = labels.argmax(-1).reshape(-1) if one_hot else labels.reshape(-1)
             if result.cost is not None:
                 cost_sum += float(result.cost) * predictions.shape[0]
@@ -349,11 +309,17 @@ class Trainer:
                 predictions = numpy.concatenate([threshold - predictions, predictions - threshold], axis=1)
                 labels = (labels > 0.5).astype(numpy.int64)
             if labels.shape[0] != predictions.shape[0]:
-                raise SigmaError(f"trainer {self.name!r}: {labels.shape[0]} targets for {predictions.shape[0]} predictions")
+                raise SigmaError(f"trainer {self.name!r}: {labels.shape[0]} targets for {predictions.shape[0]} "
+                                 "predictions")
             order = numpy.argsort(-predictions, axis=1, kind="stable")
             ranks.append(numpy.argmax(order == labels[:, None], axis=1))
         ranks = numpy.concatenate(ranks) if ranks else numpy.zeros(0, dtype=numpy.int64)
         return ranks, cost_sum / max(ranks.size, 1)
+
+
+#: The counters a checkpoint saves, and their types.
+COUNTERS = {"epoch": int, "iteration": int, "total_iterations": int, "last_cost": float, "epoch_cost": float,
+            "in_epoch": bool}
 
 
 def _cost_numbers(handler) -> tuple:

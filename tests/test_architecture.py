@@ -40,6 +40,15 @@ def test_plus_links_each_construct_to_the_previous_one():
     assert network.layers["3-dense"].output_shape == (2,)
 
 
+def test_shorthands_take_the_first_arguments_by_position_and_the_rest_by_keyword():
+    dense = Dense(3, "relu", bias=False, name="d")
+    assert (dense.layer_type, dense.name) == ("dense", "d")
+    assert dense.params == {"size": 3, "activation": "relu", "bias": False}
+    with pytest.raises(TypeError, match=r"dense takes 2 positional argument\(s\) \(size, activation\), got 3"):
+        Dense(3, "relu", False)
+    assert Network(Input(4) + Dense(3)).layers["2-dense"].parameter_shapes == {"weights": (4, 3), "biases": (3,)}
+
+
 def test_repetition_numbers_names_and_chains_copies():
     architecture = Input(4) + 2 * (Dense(3) + Dense(3)) + SoftmaxCE()
     network = Network(architecture)

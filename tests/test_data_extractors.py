@@ -8,11 +8,10 @@ import pytest
 from sigma_core.data import (
     DataError,
     Dataset,
+    Preprocessing,
     dataset_from_config,
     load_numpy,
-    normalise,
     one_hot,
-    permute_axes,
     read_csv,
 )
 from sigma_core.data.csv_extractor import parse_columns
@@ -99,11 +98,18 @@ def test_core_datasets_by_name(name, records):
 # --- preprocessors ----------------------------------------------------------------
 
 
+def normalised(inputs, **table) -> np.ndarray:
+    """``inputs`` through a ``normalise`` transform of ``table``, fitted to them."""
+    return Preprocessing([{"normalise": table}])(Dataset({"inputs": inputs}), fit=True).section("inputs")
+
+
 def test_normalise_fixed_range_and_adaptive_per_feature():
-    np.testing.assert_allclose(normalise(np.arange(1, 10.0), input_range=(1, 9)), np.arange(9) / 8)
-    np.testing.assert_allclose(normalise(np.array([0, 255.0]), -1, 1, input_range=(0, 255)), [-1, 1])
-    per_feature = normalise(np.array([[0.0, 10], [5, 30]]), per_feature=True)
+    np.testing.assert_allclose(normalised(np.arange(1, 10.0)[:, None], input_range=[1, 9])[:, 0], np.arange(9) / 8)
+    np.testing.assert_allclose(normalised(np.array([[0], [255.0]]), range=[-1, 1], input_range=[0, 255]), [[-1], [1]])
+    per_feature = normalised(np.array([[0.0, 10], [5, 30]]), per_feature=True)
     np.testing.assert_allclose(per_feature, [[0, 0], [1, 1]])
+    with pytest.raises(ConfigError, match=r"data.preprocess.normalise.range: 1 must be below 0"):
+        Preprocessing([{"normalise": [1, 0]}])
 
 
 def test_one_hot_label_outside_range_names_label_and_record():
@@ -125,9 +131,9 @@ def test_shuffle_keeps_sections_aligned_and_is_seeded():
 
 
 def test_permute_axes_of_each_record():
-    assert permute_axes(np.zeros((2, 4, 5, 3)), (2, 0, 1)).shape == (2, 3, 4, 5)
-    with pytest.raises(DataError, match="not a permutation"):
-        permute_axes(np.zeros((2, 4, 5)), (0, 2))
+    assert Preprocessing([{"permute": [2, 0, 1]}]).inputs(np.zeros((2, 4, 5, 3))).shape == (2, 3, 4, 5)
+    with pytest.raises(DataError, match=r"data.preprocess.permute: \[0, 2\] is not a permutation"):
+        Preprocessing([{"permute": [0, 2]}]).inputs(np.zeros((2, 4, 5)))
 
 
 def test_config_preprocess_steps():

@@ -24,12 +24,13 @@ def test_the_core_with_every_plugin_discovered_loads_no_optional_dependency():
     """Discovery, each component's check and the CLI parser (plugin commands too) stay light."""
     code = ("import sigma_core.data, sigma_core.plugins as p, sigma_core.cli as c; "
             "[x.availability() for x in p.components()]; c.build_parser()")
-    assert imported_by(code, ("numba", "cupy", "sklearn", "PIL", "torch", "jax")) == "[]"
+    assert imported_by(code, ("numba", "cupy", "sklearn", "PIL", "torch", "jax", "tomli_w")) == "[]"
 
 
-def test_the_core_requires_only_numpy_pluggy_and_rich():
+def test_the_core_requires_only_numpy_pluggy_rich_and_tomli_w():
     hard = [r for r in metadata.requires("sigmann") if "extra ==" not in r]
-    assert sorted(re.match(r"[A-Za-z0-9_.-]+", r).group().lower() for r in hard) == ["numpy", "pluggy", "rich"]
+    assert sorted(re.match(r"[A-Za-z0-9_.-]+", r).group().lower() for r in hard) == ["numpy", "pluggy", "rich",
+                                                                                      "tomli-w"]
 
 
 @pytest.mark.parametrize("name", sigma_core.__all__)

@@ -468,15 +468,6 @@ def test_evaluate_ranks_once_per_parameter_state_and_counts_top_k():
     assert len(passes) == 3 + 1 + 3  # the step's forward, then a fresh pass
 
 
-def test_named_validation_iterators_are_unique():
-    trainer = Trainer(Network(Input(4) + Dense(3) + SquaredDifference()),
-                      build("optimiser", {"type": "sgd"}), [], validation={"validation": []})
-    trainer.add_validation("test", [])
-    assert list(trainer.validation) == ["validation", "test"]
-    with pytest.raises(SigmaError, match="already has a validation iterator named 'test'"):
-        trainer.add_validation("test", [])
-
-
 def test_evaluate_takes_integer_targets_per_time_step_as_class_indices():
     """Integer (N, T) targets are one class per step, not one-hot rows to argmax (a character model's labels)."""
     rng = numpy.random.default_rng(0)

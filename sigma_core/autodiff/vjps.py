@@ -1,14 +1,9 @@
-"""Vector-Jacobian products of every differentiable op, written once.
+"""Vector-Jacobian products of every differentiable op, written once with kernels only.
 
-Each function receives the kernels ``k``, the incoming gradient ``g`` of the
-op's output, the op's raw inputs, its raw output, whatever the forward pass
-saved, and ``needs`` (which inputs are traced, so work for untraced ones is
-skipped). It returns one gradient per input (``None`` where not needed or not
-differentiable). Only kernels are used, so every handler runs these as they
-are, on its own device.
+Each takes the kernels ``k``, the incoming gradient ``g`` of the op's output, the op's raw inputs, its raw
+output, what the forward pass saved, and ``needs`` (which inputs are traced: work for the others is skipped),
+and returns one gradient per input (``None`` where not needed or not differentiable).
 """
-
-from __future__ import annotations
 
 import math
 
@@ -89,32 +84,23 @@ def matmul(k, g, inputs, out, saved, needs):
     return gx, gy
 
 
-def identity(k, g, inputs, out, saved, needs):
-    return (g,)
+def _unary(rule):
+    """A one-input op's VJP from ``rule(k, g, x, y)``: its input's gradient from ``g``, input ``x``, output ``y``."""
+
+    def vjp(k, g, inputs, out, saved, needs):
+        return (rule(k, g, inputs[0], out),)
+
+    return vjp
 
 
-def negative(k, g, inputs, out, saved, needs):
-    return (k.negative(g),)
-
-
-def exp(k, g, inputs, out, saved, needs):
-    return (k.multiply(g, out),)
-
-
-def log(k, g, inputs, out, saved, needs):
-    return (k.divide(g, inputs[0]),)
-
-
-def sqrt(k, g, inputs, out, saved, needs):
-    return (k.divide(k.multiply(g, 0.5), out),)
-
-
-def abs(k, g, inputs, out, saved, needs):
-    return (k.multiply(g, k.sign(inputs[0])),)
-
-
-def sign(k, g, inputs, out, saved, needs):
-    return (None,)  # piecewise constant: zero gradient almost everywhere
+identity = _unary(lambda k, g, x, y: g)
+negative = _unary(lambda k, g, x, y: k.negative(g))
+exp = _unary(lambda k, g, x, y: k.multiply(g, y))
+log = _unary(lambda k, g, x, y: k.divide(g, x))
+sqrt = _unary(lambda k, g, x, y: k.divide(k.multiply(g, 0.5), y))
+abs = _unary(lambda k, g, x, y: k.multiply(g, k.sign(x)))
+sign = _unary(lambda k, g, x, y: None)  # piecewise constant: zero gradient almost everywhere
+reshape = _unary(lambda k, g, x, y: k.reshape(g, x.shape))
 
 
 def activation(name):
@@ -193,10 +179,6 @@ def dense(k, g, inputs, out, saved, needs):
 
 def dropout(k, g, inputs, out, saved, needs):
     return (k.multiply(g, saved),)
-
-
-def reshape(k, g, inputs, out, saved, needs):
-    return (k.reshape(g, inputs[0].shape),)
 
 
 def transpose(k, g, inputs, out, saved, needs):  # saved: the axes

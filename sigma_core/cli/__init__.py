@@ -1,13 +1,9 @@
 """The ``sigma`` command.
 
-Each subcommand module here (listed in :data:`SUBCOMMANDS`) has an
-``add_parser(subparsers)`` that builds its parser and sets ``run`` to a function
-from the parsed arguments to an exit status; plugins add commands the same way
-through the ``register_commands`` hook (one named like a built-in command is
-left out, with a warning naming its distribution: the other commands still
-work). A :class:`~sigma_core.errors.SigmaError` is a problem the user can fix,
-a usage error included: one ``error:`` line and exit status 2, or the
-traceback with ``--debug``. Any other exception is a bug and shows its traceback.
+Each module of :data:`SUBCOMMANDS` has ``add_parser(subparsers)``, which adds and returns its parser, and ``main``,
+from the parsed arguments to the exit status; a plugin's parsers (``register_commands``) set theirs as ``run``, and
+never replace a built-in command. A :class:`~sigma_core.errors.SigmaError` (a usage error too) is one ``error:``
+line and exit status 2, or its traceback with ``--debug``; any other exception is a bug and shows its traceback.
 """
 
 from __future__ import annotations
@@ -22,9 +18,9 @@ from sigma_core import __version__
 from sigma_core.errors import SigmaError, one_line
 from sigma_core.plugins import components
 
-from . import evaluate, export, help, options, plugins, predict, summary, train
+from . import evaluate, export, options, plugins, predict, summary, train
 
-SUBCOMMANDS = (plugins, help, train, summary, evaluate, predict, export)
+SUBCOMMANDS = (plugins, train, summary, evaluate, predict, export)
 
 log = logging.getLogger("sigma")
 
@@ -37,16 +33,12 @@ def main(argv: list[str] | None = None) -> int:
         try:
             args = build_parser().parse_args(argv)
             return args.run(args)
-        except SigmaError as exc:
+        except (SigmaError, KeyboardInterrupt) as error:  # Ctrl-C outside training, which stops cleanly (train.py)
             if debug:
                 raise
-            print(f"error: {one_line(exc)}", file=sys.stderr)
-            return 2
-        except KeyboardInterrupt:  # Ctrl-C outside training (which stops cleanly: see cli/train.py)
-            if debug:
-                raise
-            print("interrupted", file=sys.stderr)
-            return 130
+            interrupted = isinstance(error, KeyboardInterrupt)
+            print("interrupted" if interrupted else f"error: {one_line(error)}", file=sys.stderr)
+            return 130 if interrupted else 2
         except BrokenPipeError:  # `sigma plugins | head`: the reader has gone, which is not an error
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush cannot fail again
             return 0
@@ -58,31 +50,29 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"sigma {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for command in SUBCOMMANDS:
-        command.add_parser(subparsers)
-    built_in, adders = set(subparsers.choices), []  # plugins' commands come after the built-in ones, never replace one
-    for command in components("command"):
-        clash = next((name for name in (command.name, *command.aliases) if name in built_in), None)
-        if clash:
-            log.warning("command %r of %s is left out: it clashes with sigma's built-in %r; uninstall %s, or leave it "
-                        "out with SIGMA_PLUGINS", clash, command.distribution, clash, command.distribution)
-        if command.implementation not in adders:  # one register_commands may add several commands
-            adders.append(command.implementation)
-    for register_commands in adders:
-        register_commands(cli=_PluginCommands(subparsers, built_in))
+        command.add_parser(subparsers).set_defaults(run=command.main)
+    built_in = set(subparsers.choices)
+    # after the built-in commands; each register_commands once, though it may add several
+    adders = {command.implementation: command.distribution for command in components("command")}
+    for register_commands, distribution in adders.items():
+        register_commands(cli=_PluginCommands(subparsers, built_in, distribution))
     return parser
 
 
 class _PluginCommands:
     """The sub-parsers as a plugin's ``register_commands`` sees them: a command named (or aliased) like a built-in
-    one gets a parser of its own that nothing reaches, so it cannot replace the built-in (argparse would let it)."""
+    one is left out with a warning, getting a parser nothing reaches (argparse would let it replace the built-in)."""
 
-    def __init__(self, subparsers, built_in: set[str]):
-        self._subparsers, self._built_in = subparsers, built_in
+    def __init__(self, subparsers, built_in: set[str], distribution: str):
+        self._subparsers, self._built_in, self._distribution = subparsers, built_in, distribution
 
     def add_parser(self, name, **kwargs):
-        if {name, *kwargs.get("aliases", ())} & self._built_in:  # warned about in build_parser
-            return options.Parser(prog=f"sigma {name}")
-        return self._subparsers.add_parser(name, **kwargs)
+        clash = next((n for n in (name, *kwargs.get("aliases", ())) if n in self._built_in), None)
+        if clash is None:
+            return self._subparsers.add_parser(name, **kwargs)
+        log.warning("command %r of %s is left out: it clashes with sigma's built-in %r; uninstall %s, or leave it "
+                    "out with SIGMA_PLUGINS", clash, self._distribution, clash, self._distribution)
+        return options.Parser(prog=f"sigma {name}")
 
     def __getattr__(self, attribute):  # choices, and whatever else argparse offers
         return getattr(self._subparsers, attribute)
@@ -90,17 +80,14 @@ class _PluginCommands:
 
 @contextlib.contextmanager
 def _logging_to_stderr(debug: bool):
-    """Show the ``sigma`` logger on stderr (info, e.g. the handler chosen) while a command runs.
-
-    Undone afterwards, so that calling :func:`main` in-process (tests, notebooks) leaves logging as it was.
-    """
-    logger = logging.getLogger("sigma")
-    handler, level = logging.StreamHandler(sys.stderr), logger.level
+    """Show the ``sigma`` logger on stderr (info, e.g. the handler chosen) while a command runs; undone afterwards,
+    so that calling :func:`main` in-process (tests, notebooks) leaves logging as it was."""
+    handler, level = logging.StreamHandler(sys.stderr), log.level
     handler.setFormatter(logging.Formatter("sigma: %(message)s"))
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG if debug else logging.INFO)
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG if debug else logging.INFO)
     try:
         yield
     finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
+        log.removeHandler(handler)
+        log.setLevel(level)

@@ -9,31 +9,29 @@ from sigma_core.errors import SigmaError
 from . import options
 
 
-def add_parser(subparsers) -> None:
+def add_parser(subparsers):
     parser = subparsers.add_parser(
-        "eval", parents=[options.HANDLER, options.JSON, options.DEBUG], help="accuracy and cost of a checkpoint on a dataset",
-        description="Load a checkpoint's parameters and report accuracy and cost on a dataset of its run: "
-        "the held-out split by default.")
+        "eval", parents=[options.HANDLER, options.JSON, options.DEBUG],
+        help="accuracy and cost of a checkpoint on a dataset", description="Load a checkpoint's parameters and "
+        "report accuracy and cost on a dataset of its run: the held-out split by default.")
     parser.add_argument("checkpoint", help="checkpoint file (.ckpt)")
     parser.add_argument("--data-config", metavar="RUNFILE",
                         help="take [data] and [split] from this run file instead of the checkpoint's run config")
     parser.add_argument("--dataset", default="validation", help="validation (the held-out split, default) or training")
-    parser.set_defaults(run=run_eval)
+    return parser
 
 
-def run_eval(args) -> int:
-    import copy
-
-    from sigma_core import config as run_config
+def main(args) -> int:
+    from sigma_core import config
     from sigma_core.checkpoint import CheckpointError, load_checkpoint
     from sigma_core.data import MinibatchIterator
     from sigma_core.run import build_run
 
     checkpoint = load_checkpoint(args.checkpoint)
-    cfg = copy.deepcopy(checkpoint.config)
+    cfg = checkpoint.config  # this process's own copy: changed below
     if args.data_config:
-        data_cfg = run_config.load(args.data_config)
-        cfg = data_cfg if cfg is None else {**cfg, "data": data_cfg["data"], "split": data_cfg["split"]}
+        given = config.load(args.data_config)
+        cfg = given if cfg is None else {**cfg, "data": given["data"], "split": given["split"]}
     if cfg is None:
         raise SigmaError(f"{args.checkpoint}: the checkpoint has no run config (saved from code); "
                          "pass --data-config RUNFILE")
@@ -54,9 +52,6 @@ def run_eval(args) -> int:
     report = trainer.evaluate(datasets[args.dataset])
     report.update(checkpoint=str(args.checkpoint), dataset=args.dataset, epoch=checkpoint.trainer["epoch"],
                   iteration=checkpoint.trainer["iteration"], handler=run.handler.name, dtype=run.handler.dtype)
-    if args.json:
-        print(json.dumps(report, indent=2))
-    else:
-        print(f"{args.checkpoint}: {report['dataset']} ({report['records']} records): "
-              f"accuracy {report['accuracy']:.2%}, cost {report['cost']:.4f}")
+    print(json.dumps(report, indent=2) if args.json else f"{args.checkpoint}: {args.dataset} ({report['records']} "
+          f"records): accuracy {report['accuracy']:.2%}, cost {report['cost']:.4f}")
     return 0

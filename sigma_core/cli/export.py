@@ -1,8 +1,7 @@
 """``sigma export``: a checkpoint's network as a portable file, in a format from the exporter table.
 
-``safetensors`` (weights, with the layer list as metadata) is built in;
-``onnx`` comes from ``sigmann-onnx``; any plugin may register another
-(:func:`sigma_core.hookspecs.register_exporters`).
+``safetensors`` (weights, with the layer list as metadata) is built in; ``onnx`` comes from ``sigmann-onnx``; any
+plugin may register another (:func:`sigma_core.hookspecs.register_exporters`).
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from pathlib import Path
 from . import options
 
 
-def add_parser(subparsers) -> None:
+def add_parser(subparsers):
     parser = subparsers.add_parser(
         "export", parents=[options.DEBUG], help="export a checkpoint's network (safetensors, ONNX, ...)",
         description="Write a checkpoint's parameters as safetensors, with the layer list as JSON metadata "
@@ -23,18 +22,19 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--format", default="safetensors",
                         help="safetensors (default), onnx (with sigmann-onnx), or another installed exporter")
     parser.add_argument("--out", metavar="FILE", help="where to write (default: the checkpoint's name, new suffix)")
-    parser.set_defaults(run=run_export)
+    return parser
 
 
-def run_export(args) -> int:
+def main(args) -> int:
     from sigma_core import plugins
     from sigma_core.atomic import check_writable
     from sigma_core.errors import SigmaError
 
-    formats = {c.name: c for c in plugins.components("exporter") if "/" not in c.name}  # "onnx/dense": a layer's part
+    formats = {c.name: c for c in plugins.components("exporter") if "/" not in c.name}  # "onnx/dense": a layer's
     if args.format not in formats:
         hint = "; ONNX export is in sigmann-onnx: pip install sigmann-onnx" if args.format == "onnx" else ""
-        raise SigmaError(f"sigma export: unknown format {args.format!r} (installed: {', '.join(sorted(formats))}){hint}")
+        installed = ", ".join(sorted(formats))
+        raise SigmaError(f"sigma export: unknown format {args.format!r} (installed: {installed}){hint}")
     out = check_writable(args.out or Path(args.checkpoint).with_suffix(f".{args.format}"),
                          what="--out" if args.out else "")  # before the checkpoint is read
     formats[args.format].load()(args.checkpoint, out)

@@ -1,5 +1,6 @@
-"""What every ``sigma`` command's parser shares: options several take, as argparse parent parsers (one definition
-each); the parser class, whose usage errors are one line; and :func:`ranged`, the type of every numeric option."""
+"""What the ``sigma`` commands' parsers share (plugins' too, as ``sigma_core.cli_options``): options several take,
+as argparse parent parsers; the parser class, whose usage errors are one line; :func:`ranged`, the type of every
+numeric option."""
 
 from __future__ import annotations
 
@@ -15,6 +16,11 @@ DEBUG.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, he
 HANDLER = argparse.ArgumentParser(add_help=False)
 HANDLER.add_argument("--handler", help="computation handler (overrides SIGMA_HANDLER and the run file)")
 HANDLER.add_argument("--dtype", choices=("float32", "float64"), help="override handler.dtype")
+
+#: Run-file overrides, for commands that read a run file.
+SET = argparse.ArgumentParser(add_help=False)
+SET.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                 help="override a run-file key, e.g. --set training.epochs=3 (repeatable)")
 
 #: Machine-readable output.
 JSON = argparse.ArgumentParser(add_help=False)

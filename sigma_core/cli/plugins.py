@@ -12,23 +12,20 @@ from . import options
 SLOW_SECONDS = 0.5
 
 
-def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser(
+def add_parser(subparsers):
+    return subparsers.add_parser(
         "plugins", parents=[options.JSON, options.DEBUG], help="list registered components and failed plugins",
         description="List every registered component, whether it can run here, and the plugins that failed to load.")
-    parser.set_defaults(run=run_plugins)
 
 
-def run_plugins(args) -> int:
+def main(args) -> int:
     from sigma_core import plugins
 
     with contextlib.redirect_stdout(sys.stderr):  # a plugin's check may print; stdout holds only the listing
-        rows = [_component_row(c) for c in plugins.components()]
+        seconds = plugins.load_seconds()
+        rows = [_row(component, seconds.get(component.distribution, 0.0)) for component in plugins.components()]
         failed = [{"kind": "plugin-failure", "name": f.name, "aliases": [], "distribution": f.distribution,
                    "version": f.version, "available": False, "reason": f.error} for f in plugins.failures()]
-        seconds = plugins.load_seconds()
-    for row in rows:
-        row["load_seconds"] = round(seconds.get(row["distribution"], 0.0), 3)
     if args.json:
         print(json.dumps(rows + failed, indent=2))
         return 0
@@ -38,22 +35,20 @@ def run_plugins(args) -> int:
          ("available" if row["available"] else "unavailable") + (f" — {row['reason']}" if row["reason"] else ""))
         for row in rows]  # an available handler's reason may name its devices
     widths = [max(map(len, column)) for column in list(zip(*lines))[:-1]]
-    for line in lines:
-        print("  ".join([*map(str.ljust, line, widths), line[-1]]))
+    print("\n".join("  ".join([*map(str.ljust, line, widths), line[-1]]) for line in lines))
     if failed:
         print(f"\n{len(failed)} plugin(s) failed to load:")
-        for row in failed:
-            print(f"  {row['name']} ({row['distribution']} {row['version']}): {row['reason']}")
+        print("\n".join(f"  {row['name']} ({row['distribution']} {row['version']}): {row['reason']}" for row in failed))
     slow = sorted(((time, name) for name, time in seconds.items() if time > SLOW_SECONDS), reverse=True)
     if slow:
         print(f"\n{len(slow)} plugin distribution(s) slow to load (every sigma command waits for them):")
-        for time, name in slow:
-            print(f"  {name}: {time:.1f} s")
+        print("\n".join(f"  {name}: {time:.1f} s" for time, name in slow))
     return 0
 
 
-def _component_row(component) -> dict:
+def _row(component, load_seconds: float) -> dict:
     available, reason = component.availability()
     return {"kind": component.kind, "name": component.name, "aliases": list(component.aliases),
             "distribution": component.distribution, "version": component.version, "rank": component.rank,
-            "description": component.description, "available": available, "reason": reason}
+            "description": component.description, "available": available, "reason": reason,
+            "load_seconds": round(load_seconds, 3)}

@@ -11,8 +11,11 @@ from sigma_core.errors import SigmaError
 
 from . import options
 
+#: Bytes of JSON text a parsed number may take in memory at most, as Python objects before NumPy packs them.
+JSON_EXPANSION = 16
 
-def add_parser(subparsers) -> None:
+
+def add_parser(subparsers):
     parser = subparsers.add_parser(
         "predict", parents=[options.HANDLER, options.DEBUG], help="predict with a checkpoint or an exported network",
         description="Run the network of a checkpoint (or a .safetensors export) on raw inputs, as the run's data "
@@ -22,17 +25,18 @@ def add_parser(subparsers) -> None:
         ".jpg, ... one record each, fitted to the input's shape; sigmann-mnist: IDX files).")
     parser.add_argument("checkpoint", help="checkpoint (.ckpt) or export (.safetensors)")
     parser.add_argument("inputs", nargs="+", help="input files (their records in order), or - for JSON on stdin")
-    parser.add_argument("--format", choices=("csv", "json"), default="csv", help="how to print predictions (default csv)")
+    parser.add_argument("--format", choices=("csv", "json"), default="csv",
+                        help="how to print predictions (default csv)")
     parser.add_argument("--top", type=options.ranged("int >= 1"), default=3, metavar="K",
                         help="how many best classes to list (default 3)")
     parser.add_argument("--out", metavar="FILE.npy", help="write the probabilities as a .npy array instead of printing")
     parser.add_argument("--columns", default="0--1", help="the CSV columns holding the inputs (default all), e.g. 0-63")
     parser.add_argument("--batch-size", type=options.ranged("int >= 1"), default=1000,
                         help="records per forward pass (default 1000)")
-    parser.set_defaults(run=run_predict)
+    return parser
 
 
-def run_predict(args) -> int:
+def main(args) -> int:
     import numpy
 
     from sigma_core.atomic import atomic_write, check_writable
@@ -42,13 +46,9 @@ def run_predict(args) -> int:
         check_writable(args.out, what="--out")  # before any work
     network = load(args.checkpoint, args.handler, dtype=args.dtype)
     inputs = [read_inputs(source, args.columns, network) for source in args.inputs]
-    for source, part in zip(args.inputs, inputs):
-        if part.size == 0:  # not the input layer's shape error for a (0,) or (1, 0) array
-            raise SigmaError(f"{'stdin' if source == '-' else source}: empty: no input values in it")
     if len({part.shape[1:] for part in inputs}) > 1:
         raise SigmaError(f"the inputs have different record shapes: {', '.join(str(p.shape[1:]) for p in inputs)}")
-    inputs = numpy.concatenate(inputs)
-    probabilities = class_probabilities(network, network.predict(inputs, batch_size=args.batch_size))
+    probabilities = class_probabilities(network, network.predict(numpy.concatenate(inputs), batch_size=args.batch_size))
     if args.out:
         with atomic_write(args.out, what="--out") as stream:
             numpy.save(stream, probabilities)
@@ -71,29 +71,29 @@ def run_predict(args) -> int:
 
 
 def read_inputs(source: str, columns: str, network):
-    """The raw input records of ``source`` as a NumPy array: the core's plain files, or a registered reader's."""
+    """The raw input records of ``source`` as a NumPy array, none of them empty: stdin's JSON rows (``-``), the
+    core's plain files, or a registered reader's."""
     import numpy
 
     from sigma_core.data import load_numpy, read_csv
 
-    if source == "-":
-        array = json_rows(getattr(sys.stdin, "buffer", sys.stdin))  # a text stream without one (a test's StringIO)
-        return array[None] if array.ndim == 1 else array
     path = Path(source)
-    if path.suffix in (".npy", ".npz"):
+    if source == "-":
+        array = numpy.atleast_2d(json_rows(getattr(sys.stdin, "buffer", sys.stdin)))  # a test's StringIO has none
+    elif path.suffix in (".npy", ".npz"):
         dataset = load_numpy(path)
         names = dataset.section_names
         if "inputs" not in names and len(names) != 1:
             raise SigmaError(f"{path}: no array 'inputs' among {', '.join(names)}")
-        return dataset.section("inputs" if "inputs" in names else names[0])
-    if path.suffix == ".csv":
+        array = dataset.section("inputs" if "inputs" in names else names[0])
+    elif path.suffix == ".csv":
         chunks = [chunk["inputs"] for chunk in read_csv(path, {"inputs": columns})]
-        return numpy.concatenate(chunks) if chunks else numpy.empty((0,))
-    return _reader(path)(path, network=network)
-
-
-#: Bytes of JSON text a parsed number may take in memory at most, as Python objects before NumPy packs them.
-JSON_EXPANSION = 16
+        array = numpy.concatenate(chunks) if chunks else numpy.empty((0,))
+    else:
+        array = _reader(path)(path, network=network)
+    if array.size == 0:  # not the input layer's shape error for a (0,) or (1, 0) array
+        raise SigmaError(f"{'stdin' if source == '-' else source}: empty: no input values in it")
+    return array
 
 
 def json_rows(stream, chunk: int = 1 << 16):
@@ -107,60 +107,52 @@ def json_rows(stream, chunk: int = 1 << 16):
 
     from sigma_core import memory
 
-    limit, parts, size = memory.available() // JSON_EXPANSION, [], 0
+    limit, text = memory.available() // JSON_EXPANSION, bytearray()
     while data := stream.read(chunk):
-        data = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
-        if (nul := data.find(b"\0")) >= 0:
-            raise SigmaError(f"stdin: not JSON rows of numbers (a NUL byte at offset {size + nul:,})")
-        size += len(data)
-        if size > limit:
+        start = len(text)
+        text += data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
+        if (nul := text.find(b"\0", start)) >= 0:
+            raise SigmaError(f"stdin: not JSON rows of numbers (a NUL byte at offset {nul:,})")
+        if len(text) > limit:
             raise SigmaError(f"stdin: more than {limit:,} bytes of JSON, more than memory holds once parsed; "
                              "give large inputs as a .npy file")
-        parts.append(data)
-    text = b"".join(parts)
     try:
         try:
             rows = json.loads(text)
         except ValueError:  # JSON lines: one row each
             rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+        pending = [rows]
+        while pending:  # without recursion: a parsed document may be as deep as the parser allowed
+            item = pending.pop()
+            if isinstance(item, list):
+                pending.extend(item)
+            elif isinstance(item, bool) or not isinstance(item, (int, float)):
+                raise ValueError(f"{json.dumps(item)[:40]} is not a number")
+        array = numpy.asarray(rows, dtype=numpy.float64)
     except RecursionError:
         raise SigmaError("stdin: not JSON rows of numbers (nested too deeply)") from None
-    except ValueError as error:  # not JSON, or not UTF-8 (UnicodeDecodeError is a ValueError)
-        raise SigmaError(f"stdin: not JSON rows of numbers ({error})") from None
-    pending = [rows]
-    while pending:  # without recursion: a parsed document may be as deep as the parser allowed
-        item = pending.pop()
-        if isinstance(item, list):
-            pending.extend(item)
-        elif isinstance(item, bool) or not isinstance(item, (int, float)):
-            raise SigmaError(f"stdin: not JSON rows of numbers ({json.dumps(item)[:40]} is not a number)")
-    try:
-        array = numpy.asarray(rows, dtype=numpy.float64)
-    except (ValueError, OverflowError) as error:  # ragged rows; an integer past float64's range
+    except (ValueError, OverflowError) as error:  # not JSON, nor UTF-8; not numbers; ragged; past float64's range
         raise SigmaError(f"stdin: not JSON rows of numbers ({error})") from None
     if not numpy.isfinite(array).all():
         raise SigmaError("stdin: not JSON rows of finite numbers (NaN or infinity; 1e999 reads as infinity)")
     return array
 
 
-def reader_key(path: Path) -> str:
-    """What a reader is registered by: the suffix, or for a name without one its last ``-`` part
-    (``t10k-images-idx3-ubyte``: ``ubyte``)."""
-    name = path.name.lower()
-    return name.rpartition(".")[2] if "." in name else name.rpartition("-")[2]
-
-
 def _reader(path: Path):
+    """The reader registered for ``path``: by its suffix, or for a name without one its last ``-`` part
+    (``t10k-images-idx3-ubyte``: ``ubyte``)."""
     from sigma_core import plugins
     from sigma_core.errors import UnknownComponentError
 
+    name = path.name.lower()
+    key = name.rpartition(".")[2] if "." in name else name.rpartition("-")[2]
     try:
-        component = plugins.get("reader", reader_key(path))
+        component = plugins.get("reader", key)
     except UnknownComponentError:
         readers = sorted(n for c in plugins.components("reader") for n in (c.name, *c.aliases))
-        raise SigmaError(f"{path}: unknown input format {reader_key(path)!r} (sigma predict reads .npy, .npz, .csv, "
-                         f"- for JSON on stdin{''.join(', .' + n for n in readers)}; images need sigmann-images, "
-                         "IDX files sigmann-mnist)") from None
+        raise SigmaError(f"{path}: unknown input format {key!r} (sigma predict reads .npy, .npz, .csv, - for JSON on "
+                         f"stdin{''.join(', .' + n for n in readers)}; images need sigmann-images, IDX files "
+                         "sigmann-mnist)") from None
     available, reason = component.availability()
     if not available:
         raise SigmaError(f"{path}: the {component.name!r} reader of {component.distribution} cannot run here: {reason}")

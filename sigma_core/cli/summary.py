@@ -11,19 +11,18 @@ from . import options
 SAVED = (".ckpt", ".safetensors")
 
 
-def add_parser(subparsers) -> None:
+def add_parser(subparsers):
     parser = subparsers.add_parser(
-        "summary", parents=[options.DEBUG], help="the network a run file describes: layers, shapes, parameters",
+        "summary", parents=[options.SET, options.DEBUG],
+        help="the network a run file describes: layers, shapes, parameters",
         description="Print each layer's name, type, output shape and parameter count, and the total: of the network "
         "a run file (TOML) describes, or one a checkpoint (.ckpt) or export (.safetensors) holds, with the preprocess "
         "transforms its raw inputs go through.")
     parser.add_argument("config", help="run file (TOML), checkpoint (.ckpt) or export (.safetensors)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a run-file key first (repeatable; run files only)")
-    parser.set_defaults(run=run_summary)
+    return parser
 
 
-def run_summary(args) -> int:
+def main(args) -> int:
     from sigma_core import config
     from sigma_core.architecture import from_layer_list
     from sigma_core.errors import SigmaError
@@ -33,7 +32,7 @@ def run_summary(args) -> int:
         cfg = config.load(args.config, args.overrides)
         print(Network(from_layer_list(cfg["network"]["layers"]), name=cfg["name"]).summary())
         return 0
-    from sigma_core.inference import read_saved
+    from sigma_core.inference import read_saved  # checkpoints: only when one is read
 
     if args.overrides:
         raise SigmaError(f"--set changes a run file; {args.config} is a saved network")

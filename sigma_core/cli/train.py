@@ -1,16 +1,10 @@
 """``sigma train``: train the run a TOML file describes.
 
-Each run writes into a directory of its own, ``runs/<name>/version_N``
-(:mod:`sigma_core.rundir`); a resumed run continues in its checkpoint's. However
-the run ends, ``sigma train`` saves a checkpoint (where the run file's
-``[checkpoint]`` saves, else in the run directory's ``checkpoints/``) and prints
-one line on stderr: what ended the run, the checkpoint and the command that
-resumes from it. Its exit status (also in README.md):
-
-- 0: the epochs ran out, or a hook's criterion stopped the run (early stopping, ``stop``);
-- 3: the web page's Stop (``Stop & save``);
-- 130: Ctrl-C;
-- 2: an error (one ``error:`` line).
+Each run writes into its own directory, ``runs/<name>/version_N`` (:mod:`sigma_core.rundir`); a resumed run
+continues in its checkpoint's. However the run ends, it saves a checkpoint (where ``[checkpoint]`` saves, else in the
+run directory's ``checkpoints/``) and prints one line on stderr: what ended it, the checkpoint, the command that
+resumes from it. Exit status (README.md too): 0 when the epochs ran out or a hook's criterion stopped the run,
+3 for the web page's Stop, 130 for Ctrl-C, 2 for an error (one ``error:`` line), :data:`HOOK_FAILED` with --strict.
 """
 
 from __future__ import annotations
@@ -35,39 +29,36 @@ from . import options
 HOOK_FAILED = 4
 
 
-def add_parser(subparsers) -> None:
+def add_parser(subparsers):
     parser = subparsers.add_parser(
-        "train", parents=[options.HANDLER, options.DEBUG], help="train the run a TOML file describes",
+        "train", parents=[options.HANDLER, options.SET, options.DEBUG], help="train the run a TOML file describes",
         description="Train the network a run file describes and report held-out accuracy.")
     parser.add_argument("config", help="run file (TOML)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override any run-file key, e.g. --set training.epochs=3 (repeatable)")
     parser.add_argument("--out", metavar="RESULT.json", help="write the result summary as JSON")
     parser.add_argument("--resume", metavar="CHECKPOINT|DIR|last",
                         help="continue exactly where a checkpoint left off: a file, or the newest valid one of this "
                         "run in DIR (a checkpoint folder, a run directory or runs/<name>) or (last) in the run file's "
                         "checkpoint.directory and runs/<name>")
-    parser.add_argument("--monitor", "--hook", dest="monitors", action="append", default=[], metavar="NAME[:KEY=VALUE,...]",
+    parser.add_argument("--monitor", "--hook", dest="monitors", action="append", default=[],
+                        metavar="NAME[:KEY=VALUE,...]",
                         help="attach a hook (see `sigma plugins`), e.g. --monitor metrics:every=10 (repeatable)")
     parser.add_argument("--quiet", action="store_true", help="no network summary, no progress bars")
     parser.add_argument("--strict", action="store_true",
                         help=f"exit with status {HOOK_FAILED} when a hook failed (it is detached and training goes on)")
     parser.add_argument("--print-config", action="store_true",
                         help="print the run file with every default filled in (TOML) and exit without training")
-    parser.set_defaults(run=run_train)
+    return parser
 
 
-def run_train(args) -> int:
+def main(args) -> int:
     from sigma_core.run import build_run  # imports numpy: not on every sigma command's path
 
-    overrides = list(args.overrides)
-    if args.dtype:
-        overrides.append(f"handler.dtype={args.dtype}")
-    cfg = run_config.load(args.config, overrides)
+    dtype = [f"handler.dtype={args.dtype}"] if args.dtype else []
+    cfg = run_config.load(args.config, [*args.overrides, *dtype])
     if args.print_config:  # with --monitor's hooks and --handler: the run this command would train
         from sigma_core.hooks.tables import parse_hook_option
 
-        from .help import config_toml, resolved_config
+        from .resolved import config_toml, resolved_config
 
         cfg["hooks"] += [parse_hook_option(text) for text in args.monitors]
         cfg["handler"]["name"] = args.handler or cfg["handler"]["name"]
@@ -76,8 +67,9 @@ def run_train(args) -> int:
     # Everything that can be refused is refused before anything is built, in one line.
     checkpoint = _checkpoint_to_resume(args.resume, cfg) if args.resume else None
     if checkpoint is not None and checkpoint.trainer["epoch"] >= cfg["training"]["epochs"]:
-        raise SigmaError(f"{checkpoint.path}: the checkpoint has {checkpoint.trainer['epoch']} epochs done and the run "
-                         f"has training.epochs = {cfg['training']['epochs']}: nothing left to train (raise it with --set)")
+        raise SigmaError(f"{checkpoint.path}: the checkpoint has {checkpoint.trainer['epoch']} epochs done and the "
+                         f"run has training.epochs = {cfg['training']['epochs']}: nothing left to train (raise it with "
+                         "--set)")
     out = check_writable(args.out, what="--out") if args.out else None  # refused now, not after training
     run = build_run(cfg, handler_name=args.handler)
     if checkpoint is not None:
@@ -137,11 +129,8 @@ def _hooks(args, run) -> list:
 
 def _train_guarded(run, hooks) -> tuple[dict, int]:
     """Train holding this run's lock in every checkpoint directory it saves in; then save, and say in one line
-    what ended the run, where it saved and how to resume. Returns the summary and the exit status.
-
-    The first Ctrl-C stops the run at the next iteration boundary, the second
-    aborts at once (what is on disk stays whole: writes are atomic).
-    """
+    what ended the run, where it saved and how to resume. Returns the summary and the exit status. The first Ctrl-C
+    stops the run at the next iteration boundary, the second aborts at once (writes are atomic: files stay whole)."""
     import numpy
 
     from sigma_core.checkpoint import run_lock
@@ -153,23 +142,22 @@ def _train_guarded(run, hooks) -> tuple[dict, int]:
             locks.enter_context(run_lock(directory, run.trainer.name))
         with numpy.errstate(all="ignore"):  # an overflow is reported by the non-finite checks, in one line
             summary = run.train([*hooks, StopOnCtrlC()])
-        loop, trainer = run.loop, run.trainer
-        stopped = loop.stopped
+        loop, trainer, stopped = run.loop, run.trainer, run.loop.stopped
         where = (f"after training step {trainer.total_iterations} (" + (
             f"epoch {trainer.epoch + 1} of {loop.epochs}, iteration {trainer.iteration}" if trainer.in_epoch
             else f"{trainer.epoch} of {loop.epochs} epochs done") + ")")
-        what = "finished" if stopped is None else f"stopped by {stopped.reason}"
+        what, status = ("finished", 0) if stopped is None else (f"stopped by {stopped.reason}", stopped.status)
         try:
             path = checkpoint_now(loop)
         except SigmaError as error:  # a full disk, a non-finite parameter: the run's result still counts
             print(f"{what} {where}; nothing saved: {one_line(error)}", file=sys.stderr)
-            return summary, stopped.status if stopped else 0
+            return summary, status
     if stopped is None:  # to train on, it needs more epochs
-        command = loop.resume_command(path, [f"training.epochs={loop.epochs + run.epochs}"])
-        print(f"{what} {where}; saved {path}; train on with: {command}", file=sys.stderr)
-        return summary, 0
-    print(f"{what} {where}; saved {path}; resume with: {loop.resume_command(path)}", file=sys.stderr)
-    return summary, stopped.status
+        then = f"train on with: {loop.resume_command(path, [f'training.epochs={loop.epochs + run.epochs}'])}"
+    else:
+        then = f"resume with: {loop.resume_command(path)}"
+    print(f"{what} {where}; saved {path}; {then}", file=sys.stderr)
+    return summary, status
 
 
 class StopOnCtrlC(Hook):

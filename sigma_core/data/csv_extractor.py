@@ -1,12 +1,10 @@
-"""The CSV extractor: chosen columns of a delimited text file into named float64 sections.
+"""The CSV extractor: chosen columns of a delimited text file into named float64 sections, read in chunks of
+records (so a block cache can be built from a file larger than memory).
 
-A section is a column spec: an index, an inclusive range (``"0-3"``), a comma
-list of both (``"0-3,6"``) or a list of indices and strings. Categorical
-columns get a value mapping: a list (values map to their positions) or a table
-(value -> number). The file is streamed in chunks of records, so a block cache
-can be built from a file larger than memory. A bad row stops extraction naming
-the file and line: another number of columns than the first row (the original
-silently skipped those), or a value that is neither a number nor mapped.
+A section is a column spec: an index, an inclusive range (``"0-3"``), a comma list of both (``"0-3,6"``) or a
+list of indices and strings. Categorical columns get a value mapping: a list (values map to their positions) or
+a table (value -> number). A row with another number of columns than the first, or a value that is neither a
+number nor mapped, is an error naming the file and line.
 """
 
 from __future__ import annotations
@@ -19,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from sigma_core.config import accepts
-from sigma_core.data.errors import DataError
+from sigma_core.data.dataset import DataError
 from sigma_core.errors import ConfigError
 from sigma_core.reading import check_readable
 
@@ -65,12 +63,10 @@ def read_csv(path, sections: Mapping[str, int | str | Sequence] | None = None, *
              allow_non_finite: bool = False) -> Iterator[dict[str, np.ndarray]]:
     """Yield ``{section: float64 array (n, columns)}`` chunks of at most ``chunk_records`` records.
 
-    ``sections`` defaults to every column but the last as ``inputs`` and the
-    last as ``targets``; blank lines are ignored. A ``nan`` or ``inf`` cell is
-    an error naming its line unless ``allow_non_finite``.
+    ``sections`` defaults to every column but the last as ``inputs`` and the last as ``targets``; blank lines
+    are ignored. A ``nan`` or ``inf`` cell is an error naming its line unless ``allow_non_finite``.
     """
-    path = Path(path)
-    sections = DEFAULT_SECTIONS if sections is None else sections
+    path, sections = Path(path), DEFAULT_SECTIONS if sections is None else sections
     if len(delimiter) != 1:  # the type of each argument is checked by argument_rules below
         raise ConfigError(f"data.delimiter: expected one character, got {delimiter!r}")
     mapping = _mapping_table(mappings)
@@ -81,9 +77,7 @@ def read_csv(path, sections: Mapping[str, int | str | Sequence] | None = None, *
         raise DataError(f"cannot read CSV file {path}: {error.strerror or error}") from None
     with file:
         reader = csv.reader(file, delimiter=delimiter)
-        columns: dict[str, list[int]] | None = None  # section -> positions in ``used``
-        used: list[int] = []  # the file columns any section reads; only these are parsed
-        width = first_line = 0
+        columns = None  # section -> positions in ``used``, the file columns any section reads (only these are parsed)
         rows: list[list[float]] = []
         try:
             for row in reader:
@@ -102,7 +96,8 @@ def read_csv(path, sections: Mapping[str, int | str | Sequence] | None = None, *
                         if not 0 <= column < width:
                             raise DataError(f"{path}: value mapping for column {column}, but rows have {width} columns")
                 elif len(row) != width:
-                    raise DataError(f"{path} line {line}: {len(row)} columns, expected {width} (as on line {first_line})")
+                    raise DataError(f"{path} line {line}: {len(row)} columns, expected {width} "
+                                    f"(as on line {first_line})")
                 rows.append([_value(row[c], c, mapping, path, line, allow_non_finite) for c in used])
                 if len(rows) == chunk_records:
                     yield _chunk(rows, columns)

@@ -1,12 +1,8 @@
-"""In-memory datasets: named sections of NumPy arrays aligned record by record.
+"""In-memory datasets: named sections of host NumPy arrays aligned record by record.
 
-Axis 0 of every section indexes the same records, and every operation that
-selects records applies one index to every section, so ``inputs[i]`` always
-belongs with ``targets[i]`` (the original shuffled some sections and not
-others). Arrays live on the host: iterators hand out host batches and the
-trainer copies them into its handler. :class:`Records` is what other kinds of
-dataset (``sigmann-data``'s block-cached ``BlockDataset``) share, so the
-iterators serve them all.
+Every operation that selects records applies one index to every section, so ``inputs[i]`` always belongs with
+``targets[i]``. :class:`Records` is what other kinds of dataset (``sigmann-data``'s block-cached
+``BlockDataset``) share, so the iterators serve them all.
 """
 
 from __future__ import annotations
@@ -15,9 +11,12 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from sigma_core.data.errors import DataError
-from sigma_core.data.preprocessing import one_hot as _one_hot
-from sigma_core.errors import first_non_finite
+from sigma_core.errors import SigmaError, first_non_finite
+
+
+class DataError(SigmaError):
+    """The data path's one error: a dataset or data file is unusable; the message names the section, label or
+    file (a SigmaError, so the CLI prints one line)."""
 
 
 def split_bounds(n: int, fractions, name: str) -> list[int]:
@@ -36,12 +35,38 @@ def check_finite(array: np.ndarray, what: str) -> np.ndarray:
     return array
 
 
+def one_hot(labels, classes: int, *, name: str = "labels") -> np.ndarray:
+    """Encode integer ``labels`` of shape ``(N,)`` or ``(N, 1)`` as float32 rows of ``classes`` columns.
+
+    Whole-number floats (from CSV) count as integers; a label outside the classes is an error, not a zero row.
+    """
+    labels = np.asarray(labels)
+    if classes < 1:
+        raise DataError(f"{name}: one-hot needs at least 1 class, got {classes}")
+    if labels.ndim == 2 and labels.shape[1] == 1:
+        labels = labels[:, 0]
+    if np.issubdtype(labels.dtype, np.floating):
+        fractional = labels != np.round(labels)
+        if fractional.any():
+            record = int(np.flatnonzero(fractional)[0])
+            raise DataError(f"{name}: record {record} has label {labels[record]}, not a whole number")
+    elif not np.issubdtype(labels.dtype, np.integer):
+        raise DataError(f"{name}: one-hot needs integer labels, got dtype {labels.dtype}")
+    labels = labels.astype(np.int64)
+    outside = (labels < 0) | (labels >= classes)
+    if outside.any():
+        record = np.argwhere(outside)[0]
+        where = int(record[0]) if len(record) == 1 else tuple(int(i) for i in record)
+        raise DataError(f"{name}: label {labels[tuple(record)]} of record {where} is outside "
+                        f"0..{classes - 1} ({classes} classes)")
+    return np.eye(classes, dtype=np.float32)[labels]
+
+
 class Records:
     """Selecting records by position, for any dataset with ``name``, ``len()`` and ``select(index, name)``."""
 
     sorted_parts = False  # whether split parts keep file order rather than the shuffled one
-    #: The fitted :class:`~sigma_core.data.preprocessing.Preprocessing` that made these records from the raw ones
-    #: (set by :func:`~sigma_core.data.sources.dataset_from_config`; parts taken from them do not keep it).
+    #: The fitted :class:`Preprocessing` that made these records from raw ones (:func:`dataset_from_config`'s).
     preprocessing = None
 
     def take(self, start: int | None = None, stop: int | None = None):
@@ -119,7 +144,7 @@ class Dataset(Records):
 
     def one_hot(self, section: str, classes: int) -> Dataset:
         """A dataset whose integer-label ``section`` is one-hot encoded over ``classes``."""
-        return self.with_section(section, _one_hot(self.section(section), classes, name=f"section {section!r}"))
+        return self.with_section(section, one_hot(self.section(section), classes, name=f"section {section!r}"))
 
 
 def from_arrays(inputs, targets, one_hot: int | None = None, name: str = "") -> Dataset:

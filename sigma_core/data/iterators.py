@@ -1,8 +1,8 @@
 """Iterators that walk a dataset one epoch at a time, yielding host batches (dicts of section arrays).
 
-Each ``iter()`` yields the rest of the current epoch, then advances to the
-next. Epoch ``e``'s order depends only on ``(seed, e)``, so a :meth:`~EpochIterator.state`
-taken mid-epoch resumes a fresh iterator with exactly the same batches.
+Each ``iter()`` yields the rest of the current epoch, then advances to the next. Epoch ``e``'s order depends
+only on ``(seed, e)``, so a :meth:`~EpochIterator.state` taken mid-epoch resumes a fresh iterator with exactly
+the same batches.
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from sigma_core.data.dataset import Dataset
-from sigma_core.data.errors import DataError
+from sigma_core.data.dataset import DataError, Dataset
 
 
 def state_at(epoch: int, position: int, batches: int) -> dict[str, int]:
@@ -37,30 +36,21 @@ class EpochIterator:
         raise NotImplementedError
 
     def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
-        self._roll_over()
+        self.set_state(self.state())  # a finished epoch is the start of the next
         batches = self.batch_indices(self.epoch)
         while self.position < len(batches):
-            index = batches[self.position]
             # Counted before the yield: a checkpoint taken while the trainer works on this batch resumes after it.
             self.position += 1
-            yield self.dataset[index]
-        self._roll_over()
-
-    def _roll_over(self) -> None:
-        """A finished epoch is the same state as the start of the next one."""
-        if self.position >= len(self):
-            self.epoch, self.position = self.epoch + 1, 0
+            yield self.dataset[batches[self.position - 1]]
+        self.set_state(self.state())
 
     def set_epoch(self, epoch: int) -> None:
         """Start ``epoch`` from its first batch on the next ``iter()``."""
         self.set_state({"epoch": epoch, "position": 0})
 
     def state(self) -> dict[str, int]:
-        """Where the iterator stands, for a checkpoint.
-
-        Read-only: rolling over here would make a running ``iter()`` that just
-        handed out its last batch replay the epoch.
-        """
+        """Where the iterator stands, for a checkpoint. Read-only: rolling over here would make a running
+        ``iter()`` that just handed out its last batch replay the epoch."""
         return state_at(self.epoch, self.position, len(self))
 
     def set_state(self, state: dict[str, int]) -> None:
@@ -84,10 +74,7 @@ class MinibatchIterator(EpochIterator):
             raise DataError(f"batch_size must be at least 1, got {batch_size}")
         if last_batch not in ("keep", "drop"):
             raise DataError(f"last_batch must be 'keep' or 'drop', got {last_batch!r}")
-        self.batch_size = batch_size
-        self.shuffle = shuffle
-        self.seed = seed
-        self.last_batch = last_batch
+        self.batch_size, self.shuffle, self.seed, self.last_batch = batch_size, shuffle, seed, last_batch
         if len(self) == 0:  # an epoch without batches would never end a training run
             raise DataError(f"dataset {dataset.name!r} of {len(dataset)} records gives no batch of size "
                             f"{batch_size} with last_batch={last_batch!r}")

@@ -1,16 +1,14 @@
 """The NumPy extractors (``.npy`` arrays, ``.npz`` archives) and the ``.npy`` reader checkpoints share.
 
-``np.load`` trusts a header: an 80-byte file claiming 10^12 elements fails deep
-in NumPy, or not at all. :func:`read_array` holds the claim against the bytes
-that follow and the memory available before allocating, and refuses object
-arrays (unpickling runs code from the file) and any other array of what is not a real
-number (strings, complex numbers). NaN and infinity are refused
-unless ``allow_non_finite``. Every problem is a :class:`DataError` naming the file.
+``np.load`` trusts a header: an 80-byte file claiming 10^12 elements fails deep in NumPy, or not at all.
+:func:`read_array` holds the claim against the bytes that follow and the memory available before allocating,
+and refuses object arrays (unpickling runs code from the file) and anything but real numbers (strings, complex
+numbers). NaN and infinity are refused unless ``allow_non_finite``. Every problem is a :class:`DataError`
+naming the file.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import tokenize
@@ -22,8 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from sigma_core import memory
-from sigma_core.data.dataset import Dataset, check_finite
-from sigma_core.data.errors import DataError
+from sigma_core.data.dataset import DataError, Dataset, check_finite
 from sigma_core.errors import ConfigError
 from sigma_core.reading import check_readable
 
@@ -63,12 +60,22 @@ def read_array(stream, size: int, what: str, error: type[Exception] = DataError,
     return array.reshape(shape, order="F" if fortran else "C")
 
 
-@contextlib.contextmanager
-def _open(path: Path, allow_non_finite: bool):
-    """Yield ``(names, read)``: an .npz archive's array names (None for an .npy file) and ``read(name)``.
+def load_numpy(path, sections: Mapping[str, str] | str | None = None, *, allow_non_finite: bool = False) -> Dataset:
+    """A dataset from a ``.npy`` array or a ``.npz`` archive.
 
-    Any :class:`DataError` inside is reworded to name the file.
+    For ``.npy``, ``sections`` is the one section's name (default ``"inputs"``). For ``.npz``, it maps section
+    names to array names (default: every array under its own name).
     """
+    return _load(Path(path), sections, allow_non_finite, "data.sections.")
+
+
+def load_npz(path, inputs: str = "inputs", targets: str = "targets", *, allow_non_finite: bool = False) -> Dataset:
+    """Two arrays of an ``.npz`` archive as ``inputs`` and ``targets`` (the original ``npz`` source)."""
+    return _load(Path(path), {"inputs": inputs, "targets": targets}, allow_non_finite, "data.")
+
+
+def _load(path: Path, sections, allow_non_finite: bool, key: str) -> Dataset:
+    """:func:`load_numpy`, naming the run file's ``sections`` under ``key``; any other problem names the file."""
     def checked(stream, size, what):
         array = read_array(stream, size, what)
         return array if allow_non_finite else check_finite(array, what)
@@ -78,55 +85,24 @@ def _open(path: Path, allow_non_finite: bool):
         with open(path, "rb") as file:
             size = os.fstat(file.fileno()).st_size
             if file.read(2) != b"PK":
+                if not (sections is None or isinstance(sections, str)):
+                    raise ConfigError(f"{key[:-1]}: {path} is a single .npy array, not an .npz archive of named arrays")
                 file.seek(0)
-                yield None, lambda name: checked(file, size, "the array")
-                return
+                return Dataset({sections or "inputs": checked(file, size, "the array")}, path.stem)
+            if not (sections is None or isinstance(sections, Mapping)):
+                raise ConfigError(f"{key[:-1]}: {path} is an .npz archive; map section names to its arrays")
             with zipfile.ZipFile(file) as archive:
                 members = {i.filename[:-4]: i for i in archive.infolist() if i.filename.endswith(".npy")}
-
-                def read(name):
-                    info = members[name]
-                    with archive.open(info) as stream:
-                        return checked(stream, min(info.file_size, DEFLATE_RATIO * info.compress_size + 1024),
-                                       f"array {name!r}")
-
-                yield list(members), read
-    except FileNotFoundError:
-        raise DataError(f"file not found: {path}") from None
+                chosen = {name: name for name in members} if sections is None else dict(sections)
+                for section, name in chosen.items():
+                    if name not in members:
+                        raise ConfigError(f"{key}{section}: npz file {path} has no array {name!r}; it has "
+                                          f"{list(members)}")
+                arrays = {}
+                for section, name in chosen.items():
+                    with archive.open(members[name]) as stream:
+                        size = min(members[name].file_size, DEFLATE_RATIO * members[name].compress_size + 1024)
+                        arrays[section] = checked(stream, size, f"array {name!r}")
+                return Dataset(arrays, path.stem)
     except (DataError, *DAMAGED) as error:
         raise DataError(f"cannot read NumPy file {path}: {getattr(error, 'strerror', None) or error}") from None
-
-
-def _dataset(path: Path, names: list, read, chosen: dict, key: str, name: str) -> Dataset:
-    for section, array in chosen.items():
-        if array not in names:
-            raise ConfigError(f"{key}{section}: npz file {path} has no array {array!r}; it has {names}")
-    return Dataset({section: read(array) for section, array in chosen.items()}, name)
-
-
-def load_numpy(path, sections: Mapping[str, str] | str | None = None, *, allow_non_finite: bool = False) -> Dataset:
-    """A dataset from a ``.npy`` array or a ``.npz`` archive.
-
-    For ``.npy``, ``sections`` is the one section's name (default
-    ``"inputs"``). For ``.npz``, it maps section names to array names
-    (default: every array under its own name).
-    """
-    path = Path(path)
-    with _open(path, allow_non_finite) as (names, read):
-        if names is None:
-            if sections is not None and not isinstance(sections, str):
-                raise ConfigError(f"data.sections: {path} is a single .npy array; give one section name")
-            return Dataset({sections or "inputs": read(None)}, path.stem)
-        if not (sections is None or isinstance(sections, Mapping)):
-            raise ConfigError(f"data.sections: {path} is an .npz archive; map section names to its arrays")
-        chosen = dict(sections) if sections is not None else {name: name for name in names}
-        return _dataset(path, names, read, chosen, "data.sections.", path.stem)
-
-
-def load_npz(path, inputs: str = "inputs", targets: str = "targets", *, allow_non_finite: bool = False) -> Dataset:
-    """Two arrays of an ``.npz`` archive as ``inputs`` and ``targets`` (the original ``npz`` source)."""
-    path = Path(path)
-    with _open(path, allow_non_finite) as (names, read):
-        if names is None:
-            raise DataError("it is a single .npy array, not an .npz archive of named arrays")
-        return _dataset(path, names, read, {"inputs": inputs, "targets": targets}, "data.", str(path))

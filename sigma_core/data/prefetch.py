@@ -1,20 +1,20 @@
 """Prefetching: prepare the next batches in a background thread while the trainer works.
 
-Gathering (or reading blocks from disk) overlaps with the trainer's step;
-NumPy releases the GIL while copying, so this pays off even in one process.
-The wrapper counts the batches it has *handed out*, not those prepared, so
-:meth:`~PrefetchIterator.state` and an early stop resume at the right batch.
+Gathering (or reading blocks from disk) overlaps with the trainer's step; NumPy releases the GIL while copying,
+so this pays off even in one process. The wrapper counts the batches it has *handed out*, not those prepared,
+so :meth:`~PrefetchIterator.state` and an early stop resume at the right batch.
 """
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections.abc import Iterator
 
 import numpy as np
 
-from sigma_core.data.errors import DataError
+from sigma_core.data.dataset import DataError
 from sigma_core.data.iterators import state_at
 
 _DONE = object()
@@ -26,10 +26,9 @@ class PrefetchIterator:
     def __init__(self, iterator, depth: int = 2, prepare=None):
         if depth < 1:
             raise DataError(f"prefetch depth must be at least 1, got {depth}")
-        self.iterator = iterator
-        self.depth = depth
+        self.iterator, self.depth = iterator, depth
         self.prepare = prepare  # batch -> batch on the worker thread, e.g. a GPU handler's pin_batch
-        self._progress = None  # (state at iter() start, batches handed out) while iterating
+        self._start, self._handed_out = None, 0  # while iterating: the state at iter()'s start, batches handed out
 
     @property
     def dataset(self):
@@ -40,10 +39,9 @@ class PrefetchIterator:
 
     def state(self) -> dict[str, int]:
         """Where the *consumer* stands: the worker may have prepared batches beyond it."""
-        if self._progress is None:
+        if self._start is None:
             return self.iterator.state()
-        start, handed_out = self._progress
-        return state_at(start["epoch"], start["position"] + handed_out, len(self))
+        return state_at(self._start["epoch"], self._start["position"] + self._handed_out, len(self))
 
     def set_state(self, state: dict[str, int]) -> None:
         self.iterator.set_state(state)
@@ -59,11 +57,9 @@ class PrefetchIterator:
         def put(item) -> bool:
             """Queue ``item`` unless the consumer stopped; bounded waits, so this cannot block forever."""
             while not stop.is_set():
-                try:
+                with contextlib.suppress(queue.Full):
                     batches.put(item, timeout=0.05)
                     return True
-                except queue.Full:
-                    pass
             return False
 
         def work() -> None:
@@ -77,24 +73,18 @@ class PrefetchIterator:
 
         worker = threading.Thread(target=work, name="sigma-prefetch", daemon=True)
         worker.start()
-        handed_out = 0
-        self._progress = (start, 0)
-        finished = False
+        self._start, self._handed_out, finished = start, 0, False
         try:
-            while True:
-                item = batches.get()
-                if item is _DONE:
-                    finished = True
-                    return
+            while (item := batches.get()) is not _DONE:
                 if isinstance(item, BaseException):
                     finished = True
                     raise item
-                handed_out += 1  # counted before the yield, like EpochIterator
-                self._progress = (start, handed_out)
+                self._handed_out += 1  # counted before the yield, like EpochIterator
                 yield item
+            finished = True
         finally:
-            self._progress = None
+            self._start = None
             stop.set()
             worker.join()
             if not finished:  # stopped early: resume after the last batch handed out, not prepared
-                self.iterator.set_state({"epoch": start["epoch"], "position": start["position"] + handed_out})
+                self.iterator.set_state({"epoch": start["epoch"], "position": start["position"] + self._handed_out})

@@ -1,29 +1,20 @@
-"""A run file's ``[data]`` table: the extractor it names, its path resolved, its preprocessing.
+"""A run file's ``[data]`` table: the extractor it names, its paths resolved, its preprocessing.
 
-``source`` names a registered extractor (Sigma's or a plugin's); the table's
-other keys are its keyword arguments, checked against its signature, plus keys
-every source shares::
+``source`` names a registered extractor; the other keys are its keyword arguments (checked against its
+signature) and the keys every source shares (:data:`COMMON_KEYS`)::
 
     {"source": "csv", "path": ["https://a/x.csv.gz", "mirror/x.csv.gz"], "md5": "...",
      "sections": {"inputs": "0-3", "targets": 4}, "preprocess": [{"normalise": [0, 1]}], "one_hot": 3}
     {"source": "csv", "path": "big.csv", "blocks": {"records": 10000, "memory_budget": 100000000}}
 
-An extractor returns a :class:`Dataset`, a dict of arrays, or an iterable of
-such chunks. ``preprocess`` and ``one_hot`` make a :class:`Preprocessing`,
-fitted to these records and kept as the dataset's ``preprocessing``.
-``blocks`` hands the extractor's chunks and the preprocessing to the cache
-registered as ``blocks`` (``sigmann-data``'s on-disk block cache, see
-:func:`~sigma_core.hookspecs.register_caches`), which fits the adaptive transforms in
-streaming passes and returns records read block by block within a memory budget.
+An extractor returns a :class:`Dataset`, a dict of arrays, or an iterable of such chunks. ``preprocess`` and
+``one_hot`` make a :class:`Preprocessing`, fitted to the records and kept as the dataset's ``preprocessing``.
+``blocks`` hands the chunks and the preprocessing to the cache registered as ``blocks`` (``sigmann-data``:
+:func:`~sigma_core.hookspecs.register_caches`), which returns records read block by block within a memory budget.
 
-Arguments named ``path`` or ``*_path`` are resolved to a local file or folder
-before extraction (:func:`resolve_path`). The core reads a plain local path
-itself. Anything else goes to the *source* registered for its URL scheme
-(:func:`sigma_core.hookspecs.register_sources`): a URL, a list of fallbacks (by
-the scheme of its first entry), a compressed file, or a path given with an
-``md5`` or ``sha256`` to check (scheme ``file``). ``sigmann-data`` registers
-``http``, ``https`` and ``file`` (downloads, unpacking and checksums); without
-it, such a value is one line saying so.
+Arguments named ``path`` or ``*_path`` are resolved by :func:`resolve_path`: the core reads a plain local path
+itself; anything else goes to the source registered for its URL scheme
+(:func:`~sigma_core.hookspecs.register_sources`; ``sigmann-data`` registers ``http``, ``https`` and ``file``).
 """
 
 from __future__ import annotations
@@ -37,25 +28,16 @@ import numpy as np
 
 from sigma_core import plugins
 from sigma_core.config import check
-from sigma_core.data.dataset import Dataset, Records
-from sigma_core.data.errors import DataError
+from sigma_core.data.dataset import DataError, Dataset, Records
 from sigma_core.data.preprocessing import Preprocessing
 from sigma_core.errors import ConfigError, UnknownComponentError
 
 COMMON_KEYS = ("source", "preprocess", "one_hot", "md5", "sha256", "blocks")
 #: What the ``file`` source unpacks; tar forms come before the plain streams they end with.
 COMPRESSED_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar", ".zip", ".gz", ".bz2", ".xz")
-#: The schemes of ``sigmann-data``, so that a value it would resolve names it.
-DATA_SCHEMES = ("http", "https", "file")
-#: Why a value needs a source, and what the source does with it.
+#: Why a value needs a source, and what the source does with it (``sigmann-data``'s: ``http``, ``https``, ``file``).
 _NEEDS = {"a URL": "download it", "a list of fallbacks": "try them", "compressed": "unpack it",
           "given with a checksum": "check it"}
-
-
-def _scheme(value) -> str:
-    """The URL scheme of ``value``, or ``""`` for a local path (a one-letter scheme is a Windows drive)."""
-    scheme = urllib.parse.urlparse(str(value)).scheme if isinstance(value, str) else ""
-    return scheme.lower() if len(scheme) > 1 else ""
 
 
 def resolve_path(value: str | os.PathLike | Sequence[str | os.PathLike], *, md5: str | None = None,
@@ -65,7 +47,8 @@ def resolve_path(value: str | os.PathLike | Sequence[str | os.PathLike], *, md5:
     first = (value[0] if value else None) if fallbacks else value
     if not isinstance(first, (str, os.PathLike)):
         raise DataError(f"{key} must be a path, a URL or a list of them, got {value!r}")
-    scheme = _scheme(first)
+    scheme = urllib.parse.urlparse(first).scheme.lower() if isinstance(first, str) else ""
+    scheme = scheme if len(scheme) > 1 else ""  # a one-letter scheme is a Windows drive
     needs = ("a list of fallbacks" if fallbacks else "a URL" if scheme
              else "compressed" if str(first).lower().endswith(COMPRESSED_SUFFIXES)
              else "given with a checksum" if md5 or sha256 else None)
@@ -80,7 +63,7 @@ def resolve_path(value: str | os.PathLike | Sequence[str | os.PathLike], *, md5:
     try:
         source = plugins.load("source", scheme)
     except UnknownComponentError:
-        if scheme in DATA_SCHEMES:
+        if scheme in ("http", "https", "file"):
             raise DataError(f"{key} {value!r} is {needs}: install sigmann-data to {_NEEDS[needs]}") from None
         installed = ", ".join(sorted(n for c in plugins.components("source") for n in (c.name, *c.aliases))) or "none"
         raise DataError(f"{key} {value!r}: no source for {scheme!r} URLs is installed "
@@ -91,14 +74,20 @@ def resolve_path(value: str | os.PathLike | Sequence[str | os.PathLike], *, md5:
 def dataset_from_config(cfg: Mapping) -> Records:
     """The dataset a run file's ``data`` table describes (see the module docstring)."""
     if "source" not in cfg:
-        raise ConfigError(f"data.source is missing; allowed: {', '.join(c.name for c in plugins.components('extractor'))}")
+        allowed = ", ".join(component.name for component in plugins.components("extractor"))
+        raise ConfigError(f"data.source is missing; allowed: {allowed}")
     source = cfg["source"]
     try:
         extractor = plugins.load("extractor", source)
     except UnknownComponentError as error:  # it lists the extractors
         raise ConfigError(f"data.source: {error}") from None
     preprocessing = Preprocessing(cfg.get("preprocess", []), cfg.get("one_hot"))
-    cache = _blocks_cache() if "blocks" in cfg else None
+    cache = None
+    if "blocks" in cfg:
+        try:
+            cache = plugins.load("cache", "blocks")
+        except UnknownComponentError:
+            raise ConfigError("data.blocks needs the block cache: install sigmann-data, which provides it") from None
     arguments = _arguments(source, extractor, cfg)
     try:
         if cache is None:
@@ -126,10 +115,7 @@ def _arguments(source: str, extractor: Callable, cfg: Mapping) -> dict:
 
 def _chunks(result, source: str) -> Iterator[Dataset]:
     """An extractor's result as datasets: itself, its one dict of arrays, or each chunk it yields."""
-    if isinstance(result, Dataset):
-        yield result
-        return
-    for chunk in [result] if isinstance(result, Mapping) else result:  # a dict: one chunk, the simplest extractor
+    for chunk in [result] if isinstance(result, (Dataset, Mapping)) else result:
         yield chunk if isinstance(chunk, Dataset) else Dataset(chunk, source)
 
 
@@ -140,10 +126,3 @@ def _in_memory(result, source: str) -> Dataset:
     if len(chunks) == 1:
         return chunks[0]
     return Dataset({s: np.concatenate([c.section(s) for c in chunks]) for s in chunks[0].section_names}, source)
-
-
-def _blocks_cache() -> Callable:
-    try:
-        return plugins.load("cache", "blocks")
-    except UnknownComponentError:
-        raise ConfigError("data.blocks needs the block cache: install sigmann-data, which provides it") from None

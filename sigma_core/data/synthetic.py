@@ -23,10 +23,8 @@ def and_() -> Dataset:
 
 
 def synthetic_classification(n: int, shape: tuple[int, ...] | int, classes: int, seed: int = 0) -> Dataset:
-    """``n`` standard-normal float32 ``inputs`` of ``shape`` with uniformly random integer ``targets``.
-
-    There is nothing to learn: this times the training loop on data of a chosen size without reading files.
-    """
+    """``n`` standard-normal float32 ``inputs`` of ``shape`` with uniformly random integer ``targets``: nothing to
+    learn, it times the training loop on data of a chosen size without reading files."""
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     rng = np.random.default_rng(seed)
     inputs = rng.standard_normal((n, *shape), dtype=np.float32)

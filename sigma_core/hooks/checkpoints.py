@@ -1,9 +1,8 @@
 """The ``checkpoint`` hook: the one way a run writes checkpoints (:mod:`sigma_core.checkpoint`) as it trains.
 
-A run file's ``[checkpoint]`` section becomes these hooks, and a ``[[hooks]]``
-table adds more: ``{ type = "checkpoint", best = "validation.accuracy" }``
-keeps the best epochs so far. :func:`checkpoint_now` saves one on demand
-(Ctrl-C, the web page's Stop & save, the end of ``sigma train``).
+A run file's ``[checkpoint]`` section becomes these hooks; a ``[[hooks]]`` table adds more
+(``{ type = "checkpoint", best = "validation.accuracy" }`` keeps the best epochs so far).
+:func:`checkpoint_now` saves one on demand (Ctrl-C, the web page's Stop & save, the end of ``sigma train``).
 """
 
 from __future__ import annotations
@@ -17,12 +16,9 @@ from .values import Best
 
 
 class CheckpointHook(Hook):
-    """Saves a checkpoint (:func:`~sigma_core.checkpoint.checkpoint_path` names it) ``every`` n epochs
-    (``[n, "epoch"]``, the default) or n iterations (``n``), keeping the newest ``keep`` in ``directory``.
-
-    With ``best``, the name of a run value (``"validation.accuracy"``), it saves
-    only when that value reaches a new best (``mode`` ``"max"`` or ``"min"``).
-    """
+    """Saves a checkpoint ``every`` n epochs (``[n, "epoch"]``, the default) or n iterations (``n``), keeping the
+    newest ``keep`` in ``directory``; with ``best``, a run value's name (``"validation.accuracy"``), only when that
+    value reaches a new best (``mode`` ``"max"`` or ``"min"``)."""
 
     name = "checkpoint"
     order = 50  # after the hooks that publish what `best` reads, before the stoppers
@@ -34,16 +30,12 @@ class CheckpointHook(Hook):
         self.best = None if best is None else Best(best, mode, "checkpoint")
         self.per_epoch = schedule(self)[0] == 0
 
-    def on_iteration(self):
-        self.maybe_save()
-
-    def on_epoch(self, report):
-        if self.per_epoch:
-            self.maybe_save()
-
-    def maybe_save(self):
-        if self.best is None or self.best.update(self.run.values):
+    def on_epoch(self, report=None):
+        """Save at a due iteration, or epoch if it saves per epoch, unless ``best`` judges it no better."""
+        if (report is None or self.per_epoch) and (self.best is None or self.best.update(self.run.values)):
             self.save(self.run.trainer)
+
+    on_iteration = on_epoch
 
     def save(self, trainer) -> Path:
         """Save now, then delete all but the newest ``keep`` checkpoints of this trainer."""
@@ -68,6 +60,6 @@ def checkpoint_now(loop) -> Path:
 def checkpoint_hooks_from_config(config: dict) -> list[CheckpointHook]:
     """The hooks a run file's ``[checkpoint]`` section asks for: one per time scale set (none when off)."""
     section = config["checkpoint"]
-    everies = [every for every, interval in ((section["every_iterations"], section["every_iterations"]),
-                                             ([section["every_epochs"], "epoch"], section["every_epochs"])) if interval]
+    iterations, epochs = section["every_iterations"], section["every_epochs"]
+    everies = [every for every, on in ((iterations, iterations), ([epochs, "epoch"], epochs)) if on]
     return [CheckpointHook(section["directory"], keep=section["keep"], every=every) for every in everies]

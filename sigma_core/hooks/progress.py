@@ -1,31 +1,16 @@
-"""The ``progress`` hook: a bar per epoch on the terminal, then one line per epoch.
+"""The ``progress`` hook: a bar per epoch on the terminal, then one line per epoch (pipes get only the lines).
 
-The bar shows the iteration within the epoch, the running training cost,
-iterations/s and the time left; the line replacing it, the epoch's mean
-training cost, each held-out iterator's scores under its name (``validation
-accuracy``), and the iterations trained and the time they took. Pipes get
-only the lines, plain. ``sigma train`` attaches it unless ``--quiet``. It runs
-inline: drawing is cheap, and it reads the live trainer (the cost at most ten
-times a second).
-
-**Numbers that hold.** Speed and time left count only the time spent
-training: a pause (the web page's, a ``step`` at a time) stops the clock. A
-resumed epoch counts from where it resumed: its bar starts at that iteration
-and its line says how many iterations this run trained of it. The clock is
-:attr:`ProgressHook.clock` (``time.perf_counter``; tests give a fake one).
-
-**Log lines.** While attached, the ``sigma`` logger's lines to stderr go
-through the bar's console (:class:`LogLines`, a ``rich.logging.RichHandler``):
-rich prints them above the bar instead of gluing them onto it.
-
-**Compiling.** If the handler compiles kernels on first use
-(``compiles_kernels``) and the first iteration takes over a second of
-training, a notice says why, until that iteration ends; a paused run is not
-compiling, so a pause takes the notice down until training resumes.
+The bar shows the iteration, the running training cost, iterations/s and the time left; the line, the epoch's
+mean cost, each held-out iterator's scores and the iterations trained and their time. It runs inline: drawing
+is cheap, and it reads the live trainer (the cost at most ten times a second). Speed and time left count only
+training time (a pause stops the clock, :attr:`ProgressHook.clock`), and a resumed epoch counts from where it
+resumed. While attached, the ``sigma`` logger's stderr lines go through the bar's console (:class:`LogLines`).
+If the handler compiles kernels on first use and the first iteration takes over a second, a notice says why.
 """
 
 from __future__ import annotations
 
+import datetime
 import logging
 import math
 import sys
@@ -64,7 +49,6 @@ class ProgressHook(Hook):
         self._logs = LogLines(self.console)
         self._logs.install()
 
-    # -- the compile notice ---------------------------------------------------------------------
     def on_start(self):
         self._compiling = bool(getattr(self.run.trainer.handler, "compiles_kernels", False))
         self._arm()
@@ -91,7 +75,6 @@ class ProgressHook(Hook):
             self._status.stop()
             self._status = None
 
-    # -- pauses ------------------------------------------------------------------------------------
     def on_pause(self):
         self._end_notice()  # re-armed on resume if the first iteration is still to come
         if self._since is not None:
@@ -103,7 +86,6 @@ class ProgressHook(Hook):
         if self._progress is not None:
             self._since = self.clock()
 
-    # -- the bar -------------------------------------------------------------------------------------
     def on_iteration(self):
         if self._compiling:
             self._compiling = False
@@ -128,18 +110,14 @@ class ProgressHook(Hook):
         left = max(len(trainer.training_iterator) - trainer.iteration, 0)
         return {"cost": f"{trainer.epoch_cost / max(trainer.iteration, 1):.4f}",
                 "speed": "…" if rate is None else f"{rate:,.0f}",
-                "eta": "…" if rate is None else clock_time(left / rate)}
+                "eta": "…" if rate is None else str(datetime.timedelta(seconds=round(left / rate)))}
 
     def _open_bar(self):
         trainer = self.run.trainer
         self._progress = Progress(
-            TextColumn("epoch {task.fields[epoch]}/{task.fields[epochs]}"),
-            BarColumn(),
-            MofNCompleteColumn(),
+            TextColumn("epoch {task.fields[epoch]}/{task.fields[epochs]}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("train cost {task.fields[cost]}  {task.fields[speed]} it/s  eta {task.fields[eta]}"),
-            console=self.console,
-            transient=True,
-        )
+            console=self.console, transient=True)
         self._progress.start()
         self._first, self._trained = trainer.iteration, 0.0
         self._since = self._last_refresh = self.clock()
@@ -174,19 +152,9 @@ class ProgressHook(Hook):
             self._logs = None
 
 
-def clock_time(seconds: float) -> str:
-    """``seconds`` as h:mm:ss, as rich shows time left."""
-    minutes, seconds = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{seconds:02d}"
-
-
 class LogLines(RichHandler):
-    """The ``sigma`` logger's lines, printed through ``console`` (above a live bar) as ``sigma: <message>``.
-
-    :meth:`install` stands in for the logger's handlers that write to stderr
-    (``sigma``'s own, which prints the same lines) until :meth:`remove`.
-    """
+    """The ``sigma`` logger's lines, printed through ``console`` (above a live bar, not glued onto it) as
+    ``sigma: <message>``, in place of the logger's stderr handlers from :meth:`install` until :meth:`remove`."""
 
     def __init__(self, console: Console):
         super().__init__(console=console, markup=False, highlighter=NullHighlighter())

@@ -1,7 +1,7 @@
 """Learning-rate schedules: set the optimiser's rate for the next step from the steps (or epochs) done.
 
-A schedule sets the first step's rate when the run attaches it, and again
-after a reset; ``base`` defaults to the optimiser's rate at that moment.
+A schedule sets the first step's rate when the run attaches it, and again after a reset; ``base`` defaults to
+the optimiser's rate at that moment.
 """
 
 from __future__ import annotations
@@ -13,10 +13,8 @@ from .base import Hook
 
 
 class LearningRateSchedule(Hook):
-    """Base class: implement :meth:`factor` of the base rate at time ``t`` (steps or epochs done).
-
-    Subclasses pass their settings as keywords; each becomes an attribute.
-    """
+    """Base class: implement :meth:`factor` of the base rate at time ``t`` (steps or epochs done); subclasses
+    pass their settings as keywords, each of which becomes an attribute."""
 
     order = -100  # before the hooks that report the rate
 
@@ -38,19 +36,12 @@ class LearningRateSchedule(Hook):
             self.base = float(run.optimiser.learning_rate)
         self.apply()
 
-    def apply(self) -> None:
+    def apply(self, report=None) -> None:
         """Set the rate for the next step."""
         trainer = self.run.trainer
         self.run.optimiser.learning_rate = self.rate(trainer.epoch if self.per == "epoch" else trainer.total_iterations)
 
-    def on_iteration(self):
-        self.apply()
-
-    def on_epoch(self, report):
-        self.apply()
-
-    def on_reset(self):
-        self.apply()
+    on_iteration = on_epoch = on_reset = apply
 
 
 class StaircaseSchedule(LearningRateSchedule):

@@ -1,10 +1,8 @@
 """Stoppers: end training at an epoch, when a value stops improving, or on NaN/Inf.
 
-They run last at an event (``order``), after the hooks whose results they
-judge; a stop takes effect at the loop's next iteration boundary. Each says
-why in the stop command (``reason``), which ``sigma train`` prints as the
-run's last line, and stops with exit status 0: reaching a criterion is a
-success (NaN/Inf is not: :class:`StopOnNonFinite` raises).
+They run last at an event (``order``), after the hooks whose results they judge, and stop at the loop's next
+iteration boundary with a ``reason`` that ``sigma train`` prints as the run's last line, exit status 0: reaching
+a criterion is a success (NaN/Inf is not: :class:`StopOnNonFinite` raises).
 """
 
 from __future__ import annotations
@@ -24,17 +22,12 @@ class StopTraining(Hook):
         require("stop: at_epoch", "int >= 1 or null", at_epoch)
         self.at_epoch, self.every = at_epoch, every
 
-    def on_iteration(self):
-        self.check()
-
-    def on_epoch(self, report):
-        self.check()
-
-    def check(self):
-        values = self.run.values
-        if self.at_epoch is None or values["epoch"] >= self.at_epoch:
+    def check(self, report=None):
+        if self.at_epoch is None or self.run.values["epoch"] >= self.at_epoch:
             when = "its first check" if self.at_epoch is None else f"at_epoch = {self.at_epoch}"
             self.run.command("stop", reason=f"hook {self.name!r} ({when})")
+
+    on_iteration = on_epoch = check
 
 
 class EarlyStopping(Hook):
@@ -50,13 +43,7 @@ class EarlyStopping(Hook):
         self.best = Best(value, mode, "early_stopping")
         self._misses = 0
 
-    def on_iteration(self):
-        self.check()
-
-    def on_epoch(self, report):
-        self.check()
-
-    def check(self):
+    def check(self, report=None):
         if self.best.update(self.run.values):
             self._misses = 0
             return
@@ -65,12 +52,14 @@ class EarlyStopping(Hook):
             self.run.command("stop", reason=f"early stopping ({self.value} has not improved on {self.best.value:.6g} "
                                             f"for {self._misses} checks)")
 
+    on_iteration = on_epoch = check
+
 
 class StopOnNonFinite(Hook):
     """Stops with :class:`NonFiniteError` naming the first parameter that holds NaN or Inf, and where.
 
-    Each parameter is checked on its device (:meth:`Handler.all_finite`) every
-    ``every`` iterations; only a failing one is copied.
+    Each parameter is checked on its device (:meth:`Handler.all_finite`) every ``every`` iterations; only a
+    failing one is copied.
     """
 
     order = 100

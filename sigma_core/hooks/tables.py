@@ -1,17 +1,13 @@
-"""Hooks from a run file and the command line: ``[[hooks]]`` tables, and ``sigma train --monitor NAME[:key=value,...]``.
-
-::
-
-    [[hooks]]
-    type = "metrics"        # any hook registered through register_hooks
-    every = 10              # the hook's constructor arguments, checked by name
-
-``[[monitors]]`` tables are read the same way: monitors and hooks are one kind now.
-"""
+"""Hooks from a run file's ``[[hooks]]`` tables (``[[monitors]]``, the older name, too) and from
+``sigma train --monitor NAME[:key=value,...]``: ``type`` names a hook registered through ``register_hooks``,
+the other keys are its constructor's arguments, checked by name."""
 
 from __future__ import annotations
 
+import re
+
 from .. import plugins
+from ..config import parse_value
 from ..errors import ConfigError, SigmaError
 from .base import Hook, HookError, could_be_ctrl_c, failure, schedule
 
@@ -45,38 +41,16 @@ def hooks_from_tables(tables: list[dict], where: str = "hooks") -> list[Hook]:
 def parse_hook_option(text: str) -> dict:
     """``"metrics:every=10,values=['epoch']"`` -> ``{"type": "metrics", "every": 10, ...}`` (``--monitor``).
 
-    Values are read as TOML values, as ``--set`` reads them, and otherwise as strings.
+    A comma followed by ``key=`` starts the next option (so lists keep theirs); values are read as TOML
+    values, as ``--set`` reads them, and otherwise as strings.
     """
-    from ..config import parse_value
-
     name, _, rest = text.partition(":")
     if not name.strip():
         raise ConfigError(f"--monitor {text!r}: expected NAME or NAME:key=value,...")
     spec = {"type": name.strip()}
-    for item in filter(None, _split_top_level(rest)):
+    for item in filter(None, re.split(r",(?=\s*[A-Za-z_][\w-]*\s*=)", rest.strip().rstrip(","))):
         key, equals, value = item.partition("=")
         if not equals or not key.strip():
             raise ConfigError(f"--monitor {text!r}: {item!r} is not key=value")
-        spec[key.strip()] = parse_value(value)
+        spec[key.strip()] = parse_value(value.strip())
     return spec
-
-
-def _split_top_level(text: str) -> list[str]:
-    """Split on commas that are not inside brackets or quotes (so lists survive)."""
-    parts, depth, quote, current = [], 0, None, []
-    for char in text:
-        if quote:
-            quote = None if char == quote else quote
-        elif char in "\"'":
-            quote = char
-        elif char in "[{":
-            depth += 1
-        elif char in "]}":
-            depth -= 1
-        elif char == "," and depth == 0:
-            parts.append("".join(current).strip())
-            current = []
-            continue
-        current.append(char)
-    parts.append("".join(current).strip())
-    return parts

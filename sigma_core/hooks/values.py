@@ -1,27 +1,12 @@
 """What a hook sees of a run: its values at an event, by flat name, and on the training thread the live objects.
 
-``run.values`` (a :class:`Values`) is read-only and flat::
-
-    time, runtime            wall-clock time, and seconds since the run started
-    epoch                    epochs completed (0 during the first)
-    iteration                iterations completed in the current epoch
-    total_iterations         iterations trained in all, over resumes
-    learning_rate            the optimiser's rate for the next step
-    cost                     the training cost of what the event closes: the last iteration's,
-                             or at on_epoch the epoch's mean
-    seconds, iterations_per_s, <iterator>.<score>
-                             at on_epoch: the epoch's time, speed and each held-out iterator's
-                             scores (validation.accuracy, validation.cost, validation.top3, ...)
-    network.layers.<layer>.<param>     a parameter, as a NumPy copy
-    optimiser.updates.<layer>.<param>  its last update, while ``optimiser.publish_updates`` is on
-    ...                      and whatever hooks publish (``run.publish("bits_per_character.train", x)``)
-
-Values are read when asked, at the boundary, on the training thread: a run
-whose hooks never read the cost never copies it from the device. The cost and
-the arrays are *device values*; everything else is a *host value*. A threaded
-hook gets a copy made on the training thread when the event happened: every
-host value, and the device values its :attr:`~sigma_core.hooks.base.Hook.reads`
-names for that event.
+``run.values`` (a :class:`Values`) is read-only and flat: ``epoch``, ``iteration``, ``total_iterations``,
+``learning_rate``, ``cost``, ``time``, ``runtime``; at ``on_epoch`` also ``seconds``, ``iterations_per_s`` and
+``<iterator>.<score>``; ``network.layers.<layer>.<param>``, ``optimiser.updates.<layer>.<param>``; and what hooks
+publish (docs/plugins.md, "Hook", says what each holds). A value is read when asked, on the training thread: a
+run whose hooks never read the cost never copies it from the device. The cost and the arrays are *device
+values*, the rest *host values*; a threaded hook gets a copy made at the event of every host value and of the
+device values its :attr:`~sigma_core.hooks.base.Hook.reads` names.
 """
 
 from __future__ import annotations
@@ -67,15 +52,15 @@ def epoch_values(report) -> dict:
 
 
 class Best:
-    """The best a run value has been so far (``mode`` ``"min"`` or ``"max"``): what early stopping and
-    keeping the best checkpoints judge by. ``who`` names the hook in messages."""
+    """The best a run value has been so far (``mode`` ``"min"`` or ``"max"``), as early stopping and keeping the
+    best checkpoints judge it; ``who`` names the hook in messages."""
 
     def __init__(self, name: str, mode: str, who: str):
         require(f"{who}: mode", ("min", "max"), mode)
         self.name, self.mode, self.value = name, mode, math.nan  # NaN before the first reading
 
     def update(self, values) -> bool:
-        """Read the value from ``values`` (a run's): :meth:`offer` it."""
+        """:meth:`offer` the value as ``values`` (a run's) hold it."""
         return self.offer(float(values[self.name]))
 
     def offer(self, current: float) -> bool:
@@ -87,17 +72,14 @@ class Best:
 
 
 class Values(Mapping):
-    """The run's values at one event, by flat name; see the module docstring.
+    """The run's values at one event: ``items`` fixed by the event (an epoch's report, or all of a threaded hook's
+    copy) and, with a live ``run``, the others read from it when asked."""
 
-    Built by the dispatcher: ``items`` are the values fixed at the event (an
-    epoch's report, or all of a threaded hook's copy); with a live ``run`` the
-    others are read from it when asked.
-    """
-
-    __slots__ = ("_items", "_run", "event", "_copied_for")
+    __slots__ = ("_items", "_run", "event", "copied_for")
 
     def __init__(self, event: str, items: dict, run=None, copied_for: str | None = None):
-        self.event, self._items, self._run, self._copied_for = event, items, run, copied_for
+        self.event, self._items, self._run = event, items, run
+        self.copied_for = copied_for  # the threaded hook this copy was made for
 
     def __getitem__(self, name):
         value = self._items.get(name, _MISSING)
@@ -115,45 +97,31 @@ class Values(Mapping):
     def __len__(self):
         return sum(1 for _ in self)
 
-    def __contains__(self, name):
-        return name in self._items or (self._run is not None and self._run.read(name, probe=True) is not _MISSING)
-
     def matching(self, patterns) -> dict:
         """Copies of the numbers and arrays (as NumPy arrays) whose names match ``patterns`` (wildcards allowed)."""
-        names = list(self)
-        found = {}
+        names, found = list(self), {}
         for pattern in patterns:
             for name in fnmatch.filter(names, pattern):
                 value = self[name]
-                if isinstance(value, numpy.ndarray) or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+                if isinstance(value, numpy.ndarray) or isinstance(value, (int, float)) and not isinstance(value, bool):
                     found[name] = value
         return found
 
     def copy(self, reads=()) -> Values:
-        """A copy that outlives the event (for another thread): every host value, and the device values ``reads`` names."""
+        """A copy that outlives the event (for another thread): the host values and those ``reads`` names."""
         run = self._run
         if run is None:
             return self
         items = {name: read(run) for name, read in HOST.items()}
         items.update(run.published)
         items.update(self._items)
-        for pattern in reads:
-            if pattern in items:
-                continue
-            if pattern == "cost":
-                items["cost"] = run.trainer.last_cost
-            else:
-                items.update(self.matching((pattern,)))
+        if reads:
+            items.update(self.matching(reads))
         return Values(self.event, items)
 
-    def for_thread(self, who: str) -> Values:
-        """This copy, with messages that tell the threaded hook ``who`` how to ask for what it lacks."""
-        return Values(self.event, self._items, copied_for=who)
-
     def _missing(self, name: str) -> str:
-        device = name == "cost" or name.startswith((PARAMETERS, UPDATES))
-        if self._copied_for is not None and device:
-            return (f"hook {self._copied_for!r} is threaded and {name!r} was not copied for it: name it in its reads, "
+        if self.copied_for is not None and (name == "cost" or name.startswith((PARAMETERS, UPDATES))):
+            return (f"hook {self.copied_for!r} is threaded and {name!r} was not copied for it: name it in its reads, "
                     f"e.g. reads = {{\"on_{self.event}\": ({name!r},)}}")
         names = sorted(self)
         return (f"no run value {name!r} at on_{self.event} (values: {', '.join(names[:12])}"
@@ -163,21 +131,19 @@ class Values(Mapping):
 class RunView:
     """The run as a hook sees it: ``values`` at the current event, commands, published values, live objects.
 
-    One live view per run, on the training thread; a threaded hook gets, per
-    event, a view over its copy of the values (:meth:`for_thread`), which
-    refuses the live objects. ``loop`` is the :class:`~sigma_core.loop.Loop`
-    running the run (its state, its strategy, its ``signal_*`` methods).
+    One live view per run, on the training thread; a threaded hook gets per event a view over its copy of the
+    values (:meth:`for_thread`), which refuses the live objects. ``loop`` is the :class:`~sigma_core.loop.Loop`.
     """
 
-    def __init__(self, loop, started: float | None = None, *, values: Values | None = None, published=None,
-                 threaded: str | None = None):
+    def __init__(self, loop, started: float | None = None, *, values: Values | None = None, published=None):
         self.loop = loop
         self.started = time.perf_counter() if started is None else started
         self.published = {} if published is None else published  # shared by a run's views; see publish()
-        self.values = Values("start", {}, self) if values is None else values
-        self._threaded = threaded  # the name of the threaded hook this view is for
+        self.values = Values("start", {}, self) if values is None else values  # a threaded hook's: its copy
+        #: Any thread: steer the run (:meth:`Loop.command <sigma_core.loop.Loop.command>`: stop, pause, set, ...),
+        #: and the shell command that continues it from a checkpoint (None for a run started in code).
+        self.command, self.resume_command = loop.command, loop.resume_command
 
-    # -- what never changes during a run (any thread) ----------------------------------------------
     @property
     def name(self) -> str:
         return self.loop.trainer.name
@@ -194,34 +160,21 @@ class RunView:
 
     @property
     def directory(self):
-        """The run's own directory (a Path, ``runs/<name>/version_N``, made when first asked for), where hooks
-        write their files: the one place it is decided (:mod:`sigma_core.rundir`); a resumed run keeps its own."""
+        """The run's own directory, where hooks write their files (a Path, made when first asked for)."""
         return self.loop.directory
 
-    def resume_command(self, checkpoint) -> str | None:
-        """The shell command that continues this run from ``checkpoint`` (None for a run started in code)."""
-        return self.loop.resume_command(checkpoint)
-
-    # -- steering (any thread) ----------------------------------------------------------------------
-    def command(self, name: str, **arguments):
-        """Steer the run: ``pause``, ``resume``, ``stop``, ``reset``, ``step``, ``set`` (``key=..., value=...``),
-        ``call`` (``fn=...``, returns a Future); applied at the loop's next iteration boundary."""
-        return self.loop.command(name, **arguments)
-
     def publish(self, name: str, value) -> None:
-        """Make ``value`` a run value under ``name`` for the hooks after this one (and later events).
-
-        From a threaded hook it shows from the next event on. The run's own names cannot be replaced.
-        """
+        """Make ``value`` the run value ``name`` for the hooks after this one and later events (from a threaded
+        hook: from the next event on). The run's own names cannot be replaced."""
         if name in HOST or name == "cost" or name.startswith((PARAMETERS, UPDATES)):
             raise HookError(f"cannot publish {name!r}: it is one of the run's own values")
         self.published[name] = value
 
-    # -- the live objects (training thread, inline hooks) ----------------------------------------------
     @property
     def trainer(self):
-        if self._threaded is not None:
-            raise HookError(f"hook {self._threaded!r} is threaded: it reads run.values, not the live trainer "
+        """The live trainer: for inline hooks (and any hook's ``attach``), on the training thread."""
+        if self.values.copied_for is not None:
+            raise HookError(f"hook {self.values.copied_for!r} is threaded: it reads run.values, not the live trainer "
                             "(set up in attach(), which runs on the training thread)")
         return self.loop.trainer
 
@@ -233,24 +186,20 @@ class RunView:
     def optimiser(self):
         return self.trainer.optimiser
 
-    # -- reading (live view) --------------------------------------------------------------------
-    def read(self, name: str, probe: bool = False):
-        """The live value ``name``, or a marker if there is none (``probe``: do not read a device value)."""
-        host = HOST.get(name)
-        if host is not None:
-            return host(self)
-        value = self.published.get(name, _MISSING)
-        if value is not _MISSING:
-            return value
+    def read(self, name: str):
+        """The live value ``name``, or a marker if there is none."""
+        if name in HOST:
+            return HOST[name](self)
+        if name in self.published:
+            return self.published[name]
         trainer = self.loop.trainer
         if name == "cost":
-            return True if probe else trainer.last_cost
+            return trainer.last_cost
         for prefix, arrays in ((PARAMETERS, trainer.network.parameters),
                                (UPDATES, trainer.optimiser.published.get("updates", {}))):
-            if name.startswith(prefix):
-                array = arrays.get(name[len(prefix):])
-                if array is not None:
-                    return True if probe else array.to_numpy()
+            array = arrays.get(name[len(prefix):]) if name.startswith(prefix) else None
+            if array is not None:
+                return array.to_numpy()
         return _MISSING
 
     def names(self) -> list[str]:
@@ -266,5 +215,5 @@ class RunView:
 
     def for_thread(self, values: Values, who: str) -> RunView:
         """A view for the threaded hook ``who`` over its copy ``values``."""
-        return RunView(self.loop, self.started, values=values.for_thread(who), published=self.published,
-                       threaded=who)
+        return RunView(self.loop, self.started, values=Values(values.event, values._items, copied_for=who),
+                       published=self.published)

@@ -1,37 +1,23 @@
-"""Activation functions by name: the built-ins and those plugins register.
+"""Activation functions by name: the built-ins, which dense fuses into its kernel, and those plugins register
+(a callable ``f(handler, x) -> NDArray`` over handler ops, applied after an un-fused dense product)."""
 
-The built-ins (``relu``/``rel``, ``sigmoid``, ``tanh``, ``softplus``,
-``none``/``linear``) are fused into the dense kernel. A plugin activation is a
-callable ``f(handler, x) -> NDArray`` written with handler ops; it is applied
-after an un-fused dense product and differentiated automatically.
-"""
-
-from __future__ import annotations
+from dataclasses import dataclass
 
 from .. import plugins
 from ..errors import ConfigError, UnknownComponentError
 
 
+@dataclass(frozen=True)
 class BuiltinActivation:
-    """An activation the kernels implement natively (fused into dense)."""
+    """An activation the kernels implement natively, as the handler op ``kernel_name``."""
 
-    def __init__(self, kernel_name: str):
-        self.kernel_name = kernel_name
+    kernel_name: str
 
     def __call__(self, handler, x):
-        if self.kernel_name == "none":
-            return x
-        return getattr(handler, self.kernel_name)(x)
-
-    def __repr__(self):
-        return f"<builtin activation {self.kernel_name}>"
+        return x if self.kernel_name == "none" else getattr(handler, self.kernel_name)(x)
 
 
-NONE = BuiltinActivation("none")
-RELU = BuiltinActivation("relu")
-SIGMOID = BuiltinActivation("sigmoid")
-TANH = BuiltinActivation("tanh")
-SOFTPLUS = BuiltinActivation("softplus")
+NONE, RELU, SIGMOID, TANH, SOFTPLUS = map(BuiltinActivation, ["none", "relu", "sigmoid", "tanh", "softplus"])
 
 
 def resolve_activation(name: str, layer: str):

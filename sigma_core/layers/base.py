@@ -1,12 +1,4 @@
-"""The Layer interface every built-in and plugin layer implements.
-
-A layer is built once per network from its construct's meta-parameters and its
-inputs' per-sample shapes (never the batch axis), and declares its output and
-parameter shapes; the network makes the parameters and passes them to
-:meth:`Layer.forward`, which only calls handler ops: differentiable, on any backend.
-"""
-
-from __future__ import annotations
+"""The Layer interface every built-in and plugin layer implements (the contract: docs/plugins.md, "Layer")."""
 
 from dataclasses import dataclass, field
 
@@ -22,28 +14,25 @@ class ForwardContext:
 
 
 class Layer:
-    """Base class: subclasses set ``output_shape`` and ``parameter_shapes`` in __init__.
+    """Built once per network from its construct's arguments and its inputs' per-record shapes (no batch axis).
 
-    A layer may also set ``state_shapes`` (name -> shape): arrays it keeps from step to step that are not
-    parameters (batch norm's running statistics). The network makes them (filled from :meth:`initial_state`),
-    passes them to :meth:`forward` with the parameters, and saves and restores them with the parameters
-    (``Network.state_dict``, checkpoints, ``sigma predict``); optimisers and weight decay never see them.
-    forward changes them in place, with handler ops (an op of its own, ``handler.fill``), so a recorded step
-    (sigmann-replay) repeats the change.
+    Subclasses set ``output_shape`` and ``parameter_shapes`` (name -> shape) in ``__init__``, and may set
+    ``state_shapes``: arrays kept from step to step that are not parameters (batch norm's running statistics),
+    which the network makes (from :meth:`initial_state`), passes to :meth:`forward` beside the parameters, and
+    saves and restores with them, but never trains. :meth:`forward` only calls handler ops, so it is
+    differentiable on every handler and changes its state in place with them (so a recorded step repeats it).
     """
 
     #: number of inputs the layer takes (None: one or more)
     arity: int | None = 1
     #: True for cost layers: forward returns a scalar cost, weighted by ``importance``
     is_cost = False
-
-    #: The network the layer belongs to, set by :class:`~sigma_core.network.Network` when it builds the layer.
+    #: The network that built the layer, whose ``version`` each attribute set bumps (see :meth:`__setattr__`).
     _network = None
 
     def __setattr__(self, name, value):
-        """Set an attribute, counting it as a change of the layer's network (:attr:`Network.version
-        <sigma_core.network.Network.version>`): what holds on to what the layer did in earlier steps (a
-        compiled training step) must look again after a web monitor sets dropout's ``p``, say."""
+        """Set an attribute and count it as a change of the network: what holds on to what the layer did
+        (a compiled training step) must look again after a web monitor sets dropout's ``p``, say."""
         object.__setattr__(self, name, value)
         network = self._network
         if network is not None:
@@ -66,7 +55,7 @@ class Layer:
         return self.input_shapes[0]
 
     def default_initialisers(self) -> dict:
-        """Initialiser per parameter name, used where no trainer binding matches."""
+        """Initialiser per parameter name, used where no run-file binding matches."""
         return {}
 
     def initial_state(self) -> dict:
@@ -77,26 +66,7 @@ class Layer:
         """The output, from the inputs and ``params`` (the parameters and the state arrays, by name)."""
         raise NotImplementedError
 
-    def describe(self) -> str:
-        return f"{self.name}: {type(self).__name__} -> {self.output_shape}"
-
-
-#: Parameter names changed since checkpoints were first written: current name -> old name.
-OLD_PARAMETER_NAMES = {"biases": "bias"}  # Elementwise's scalar bias, before every bias was "biases"
-
 
 def old_id(pid: str) -> str | None:
-    """The id parameter ``pid`` had before a rename (in older checkpoints), or None."""
-    layer, dot, name = pid.rpartition(".")
-    old = OLD_PARAMETER_NAMES.get(name)
-    return layer + dot + old if old else None
-
-
-def with_current_ids(state: dict, ids) -> dict:
-    """``state`` (keyed by parameter id) with entries under an old id of one of ``ids`` moved to the current id."""
-    state = dict(state)
-    for pid in ids:
-        old = old_id(pid)
-        if pid not in state and old in state:
-            state[pid] = state.pop(old)
-    return state
+    """The id parameter ``pid`` has in checkpoints written before Elementwise's ``bias`` became ``biases``."""
+    return pid.removesuffix("biases") + "bias" if pid.endswith(".biases") else None

@@ -1,7 +1,5 @@
 """Cost layers. Each returns a scalar; a network's cost is Σ importance × cost."""
 
-from __future__ import annotations
-
 from ..errors import ArchitectureError, ShapeError
 from .base import Layer
 

@@ -1,7 +1,5 @@
 """Dense (fully connected) and Elementwise layers."""
 
-from __future__ import annotations
-
 import math
 
 from ..errors import ArchitectureError
@@ -10,19 +8,16 @@ from .base import Layer
 
 
 def default_weight_initialisers():
+    """Xavier ``weights`` and zero ``biases``: what dense layers (and plugin layers like them) start from."""
     from ..initialisers import Constant, Xavier
 
     return {"weights": Xavier(), "biases": Constant(0.0)}
 
 
 class Dense(Layer):
-    """activation(x · weights + biases) over the flattened per-sample features.
-
-    Parameters: ``weights`` (in_features, size) and ``biases`` (size,). Input of
-    shape (batch, *features) is flattened to (batch, prod(features)); with
-    ``time_distributed`` a (batch, time, features) input keeps its time axis
-    and every step shares the weights.
-    """
+    """activation(x · weights + biases), ``weights`` (in_features, size) and ``biases`` (size,), over each
+    record's flattened features; with ``time_distributed`` a (time, features) record keeps its time axis and
+    every step shares the weights."""
 
     def __init__(self, name, input_shapes, *, size, activation="none", bias=True, time_distributed=False):
         super().__init__(name, input_shapes)
@@ -57,7 +52,7 @@ class Dense(Layer):
 
 
 class Elementwise(Layer):
-    """activation(x * weights + biases): one weight per feature and one scalar bias, ``biases``
+    """activation(x * weights + biases): one weight per feature and one scalar bias
     (Sigma's Elementwise layer never applied its activation; this one does)."""
 
     def __init__(self, name, input_shapes, *, activation="tanh"):

@@ -1,7 +1,5 @@
 """Inverted dropout."""
 
-from __future__ import annotations
-
 from .base import Layer
 
 

@@ -1,7 +1,5 @@
 """Input and Output layers: where external data enters and leaves a network."""
 
-from __future__ import annotations
-
 import math
 
 from ..errors import ArchitectureError, ShapeError
@@ -9,12 +7,9 @@ from .base import Layer
 
 
 class Input(Layer):
-    """Feeds the external array named ``external``, of shape (batch, *shape), into the network.
-
-    A record of another shape is refused with a :class:`ShapeError` naming the layer, even one with as many
-    values (784 values for ``shape = [28, 28]``): as in Keras, data is never reshaped to fit without a word,
-    since a silent reshape hides a run file that describes other data than it reads.
-    """
+    """Feeds the external array named ``external``, of shape (batch, *shape), into the network. A record of
+    another shape is refused, even one with as many values: as in Keras, a silent reshape would hide a run file
+    that describes other data than it reads."""
 
     arity = 0
 
@@ -29,7 +24,7 @@ class Input(Layer):
         except KeyError:
             raise ArchitectureError(f"layer {self.name!r}: no external input {self.external!r} was provided "
                                     f"(given: {', '.join(context.externals) or 'none'})") from None
-        if tuple(x.shape[1:]) != self.output_shape:  # as Keras: a record of another shape is refused, never reshaped
+        if tuple(x.shape[1:]) != self.output_shape:
             same = x.ndim >= 2 and math.prod(x.shape[1:]) == math.prod(self.output_shape)
             raise ShapeError(f"layer {self.name!r}: input {self.external!r} has shape {tuple(x.shape)}, "
                              f"expected (batch, {', '.join(map(str, self.output_shape))})"

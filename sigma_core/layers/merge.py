@@ -1,7 +1,5 @@
 """Layers that merge branches: concatenation and (residual) addition."""
 
-from __future__ import annotations
-
 from ..errors import ShapeError
 from .base import Layer
 

@@ -153,7 +153,7 @@ def _sigma(*argv):
 
 
 def _unavailable_reason() -> str:
-    available, reason = backend._can_run(plugins.get("handler", "cuda"))
+    available, reason = backend.handler_availability("cuda")
     if available:
         pytest.skip("a CUDA device is available here: these tests check the machine without one")
     return reason

@@ -33,7 +33,7 @@ from sigmann_testing import HandlerConformance, check_layer
 def _availability():
     plugins.reset()
     try:
-        return backend._can_run(plugins.get("handler", "cuda"))
+        return backend.handler_availability("cuda")
     finally:
         plugins.reset()
 

@@ -177,7 +177,7 @@ def test_sigma_explain_shows_the_step_a_cuda_graph_replays(monkeypatch, capsys):
     from sigma_core import backend
     from sigma_core.cli import main
 
-    monkeypatch.setattr(backend, "_can_run", lambda plugin: (True, ""))  # the stand-in is no driver
+    monkeypatch.setattr(backend, "handler_availability", lambda name: (True, ""))  # the stand-in is no driver
     digits = Path(__file__).resolve().parents[2] / "examples" / "digits.toml"
     assert main(["explain", str(digits), "--handler", "cuda"]) == 0
     rows = capsys.readouterr().out.splitlines()

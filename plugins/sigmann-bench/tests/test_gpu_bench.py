@@ -45,9 +45,9 @@ def test_third_party_systems_are_listed_only_when_importable(monkeypatch):
 
 
 def test_bench_on_cuda_without_a_device_is_one_error_line(capsys):
-    from sigma_core import backend, plugins
+    from sigma_core import handler_availability
 
-    if backend._can_run(plugins.get("handler", "cuda"))[0]:
+    if handler_availability("cuda")[0]:
         pytest.skip("a CUDA device is available here")
     assert cli.main(["bench", "--quick", "--handlers", "cuda"]) == 2
     assert capsys.readouterr().err == "error: sigma bench: none of the requested handlers can run here\n"

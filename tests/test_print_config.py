@@ -1,9 +1,8 @@
-"""``sigma help KIND NAME`` and ``sigma train --print-config``: the components' own declarations, shown."""
+"""``sigma train --print-config``: the run file with every component's default filled in, as TOML (tomli_w)."""
 
 from __future__ import annotations
 
 import math
-import re
 import tomllib
 
 import pytest
@@ -47,55 +46,6 @@ def shown(capsys, *arguments) -> tuple[int, str, str]:
     return status, out, err
 
 
-def rows(out: str) -> list[tuple[str, ...]]:
-    """The argument table of ``sigma help``'s output: (name, type, default) per argument, columns two spaces apart."""
-    table = out.partition("\nArguments (")[2].partition("\n\n")[0].splitlines()[1:]
-    return [tuple(re.split(r"\s{2,}", line.strip())) for line in table]
-
-
-def test_help_shows_a_layers_arguments_types_defaults_and_docstring(capsys):
-    status, out, _ = shown(capsys, "help", "layer", "dense")
-    assert status == 0
-    assert out.startswith("layer dense (aliases: fullyconnected, fc), from sigmann ")
-    assert "\nactivation(x · weights + biases) over the flattened per-sample features.\n" in out  # its docstring
-    assert "\nArguments ([[network.layers]]):\n" in out
-    assert rows(out) == [("size", "an integer >= 1", "required"), ("activation", "anything", 'default "none"'),
-                         ("bias", "true or false", "default true"),
-                         ("time_distributed", "true or false", "default false")]
-    assert out.endswith("The table's other keys: type, name, inputs.\n")
-
-
-def test_help_shows_rules_from_conventions_and_argument_rules(capsys):
-    status, out, _ = shown(capsys, "help", "optimiser", "adam")
-    assert status == 0 and "\nAdam (Kingma & Ba, 2015" in out
-    assert ("beta1", "a finite number in [0, 1)", "default 0.9") in rows(out)  # config.CONVENTIONS
-    assert ("freeze", "a string or an array of strings", "default []") in rows(out)
-    status, out, _ = shown(capsys, "help", "extractor", "synthetic")
-    assert status == 0 and ("n", "an integer >= 1", "required") in rows(out)  # its argument_rules
-    assert "The table's other keys: source, preprocess, one_hot" in out
-
-
-def test_help_takes_monitor_for_hook_and_lists_a_kind(capsys):
-    assert shown(capsys, "help", "monitor", "metrics") == shown(capsys, "help", "hook", "metrics")
-    status, out, _ = shown(capsys, "help", "monitor", "metrics")
-    assert status == 0 and ("every", "an integer >= 0", "default 10") in rows(out)
-    assert ("directory", "a string", "default unset") in rows(out)
-    status, out, _ = shown(capsys, "help", "layer")
-    assert status == 0 and any(line.split()[0] == "dense" and "activation" in line for line in out.splitlines())
-    status, out, _ = shown(capsys, "help")
-    assert status == 0 and out.startswith("kinds: handler, layer, activation, optimiser")
-
-
-@pytest.mark.parametrize("arguments, message", [
-    (("layre", "dense"), "error: unknown kind 'layre'; kinds are handler, layer, activation, optimiser, "),
-    (("layer", "dens"), "error: unknown layer 'dens' (did you mean 'dense'? available: add, "),  # plugins add more
-])
-def test_an_unknown_kind_or_name_is_one_line_listing_what_exists(capsys, arguments, message):
-    status, out, err = shown(capsys, "help", *arguments)
-    assert (status, out) == (2, "")
-    assert err.startswith(message) and err.count("\n") == 1
-
-
 @pytest.fixture
 def run_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -120,7 +70,7 @@ def test_print_config_fills_in_every_default_and_trains_nothing(run_file, capsys
     assert printed["training"]["batch_size"] == 4 and printed["training"]["validation_batch_size"] == 1000
     assert printed["checkpoint"] == {"directory": "checkpoints", "every_iterations": 0, "every_epochs": 0, "keep": 3}
     assert printed["hooks"] == [{"type": "metrics", "every": 3, "values": []}]  # --monitor's, its defaults too
-    assert "\n# directory: unset\n" in out  # TOML has no null: an unset default is a comment
+    assert out.startswith("# hooks[0].directory: unset\n\n")  # TOML has no null: an unset default is a comment
     assert printed["operator"] == {"type": "single_worker"} and printed["handler"]["name"] == "numpy"
 
 
@@ -160,8 +110,9 @@ def test_config_toml_reads_back_as_the_same_tables(table):
     assert tomllib.loads(config_toml(table)) == table
 
 
-def test_config_toml_writes_unset_and_non_toml_values_as_comments():
+def test_config_toml_writes_unset_and_non_toml_values_as_comments_naming_them():
     text = config_toml({"a": None, "t": {"b": None, "c": 1}, "inline": [{"x": None, "y": 2}, 3], "f": math.inf,
-                        "odd": object})
-    assert tomllib.loads(text) == {"t": {"c": 1}, "inline": [{"y": 2}, 3], "f": math.inf}
-    assert "# a: unset\n" in text and "# b: unset\n" in text and "# odd: <class 'object'>" in text
+                        "odd": object, "holes": [1, None], "*.w": {"m": None}})
+    assert tomllib.loads(text) == {"t": {"c": 1}, "inline": [{"y": 2}, 3], "f": math.inf, "*.w": {}}
+    assert text.splitlines()[:7] == ["# a: unset", "# t.b: unset", "# inline[0].x: unset", "# odd: <class 'object'>",
+                                     "# holes: [1, None]", '# "*.w".m: unset', ""]  # an array is kept whole or not

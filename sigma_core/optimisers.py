@@ -1,17 +1,12 @@
-"""The optimiser contract: freeze filters, lazy memory, checkpointable state.
+"""Optimisers: the contract (freeze filters, lazy memory, checkpointable state) and the built-in rules.
 
-Parameters are named ``"<layer>.<param>"`` (``"2-dense.weights"``); *freeze*
-filters are fnmatch globs on those names (``"*.biases"``) and a frozen parameter
-is never touched (Sigma's filters were written to one registry key and read
-from another, so they never applied). Per-parameter memory is made on a
-parameter's first step and kept out of session buffer reuse
-(:meth:`Handler.keep`). The arithmetic is one handler op per parameter,
-:meth:`Handler.optimiser_update`, which a backend compiles into one pass; a
-subclass names its memory, its :attr:`~Optimiser.rule` and the rule's
-:meth:`~Optimiser.arguments`, or overrides :meth:`~Optimiser.update`. Steps are
-counted per parameter, as in PyTorch (an unfrozen parameter starts Adam's bias
-correction at its own first step). Hyperparameters are attributes named after
-the constructor's arguments, read every step, so a schedule may change them.
+*Freeze* filters are fnmatch globs on parameter ids (``"*.biases"``); a frozen parameter is never touched.
+Per-parameter memory is made on a parameter's first step and kept out of session buffer reuse. The arithmetic
+is one handler op per parameter, :meth:`Handler.optimiser_update`, which a backend compiles into one pass: a
+built-in optimiser names its memory, its :attr:`~Optimiser.rule` and the rule's :meth:`~Optimiser.arguments`;
+a plugin one may override :meth:`~Optimiser.update`. Steps are counted per parameter, as in PyTorch (Adam's
+bias correction starts at a parameter's own first step). Hyperparameters are attributes named after the
+constructor's arguments, read every step, so a schedule may change them.
 """
 
 from __future__ import annotations
@@ -20,8 +15,8 @@ import fnmatch
 import inspect
 import types
 
-from ..errors import ShapeError, SigmaError
-from ..layers.base import old_id
+from .errors import ShapeError, SigmaError
+from .layers.base import old_id
 
 
 class Optimiser:
@@ -47,8 +42,7 @@ class Optimiser:
         #: Values hooks read after a step: learning_rate, step, frozen ids, updates.
         self.published = {}
         #: Bumped whenever the freeze filters or the memory arrays are replaced (not by a step, nor by a
-        #: hyperparameter set): whatever holds on to the memory's buffers or to which parameters are updated
-        #: (a compiled training step) compares it.
+        #: hyperparameter set): what holds on to the memory's buffers or the updated set (a compiled step) compares it.
         self.version = 0
 
     def __repr__(self):
@@ -79,14 +73,11 @@ class Optimiser:
         self._filters.clear()
         self.version += 1
 
-    def is_frozen(self, param_id: str) -> bool:
-        return any(fnmatch.fnmatchcase(param_id, pattern) for pattern in self._filters)
-
     def trainable(self, ids) -> list[str]:
         """The ids (in their order) that no freeze pattern matches."""
         if not self._filters:  # the usual case, on every step
             return list(ids)
-        return [i for i in ids if not self.is_frozen(i)]
+        return [i for i in ids if not any(fnmatch.fnmatchcase(i, pattern) for pattern in self._filters)]
 
     # -- the update ------------------------------------------------------------------
     def step(self, handler, params: dict, grads: dict) -> None:
@@ -117,10 +108,8 @@ class Optimiser:
             self.published["updates"] = updates
 
     def count_step(self, ids, frozen: list) -> dict:
-        """Count a step of the parameters ``ids`` (:attr:`steps` and each one's own count) and publish its values
-        (:attr:`published`: the learning rate, the step, the ``frozen`` ids); returns the counts by parameter id.
-        Part of :meth:`step`, public for a step run another way (a compiled training step replaying the update
-        kernels) that must leave the optimiser as :meth:`step` would."""
+        """Count a step of ``ids`` and publish its values (:attr:`published`); return the counts by parameter id.
+        Part of :meth:`step`, public for a step run another way (a compiled step) that must count the same."""
         self.steps += 1
         counts = self._steps
         for param_id in ids:
@@ -154,8 +143,7 @@ class Optimiser:
 
     @property
     def memory(self):
-        """Each parameter's memory arrays (by id, in :attr:`memory_names` order), read-only: for tools that name
-        the buffers a step touches (``sigma explain``)."""
+        """Each parameter's memory arrays by id, read-only: for tools naming the buffers a step touches."""
         return types.MappingProxyType(self._memory)
 
     # -- checkpoints -------------------------------------------------------------------
@@ -168,8 +156,8 @@ class Optimiser:
         """Everything needed to continue identically: plain Python and NumPy values."""
         memory = {pid: {name: array.to_numpy() for name, array in zip(self.memory_names, arrays)}
                   for pid, arrays in self._memory.items()}
-        return {"optimiser": type(self).__name__, "hyperparameters": self.hyperparameters(), "freeze": list(self._filters),
-                "steps": self.steps, "parameter_steps": dict(self._steps), "memory": memory}
+        return {"optimiser": type(self).__name__, "hyperparameters": self.hyperparameters(), "memory": memory,
+                "freeze": list(self._filters), "steps": self.steps, "parameter_steps": dict(self._steps)}
 
     def load_state_dict(self, state: dict, handler) -> None:
         """Restore :meth:`state_dict` output into ``handler``; an old state without per-parameter steps
@@ -202,3 +190,106 @@ def _check_pair(handler, param_id, param, grad):
         raise SigmaError(f"{role} {param_id!r} belongs to handler {array.handler!r}, not {handler!r}")
     if grad.shape != param.shape:
         raise ShapeError(f"gradient of {param_id!r} has shape {grad.shape}, the parameter {param.shape}")
+
+
+# -- the built-in rules: each names its handler update rule, its memory and the rule's arguments -----------------
+
+
+class GradientDescent(Optimiser):
+    """param −= learning_rate·grad, Sigma's ``GradientDescentOptimiser``. No memory."""
+
+    rule = "sgd"
+    stepwise = False
+
+    def __init__(self, learning_rate=0.01, *, weight_decay=0.0, freeze=()):
+        super().__init__(learning_rate, weight_decay=weight_decay, freeze=freeze)
+
+    def arguments(self, step):
+        return {"lr": self.learning_rate}
+
+
+class Momentum(Optimiser):
+    """Classical momentum as in PyTorch: v = μ·v + g, param −= lr·v; memory ``velocity``.
+
+    Sigma folded the learning rate into the velocity (v = μ·v + lr·g): the same trajectory for a constant
+    rate, but here a schedule acts at once.
+    """
+
+    memory_names = ("velocity",)
+    rule = "momentum"
+    stepwise = False
+    nesterov = False
+
+    def __init__(self, learning_rate=0.01, momentum=0.9, *, weight_decay=0.0, freeze=()):
+        super().__init__(learning_rate, weight_decay=weight_decay, freeze=freeze)
+        self.momentum = momentum
+
+    def arguments(self, step):
+        return {"lr": self.learning_rate, "momentum": self.momentum, "nesterov": self.nesterov}
+
+
+class Nesterov(Momentum):
+    """Nesterov momentum: param −= lr·(g + μ·v), v updated as in :class:`Momentum`."""
+
+    nesterov = True
+
+
+class Adagrad(Optimiser):
+    """Adagrad (Duchi et al., 2011): S += g²; param −= lr·g / (√S + eps); memory ``squared_gradient_sum``.
+
+    ``eps`` (Sigma's ``smoothing``) is added after the square root, as in PyTorch; Sigma added it inside.
+    """
+
+    memory_names = ("squared_gradient_sum",)
+    rule = "adagrad"
+    stepwise = False
+
+    def __init__(self, learning_rate=0.01, eps=1e-6, *, weight_decay=0.0, freeze=()):
+        super().__init__(learning_rate, weight_decay=weight_decay, freeze=freeze)
+        self.eps = eps
+
+    def arguments(self, step):
+        return {"lr": self.learning_rate, "eps": self.eps}
+
+
+class RMSProp(Optimiser):
+    """RMSProp (Hinton's lecture 6e): S = ρ·S + (1−ρ)·g²; param −= lr·g / (√S + eps), eps after the root as
+    in PyTorch. Memory ``squared_gradient``."""
+
+    memory_names = ("squared_gradient",)
+    rule = "rmsprop"
+    stepwise = False
+
+    def __init__(self, learning_rate=0.001, rho=0.9, eps=1e-8, *, weight_decay=0.0, freeze=()):
+        super().__init__(learning_rate, weight_decay=weight_decay, freeze=freeze)
+        self.rho, self.eps = rho, eps
+
+    def arguments(self, step):
+        return {"lr": self.learning_rate, "rho": self.rho, "eps": self.eps}
+
+
+class Adadelta(RMSProp):
+    """Adadelta (Zeiler, 2012, Algorithm 1): RMSProp's average of squared gradients and one of squared updates
+    (memory ``squared_gradient``, ``squared_update``), ``eps`` inside both roots. The paper has no learning rate:
+    ``learning_rate`` (default 1.0) scales the step, as in PyTorch, so schedules still work."""
+
+    memory_names = ("squared_gradient", "squared_update")
+    rule = "adadelta"
+
+    def __init__(self, learning_rate=1.0, rho=0.95, eps=1e-6, *, weight_decay=0.0, freeze=()):
+        super().__init__(learning_rate, rho, eps, weight_decay=weight_decay, freeze=freeze)
+
+
+class Adam(Optimiser):
+    """Adam (Kingma & Ba, 2015): param −= lr·m̂ / (√v̂ + eps), m̂ and v̂ the bias-corrected moment averages;
+    memory ``first_moment`` and ``second_moment``. ``weight_decay`` is coupled L2, not AdamW's."""
+
+    memory_names = ("first_moment", "second_moment")
+    rule = "adam"
+
+    def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, eps=1e-8, *, weight_decay=0.0, freeze=()):
+        super().__init__(learning_rate, weight_decay=weight_decay, freeze=freeze)
+        self.beta1, self.beta2, self.eps = beta1, beta2, eps
+
+    def arguments(self, step):
+        return {"lr": self.learning_rate, "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps, "step": step}

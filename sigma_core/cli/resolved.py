@@ -1,0 +1,121 @@
+"""A run file with every component's defaults filled in, and as TOML: what ``sigma train --print-config`` prints
+(LightningCLI's ``--print_config``, for run files: the run it would train, ready to be saved and trained) and
+sigmann-mlflow logs.
+
+A component's arguments are read from its signature, as the run file is checked
+(:func:`sigma_core.config.check`), so no list of them is kept anywhere to go stale; ``sigma help``
+(sigmann-help) reads them here too.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+import re
+
+import tomli_w
+
+from sigma_core import plugins
+from sigma_core.config import SCHEMA, check
+from sigma_core.errors import UnknownComponentError
+
+#: Leading parameters a kind's builder passes itself, which are no run-file keys: a layer's name and input shapes,
+#: an operator's trainer (see :func:`sigma_core.plugins.build`).
+CONTEXT = {"layer": 2, "operator": 1}
+#: The keys of a kind's table besides its component's arguments, the one naming the component first.
+TABLE_KEYS = {"layer": ("type", "name", "inputs"), "optimiser": ("type",), "initialiser": ("type",),
+              "operator": ("type",), "hook": ("type",)}
+
+
+def component_table_keys(kind: str) -> tuple:
+    """:data:`TABLE_KEYS` of ``kind``; the data table's (extractor) are :data:`sigma_core.data.sources.COMMON_KEYS`."""
+    if kind == "extractor":
+        from sigma_core.data.sources import COMMON_KEYS  # imports NumPy: only when asked
+
+        return COMMON_KEYS
+    return TABLE_KEYS[kind]
+
+
+def component_arguments(implementation, kind: str) -> dict[str, inspect.Parameter]:
+    """The run-file arguments of ``implementation``: its signature's named parameters after the builder's own."""
+    try:
+        parameters = inspect.signature(implementation).parameters
+    except (TypeError, ValueError):  # an instance (an activation, an op) or a built-in: no arguments to give
+        return {}
+    return {name: p for name, p in list(parameters.items())[CONTEXT.get(kind, 0):]
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+
+
+def resolved_config(config: dict) -> dict:
+    """The validated run file ``config`` with every component's defaults filled in, its arguments checked.
+
+    Components are those of ``[[network.layers]]``, ``[optimiser]``, ``[initialisers]``,
+    ``[[hooks]]``/``[[monitors]]``, ``[operator]`` (``single_worker`` unless given) and ``[data]``'s ``source``.
+    A table the run would refuse is refused here, in the same words.
+    """
+    config = copy.deepcopy(config)
+    config["network"]["layers"] = [_completed("layer", table, f"network.layers[{index}]")
+                                   for index, table in enumerate(config["network"]["layers"])]
+    config["optimiser"] = _completed("optimiser", config["optimiser"], "optimiser")
+    config["initialisers"] = {pattern: _completed("initialiser", table, f'initialisers."{pattern}"')
+                              for pattern, table in config["initialisers"].items()}
+    for section in ("hooks", "monitors"):
+        config[section] = [_completed("hook", table, f"{section}[{index}]")
+                           for index, table in enumerate(config[section])]
+    config["operator"] = _completed("operator", {"type": "single_worker", **config["operator"]}, "operator")
+    config["data"] = _completed("extractor", config["data"], "data")
+    return {**{key: config[key] for key in SCHEMA if key in config}, **config}  # in the order run files have
+
+
+def _completed(kind: str, table, where: str):
+    """``table`` with the defaults of the component it names that it leaves out."""
+    others = component_table_keys(kind)
+    key = others[0]  # "type", or the data table's "source"
+    if not isinstance(table, dict) or not isinstance(table.get(key), str):
+        return table  # refused, in its own words, where it is built
+    try:
+        implementation = plugins.get(kind, table[key]).load()
+    except UnknownComponentError as error:
+        raise UnknownComponentError(f"{where}.{key}: {error}") from None
+    arguments = {name: value for name, value in table.items() if name not in others}
+    check(where, implementation, arguments, label=f"{kind} {table[key]!r}", kind=kind, skip=CONTEXT.get(kind, 0),
+          shared=others)
+    defaults = {name: list(p.default) if isinstance(p.default, tuple) else p.default
+                for name, p in component_arguments(implementation, kind).items() if p.default is not p.empty}
+    return {**table, **{name: value for name, value in defaults.items() if name not in table}}
+
+
+def config_toml(config: dict) -> str:
+    """``config`` as TOML (written by tomli_w). TOML has no null: each unset value (None), and each value with no
+    TOML form, is left out and named in a comment at the top (``# hooks[0].directory: unset``)."""
+    notes = []
+    text = tomli_w.dumps(_writable(config, "", notes))
+    return "".join(f"# {note}\n" for note in notes) + ("\n" if notes and text else "") + text
+
+
+_LEFT_OUT = object()
+
+
+def _writable(value, where: str, notes: list):
+    """``value`` without what TOML cannot hold, or ``_LEFT_OUT``: each left out is noted in ``notes``. An array
+    holding a value TOML cannot hold is left out whole (dropping an item would renumber the rest)."""
+    if isinstance(value, dict):
+        kept = {key: _writable(item, f"{where}.{_key(key)}" if where else _key(key), notes)
+                for key, item in value.items()}
+        return {key: item for key, item in kept.items() if item is not _LEFT_OUT}
+    if isinstance(value, (list, tuple)):
+        inner = []
+        items = [_writable(item, f"{where}[{index}]", inner) for index, item in enumerate(value)]
+        if all(item is not _LEFT_OUT for item in items):
+            notes += inner  # unset values of the tables in it
+            return items
+    elif isinstance(value, (str, int, float)):  # bool is an int
+        return value
+    notes.append(f"{where}: {'unset' if value is None else repr(value)}")
+    return _LEFT_OUT
+
+
+def _key(key: str) -> str:
+    """``key`` as TOML writes it: bare, or quoted (JSON's escapes are TOML's, but for DEL, which TOML wants escaped)."""
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key).replace("\x7f", "\\u007f")
