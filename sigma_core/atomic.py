@@ -10,8 +10,6 @@ why, whoever writes: :func:`check_writable` refuses it before costly work, :func
 :func:`atomic_write` as they write.
 """
 
-from __future__ import annotations
-
 import contextlib
 import os
 import re

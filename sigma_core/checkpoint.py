@@ -11,8 +11,6 @@ must follow :data:`METADATA_RULES`; every failure is one :class:`CheckpointError
 atomic and never hold a non-finite value, so the newest checkpoint is always one a run can resume from.
 """
 
-from __future__ import annotations
-
 import contextlib
 import hashlib
 import io

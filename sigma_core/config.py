@@ -10,8 +10,6 @@ not a traceback from deep inside. A rule is
 - a dict: a table whose keys follow their rules; the key ``...`` gives the rule of any key it does not list.
 """
 
-from __future__ import annotations
-
 import copy
 import inspect
 import math

@@ -14,8 +14,6 @@ Every ``sigma`` command runs them at start-up, so they only *describe* component
 (``importlib.util.find_spec("numba") is not None``) rather than importing it.
 """
 
-from __future__ import annotations
-
 from typing import Callable, Iterable, Protocol
 
 import pluggy

@@ -5,8 +5,6 @@ Either file holds the run's layer list (a checkpoint in its run config, an expor
 from raw inputs. The safetensors export is here because :func:`load` reads it; other formats are plugins'.
 """
 
-from __future__ import annotations
-
 import json
 from pathlib import Path
 from typing import NamedTuple

@@ -5,8 +5,6 @@ so a handler seed reproduces them. Parameters are bound by fnmatch globs on thei
 ``"2-dense.weights"``); when several match one id the most specific wins (:func:`specificity`), as in Sigma.
 """
 
-from __future__ import annotations
-
 import fnmatch
 import math
 import re

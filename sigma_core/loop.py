@@ -12,8 +12,6 @@ when the run ends without an error. A stop or reset abandons the open epoch afte
 (a later run finishes it).
 """
 
-from __future__ import annotations
-
 import functools
 import inspect
 import logging
@@ -77,7 +75,7 @@ class Strategy:
         #: The global state: what hooks read and checkpoints save.
         self.trainer = trainer
 
-    def setup(self, loop: Loop) -> None:
+    def setup(self, loop: "Loop") -> None:
         """A run starts, before its ``start`` event: get workers ready (they take the trainer's state)."""
 
     def step(self, batch: dict):

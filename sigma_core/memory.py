@@ -1,8 +1,6 @@
 """How much memory an allocation may ask for, checked before it is made: a layer of 10^9 units or a data file
 claiming 10^12 elements is then one line naming the culprit and the bytes, not a process killed by the kernel."""
 
-from __future__ import annotations
-
 import contextlib
 import os
 import sys

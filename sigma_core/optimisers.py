@@ -9,8 +9,6 @@ bias correction starts at a parameter's own first step). Hyperparameters are att
 constructor's arguments, read every step, so a schedule may change them.
 """
 
-from __future__ import annotations
-
 import fnmatch
 import inspect
 import types

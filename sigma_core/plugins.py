@@ -9,8 +9,6 @@ process, on first use (:func:`reset` forgets it); every ``sigma`` command pays f
 only).
 """
 
-from __future__ import annotations
-
 import argparse
 import collections
 import contextlib

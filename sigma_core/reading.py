@@ -5,8 +5,6 @@ data file or checkpoint that is one of them would hang Sigma instead of failing.
 calls :func:`check_readable` first; a path that does not exist or cannot be read is left to the reader's message.
 """
 
-from __future__ import annotations
-
 import os
 import stat
 from pathlib import Path

@@ -1,8 +1,6 @@
 """From a validated run config to a trained network, the Python API behind ``sigma train``: :func:`build_run`
 builds what a run file describes (handler, data, network, optimiser, trainer, hooks), :class:`Run` trains it."""
 
-from __future__ import annotations
-
 import contextlib
 import logging
 import time

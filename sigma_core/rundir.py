@@ -6,8 +6,6 @@ beyond the ``[checkpoint]`` section's), reading it as ``run.directory`` (:attr:`
 A resumed run continues in the directory its checkpoint's metadata names.
 """
 
-from __future__ import annotations
-
 import contextlib
 import re
 from pathlib import Path

@@ -6,8 +6,6 @@ as a normal one does, and handlers that hash the same way (``cpu``, ``cuda``) dr
 so their state shares one checkpoint key and a run resumes exactly on either.
 """
 
-from __future__ import annotations
-
 import numpy
 
 GOLDEN = 0x9E3779B97F4A7C15

@@ -4,8 +4,6 @@ The cost stays a handler number, summed over the epoch on the handler and read t
 (:attr:`Trainer.last_cost`, the epoch mean), so a step never waits for the device.
 """
 
-from __future__ import annotations
-
 import logging
 
 import numpy
@@ -179,7 +177,7 @@ class Trainer:
         self.total_iterations += 1
         return cost
 
-    def replica(self, handler, name: str) -> Trainer:
+    def replica(self, handler, name: str) -> "Trainer":
         """A data-parallel worker's trainer: copies of this network and optimiser state on ``handler``, no data."""
         optimiser = type(self.optimiser)(**self.optimiser.hyperparameters())
         optimiser.load_state_dict(self.optimiser.state_dict(), handler)

@@ -6,8 +6,6 @@ never replace a built-in command. A :class:`~sigma_core.errors.SigmaError` (a us
 line and exit status 2, or its traceback with ``--debug``; any other exception is a bug and shows its traceback.
 """
 
-from __future__ import annotations
-
 import argparse
 import contextlib
 import logging

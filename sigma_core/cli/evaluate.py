@@ -1,7 +1,5 @@
 """``sigma eval``: accuracy and cost of a checkpoint on a dataset of its run."""
 
-from __future__ import annotations
-
 import json
 
 from sigma_core.errors import SigmaError

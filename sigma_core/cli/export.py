@@ -4,8 +4,6 @@
 plugin may register another (:func:`sigma_core.hookspecs.register_exporters`).
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 
 from . import options

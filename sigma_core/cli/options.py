@@ -2,8 +2,6 @@
 as argparse parent parsers; the parser class, whose usage errors are one line; :func:`ranged`, the type of every
 numeric option."""
 
-from __future__ import annotations
-
 import argparse
 
 from sigma_core.errors import SigmaError

@@ -1,7 +1,5 @@
 """``sigma plugins``: every registered component, who provides it, whether it runs here."""
 
-from __future__ import annotations
-
 import contextlib
 import json
 import sys

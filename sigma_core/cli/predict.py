@@ -1,7 +1,5 @@
 """``sigma predict``: a trained network's class, probabilities and top-k for new inputs."""
 
-from __future__ import annotations
-
 import csv
 import json
 import sys

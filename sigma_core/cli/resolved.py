@@ -7,8 +7,6 @@ A component's arguments are read from its signature, as the run file is checked
 (sigmann-help) reads them here too.
 """
 
-from __future__ import annotations
-
 import copy
 import inspect
 import json

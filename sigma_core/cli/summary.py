@@ -1,8 +1,6 @@
 """``sigma summary``: the network a run file, a checkpoint or an export describes, layer by layer, without reading
 its data."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 from . import options

@@ -7,8 +7,6 @@ resumes from it. Exit status (README.md too): 0 when the epochs ran out or a hoo
 3 for the web page's Stop, 130 for Ctrl-C, 2 for an error (one ``error:`` line), :data:`HOOK_FAILED` with --strict.
 """
 
-from __future__ import annotations
-
 import contextlib
 import json
 import signal

@@ -7,8 +7,6 @@ a table (value -> number). A row with another number of columns than the first, 
 number nor mapped, is an error naming the file and line.
 """
 
-from __future__ import annotations
-
 import csv
 import math
 from collections.abc import Iterator, Mapping, Sequence

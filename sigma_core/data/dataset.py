@@ -5,8 +5,6 @@ Every operation that selects records applies one index to every section, so ``in
 ``BlockDataset``) share, so the iterators serve them all.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 
 import numpy as np
@@ -122,11 +120,11 @@ class Dataset(Records):
         shapes = ", ".join(f"{s}={a.shape} {a.dtype}" for s, a in self._sections.items())
         return f"Dataset({self.name!r}, {len(self)} records: {shapes})"
 
-    def select(self, index, name: str | None = None) -> Dataset:
+    def select(self, index, name: str | None = None) -> "Dataset":
         """A dataset of the records at ``index``, in that order, from every section."""
         return Dataset(self[index], self.name if name is None else name)
 
-    def shuffle(self, seed: int = 0) -> Dataset:
+    def shuffle(self, seed: int = 0) -> "Dataset":
         """The records in a seeded random order: one permutation applied to every section."""
         return self.select(np.random.default_rng(seed).permutation(len(self)), f"{self.name}[shuffled]")
 
@@ -138,11 +136,11 @@ class Dataset(Records):
         """A random order of every record for one epoch of a shuffling iterator."""
         return rng.permutation(len(self))
 
-    def with_section(self, name: str, array: np.ndarray) -> Dataset:
+    def with_section(self, name: str, array: np.ndarray) -> "Dataset":
         """A dataset with section ``name`` added or replaced (the others are shared)."""
         return Dataset({**self._sections, name: array}, self.name)
 
-    def one_hot(self, section: str, classes: int) -> Dataset:
+    def one_hot(self, section: str, classes: int) -> "Dataset":
         """A dataset whose integer-label ``section`` is one-hot encoded over ``classes``."""
         return self.with_section(section, one_hot(self.section(section), classes, name=f"section {section!r}"))
 

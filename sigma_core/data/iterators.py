@@ -5,8 +5,6 @@ only on ``(seed, e)``, so a :meth:`~EpochIterator.state` taken mid-epoch resumes
 the same batches.
 """
 
-from __future__ import annotations
-
 import math
 from collections.abc import Iterator
 

@@ -7,8 +7,6 @@ numbers). NaN and infinity are refused unless ``allow_non_finite``. Every proble
 naming the file.
 """
 
-from __future__ import annotations
-
 import math
 import os
 import tokenize

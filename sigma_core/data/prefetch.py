@@ -5,8 +5,6 @@ so this pays off even in one process. The wrapper counts the batches it has *han
 so :meth:`~PrefetchIterator.state` and an early stop resume at the right batch.
 """
 
-from __future__ import annotations
-
 import contextlib
 import queue
 import threading

@@ -4,8 +4,6 @@ The adaptive transforms take their statistics from :class:`Range` and :class:`Mo
 over chunks, so a block dataset that never holds all records at once gets the same result.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -28,7 +26,7 @@ class Range:
         self.per_feature = per_feature
         self.low = self.high = None
 
-    def update(self, values) -> Range:
+    def update(self, values) -> "Range":
         values = _float(values)
         if len(values):
             axis = 0 if self.per_feature else None
@@ -55,7 +53,7 @@ class Moments:
         self.count = 0
         self.mean = self._m2 = None
 
-    def update(self, values) -> Moments:
+    def update(self, values) -> "Moments":
         values = np.asarray(values, dtype=np.float64)
         n = len(values)
         if n:

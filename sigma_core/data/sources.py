@@ -17,8 +17,6 @@ itself; anything else goes to the source registered for its URL scheme
 (:func:`~sigma_core.hookspecs.register_sources`; ``sigmann-data`` registers ``http``, ``https`` and ``file``).
 """
 
-from __future__ import annotations
-
 import os
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence

@@ -1,7 +1,5 @@
 """Tiny hand-written and random datasets, for smoke tests, examples and benchmarks."""
 
-from __future__ import annotations
-
 import numpy as np
 
 from sigma_core.data.dataset import Dataset

@@ -12,8 +12,6 @@ be the user's Ctrl-C (:func:`could_be_ctrl_c`), ends the run instead.
 docs/plugins.md ("Hook") is the full contract: threads, values, commands, failures.
 """
 
-from __future__ import annotations
-
 import signal
 import threading
 

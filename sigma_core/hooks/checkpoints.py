@@ -5,8 +5,6 @@ A run file's ``[checkpoint]`` section becomes these hooks; a ``[[hooks]]`` table
 :func:`checkpoint_now` saves one on demand (Ctrl-C, the web page's Stop & save, the end of ``sigma train``).
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 
 from ..checkpoint import checkpoint_path, checkpoints, save_checkpoint

@@ -8,8 +8,6 @@ copy of the values as the inline hooks left them. Every call into a hook is guar
 failure is that hook's alone.
 """
 
-from __future__ import annotations
-
 import collections
 import logging
 import sys
@@ -29,7 +27,7 @@ SLICE_SECONDS = 0.001
 #: Each event's (inline, threaded) listeners while no run is on.
 _NOBODY = dict.fromkeys(EVENTS, ((), ()))
 
-_serving: dict[int, Channel] = {}  # id(hook) -> the channel delivering its events now
+_serving: dict[int, "Channel"] = {}  # id(hook) -> the channel delivering its events now
 
 
 class Dispatcher:

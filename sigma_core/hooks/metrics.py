@@ -8,8 +8,6 @@ records past its step and appends. Records are flushed one by one on the hook's 
 crash loses at most one and a slow disk never holds training up.
 """
 
-from __future__ import annotations
-
 import csv
 import json
 from pathlib import Path

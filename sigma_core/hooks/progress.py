@@ -8,8 +8,6 @@ resumed. While attached, the ``sigma`` logger's stderr lines go through the bar'
 If the handler compiles kernels on first use and the first iteration takes over a second, a notice says why.
 """
 
-from __future__ import annotations
-
 import datetime
 import logging
 import math

@@ -4,8 +4,6 @@ A schedule sets the first step's rate when the run attaches it, and again after 
 the optimiser's rate at that moment.
 """
 
-from __future__ import annotations
-
 import math
 
 from ..config import require

@@ -5,8 +5,6 @@ iteration boundary with a ``reason`` that ``sigma train`` prints as the run's la
 a criterion is a success (NaN/Inf is not: :class:`StopOnNonFinite` raises).
 """
 
-from __future__ import annotations
-
 from ..config import require
 from ..errors import NonFiniteError, first_non_finite
 from .base import Hook

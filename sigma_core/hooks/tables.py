@@ -2,8 +2,6 @@
 ``sigma train --monitor NAME[:key=value,...]``: ``type`` names a hook registered through ``register_hooks``,
 the other keys are its constructor's arguments, checked by name."""
 
-from __future__ import annotations
-
 import re
 
 from .. import plugins

@@ -9,8 +9,6 @@ values*, the rest *host values*; a threaded hook gets a copy made at the event o
 device values its :attr:`~sigma_core.hooks.base.Hook.reads` names.
 """
 
-from __future__ import annotations
-
 import fnmatch
 import math
 import time
@@ -107,7 +105,7 @@ class Values(Mapping):
                     found[name] = value
         return found
 
-    def copy(self, reads=()) -> Values:
+    def copy(self, reads=()) -> "Values":
         """A copy that outlives the event (for another thread): the host values and those ``reads`` names."""
         run = self._run
         if run is None:
@@ -213,7 +211,7 @@ class RunView:
         self.values = Values(event, items, self)
         return self.values
 
-    def for_thread(self, values: Values, who: str) -> RunView:
+    def for_thread(self, values: Values, who: str) -> "RunView":
         """A view for the threaded hook ``who`` over its copy ``values``."""
         return RunView(self.loop, self.started, values=Values(values.event, values._items, copied_for=who),
                        published=self.published)

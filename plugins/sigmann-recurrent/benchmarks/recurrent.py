@@ -161,12 +161,18 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--threads", type=int, help="threads for BLAS, numba and torch alike (default: as the environment says)")
+    parser.add_argument("--large", action="store_true",
+                        help="the step at batch 64, T=100, LSTM 512 only (no scaling or memory figures)")
     args = parser.parse_args(argv)
     rounds, iterations = (1, 2) if args.quick else (args.rounds, args.iterations)
-    report = {"step_ms": measure(50, rounds, iterations), "scaling_ms": {}, "peak_memory": {}}
-    for steps in (25, 50, 100, 200):
-        report["scaling_ms"][steps] = measure(steps, max(1, rounds // 2), max(2, iterations // 2))
-    for name in ("numpy", "cpu"):
+    global BATCH, SIZE
+    steps = 50
+    if args.large:
+        BATCH, SIZE, steps = 64, 512, 100
+    report = {"step_ms": measure(steps, rounds, iterations), "scaling_ms": {}, "peak_memory": {}}
+    for steps_here in () if args.large else (25, 50, 100, 200):
+        report["scaling_ms"][steps_here] = measure(steps_here, max(1, rounds // 2), max(2, iterations // 2))
+    for name in () if args.large else ("numpy", "cpu"):
         peak, activations = peak_memory(name, 200)
         report["peak_memory"][name] = {"peak_mib": peak / 2**20, "activations_mib": activations / 2**20,
                                        "ratio": peak / activations}
@@ -174,12 +180,14 @@ def main(argv=None):
         print(json.dumps(report, indent=1))
         return
     ms = report["step_ms"]
-    print(f"character LSTM step (batch {BATCH}, T=50, {CHARS} chars, LSTM {SIZE}, float32), best of {rounds} round medians:")
+    print(f"character LSTM step (batch {BATCH}, T={steps}, {CHARS} chars, LSTM {SIZE}, float32), "
+          f"best of {rounds} round medians:")
     for name, value in ms.items():
         extra = f"  {value / ms['torch']:.2f}x torch" if "torch" in ms and name != "torch" else ""
         extra += f"  {value / ms['gemms']:.2f}x GEMMs" if name in ("numpy", "cpu") else ""
         print(f"  {name:6s} {value:8.2f} ms{extra}")
-    print("scaling (ms per step):")
+    if report["scaling_ms"]:
+        print("scaling (ms per step):")
     for steps, row in report["scaling_ms"].items():
         print(f"  T={steps:3d}  " + "  ".join(f"{n} {v:7.2f}" for n, v in row.items()))
     for name, row in report["peak_memory"].items():
