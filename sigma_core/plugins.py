@@ -105,6 +105,11 @@ def components(kind: str | None = None) -> list[Component]:
             for key, c in sorted(tables[k].items()) if key == c.name]  # aliases are keys too
 
 
+#: How every "not installed" message ends. The core names no distribution (what provides what changes with the
+#: plugins, not with the core): the README's list of distributions says which one provides what.
+MORE = "the README lists the plugins that provide more"
+
+
 def get(kind: str, name: str) -> Component:
     """The component registered as ``name`` (or with that alias) for ``kind``."""
     table = _discovered().tables[_checked(kind)]
@@ -116,9 +121,7 @@ def get(kind: str, name: str) -> Component:
         close = difflib.get_close_matches(name, table, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         available = ", ".join(sorted({c.name for c in table.values()})) or "none"
-        # The core names no distribution: the README's list of distributions says which one provides what.
-        raise UnknownComponentError(f"unknown {kind} {name!r} ({hint}available: {available}); "
-                                    "the README lists the plugins that provide more")
+        raise UnknownComponentError(f"unknown {kind} {name!r} ({hint}available: {available}); {MORE}")
     return table[name]
 
 

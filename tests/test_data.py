@@ -196,18 +196,20 @@ def test_config_npz_missing_array_names_the_key(tmp_path):
 
 
 @pytest.mark.parametrize("path, extra, message", [
-    ("https://example.org/a.csv", {}, "'https://example.org/a.csv' is a URL: install sigmann-data to download it"),
-    (["a.csv", "b.csv"], {}, "['a.csv', 'b.csv'] is a list of fallbacks: install sigmann-data to try them"),
-    ("a.csv.gz", {}, "'a.csv.gz' is compressed: install sigmann-data to unpack it"),
-    ("a.csv", {"md5": "0" * 32}, "'a.csv' is given with a checksum: install sigmann-data to check it"),
-    ("s3://bucket/a.csv", {}, "'s3://bucket/a.csv': no source for 's3' URLs is installed (installed sources: none)"),
+    ("https://example.org/a.csv", {}, "'https://example.org/a.csv' is a URL: no 'https' source is installed to "
+                                      "download it"),
+    (["a.csv", "b.csv"], {}, "['a.csv', 'b.csv'] is a list of fallbacks: no 'file' source is installed to try them"),
+    ("a.csv.gz", {}, "'a.csv.gz' is compressed: no 'file' source is installed to unpack it"),
+    ("a.csv", {"md5": "0" * 32}, "'a.csv' is given with a checksum: no 'file' source is installed to check it"),
+    ("s3://bucket/a.csv", {}, "'s3://bucket/a.csv' is a URL: no 's3' source is installed to download it"),
 ])
 def test_without_a_source_plugin_a_path_the_core_cannot_read_is_one_line(monkeypatch, path, extra, message):
     monkeypatch.setenv("SIGMA_PLUGINS", "")  # the core alone
     plugins.reset()
     with pytest.raises(DataError) as caught:
         dataset_from_config({"source": "csv", "path": path, **extra})
-    assert str(caught.value) == f"data.path {message}"
+    # The core names no distribution: the README's table says which plugin provides a source.
+    assert str(caught.value) == f"data.path {message} (installed sources: none); {plugins.MORE}"
 
 
 def test_the_core_reads_a_local_path_and_names_a_missing_one(tmp_path, monkeypatch):
@@ -222,7 +224,8 @@ def test_the_core_reads_a_local_path_and_names_a_missing_one(tmp_path, monkeypat
         dataset_from_config({"source": "csv", "path": "data/gone.csv"})
     assert str(caught.value) == (f"data.path: file not found: data/gone.csv (looked for {tmp_path}/data/gone.csv: "
                                  f"a relative path is relative to the working directory, {tmp_path})")
-    with pytest.raises(ConfigError, match=r"^data.blocks needs the block cache: install sigmann-data, which provides it$"):
+    with pytest.raises(ConfigError, match=r"^data.blocks needs a cache registered as 'blocks', and none is installed; "
+                                          r"the README lists the plugins that provide more$"):
         dataset_from_config({"source": "csv", "path": str(tmp_path / "a.csv"), "blocks": {"records": 1}})
 
 

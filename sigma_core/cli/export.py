@@ -30,9 +30,8 @@ def main(args) -> int:
 
     formats = {c.name: c for c in plugins.components("exporter") if "/" not in c.name}  # "onnx/dense": a layer's
     if args.format not in formats:
-        hint = "; ONNX export is in sigmann-onnx: pip install sigmann-onnx" if args.format == "onnx" else ""
         installed = ", ".join(sorted(formats))
-        raise SigmaError(f"sigma export: unknown format {args.format!r} (installed: {installed}){hint}")
+        raise SigmaError(f"sigma export: unknown format {args.format!r} (installed: {installed}); {plugins.MORE}")
     out = check_writable(args.out or Path(args.checkpoint).with_suffix(f".{args.format}"),
                          what="--out" if args.out else "")  # before the checkpoint is read
     formats[args.format].load()(args.checkpoint, out)

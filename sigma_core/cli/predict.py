@@ -149,8 +149,7 @@ def _reader(path: Path):
     except UnknownComponentError:
         readers = sorted(n for c in plugins.components("reader") for n in (c.name, *c.aliases))
         raise SigmaError(f"{path}: unknown input format {key!r} (sigma predict reads .npy, .npz, .csv, - for JSON on "
-                         f"stdin{''.join(', .' + n for n in readers)}; images need sigmann-images, IDX files "
-                         "sigmann-mnist)") from None
+                         f"stdin{''.join(', .' + n for n in readers)}); {plugins.MORE}") from None
     available, reason = component.availability()
     if not available:
         raise SigmaError(f"{path}: the {component.name!r} reader of {component.distribution} cannot run here: {reason}")

@@ -33,7 +33,7 @@ from sigma_core.errors import ConfigError, UnknownComponentError
 COMMON_KEYS = ("source", "preprocess", "one_hot", "md5", "sha256", "blocks")
 #: What the ``file`` source unpacks; tar forms come before the plain streams they end with.
 COMPRESSED_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar", ".zip", ".gz", ".bz2", ".xz")
-#: Why a value needs a source, and what the source does with it (``sigmann-data``'s: ``http``, ``https``, ``file``).
+#: Why a value needs a source, and what the source does with it.
 _NEEDS = {"a URL": "download it", "a list of fallbacks": "try them", "compressed": "unpack it",
           "given with a checksum": "check it"}
 
@@ -61,11 +61,9 @@ def resolve_path(value: str | os.PathLike | Sequence[str | os.PathLike], *, md5:
     try:
         source = plugins.load("source", scheme)
     except UnknownComponentError:
-        if scheme in ("http", "https", "file"):
-            raise DataError(f"{key} {value!r} is {needs}: install sigmann-data to {_NEEDS[needs]}") from None
         installed = ", ".join(sorted(n for c in plugins.components("source") for n in (c.name, *c.aliases))) or "none"
-        raise DataError(f"{key} {value!r}: no source for {scheme!r} URLs is installed "
-                        f"(installed sources: {installed})") from None
+        raise DataError(f"{key} {value!r} is {needs}: no {scheme!r} source is installed to {_NEEDS[needs]} "
+                        f"(installed sources: {installed}); {plugins.MORE}") from None
     return source(value, md5=md5, sha256=sha256)
 
 
@@ -85,7 +83,8 @@ def dataset_from_config(cfg: Mapping) -> Records:
         try:
             cache = plugins.load("cache", "blocks")
         except UnknownComponentError:
-            raise ConfigError("data.blocks needs the block cache: install sigmann-data, which provides it") from None
+            raise ConfigError(f"data.blocks needs a cache registered as 'blocks', and none is installed; "
+                              f"{plugins.MORE}") from None
     arguments = _arguments(source, extractor, cfg)
     try:
         if cache is None:
