@@ -140,8 +140,7 @@ class Loop:
         self._reset_requested = False
         self._step_requested = False  # run one iteration, then pause again ...
         self._stepped = False  # ... and that iteration has been let through
-        self._changes = []  # functions sent by `set` and `extend`, applied on the training thread
-        self._calls = []  # (function, Future) sent by `call` commands, run on the training thread
+        self._calls = []  # (function, Future) sent by `set`, `extend` and `call`, run on the training thread
         self._settled = True  # the loop has acted on every signal so far
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
@@ -294,10 +293,10 @@ class Loop:
             return self.signal_stop(**arguments)
         if name == "set" and given == {"key", "value"}:
             self._check_setting(**arguments)
-            return self._change(functools.partial(self._apply_setting, **arguments))
+            return self._call(functools.partial(self._apply_setting, **arguments))
         if name == "extend" and given == {"epochs"}:
             require("extend: epochs", "int >= 1", arguments["epochs"])
-            return self._change(functools.partial(self._extend, arguments["epochs"]))
+            return self._call(functools.partial(self._extend, arguments["epochs"]))
         if name == "call" and given == {"fn"}:
             return self._call(arguments["fn"])
         raise SigmaError(f"unknown command {name!r} with arguments {sorted(arguments)} (commands: pause, resume, "
@@ -310,16 +309,9 @@ class Loop:
             self._step_requested = True
             self._signal(State.RUNNING)
 
-    def _change(self, apply) -> None:
-        """Run ``apply`` on the training thread at the next boundary, or now when no run is active."""
-        with self._changed:
-            if self._active:
-                self._changes.append(apply)
-                self._signal()
-            else:
-                apply()
-
     def _call(self, fn) -> Future:
+        """Run ``fn`` on the training thread at the next boundary, or now when no run is active; its result (or
+        exception) goes to the Future returned."""
         future = Future()
         with self._changed:
             self._calls.append((fn, future))
@@ -426,7 +418,7 @@ class Loop:
             self._emit("iteration")
             # Unlocked reads: a signal that lands just after them is seen at the next boundary.
             if (self._state is not State.RUNNING or self._paused or self._reset_requested or self._step_requested
-                    or self._changes or self._calls) and not self._obey_signals():
+                    or self._calls) and not self._obey_signals():
                 self.strategy.merge()
                 return  # the caller's loop acts on the stop or reset; the epoch stays open and is not reported
         self.strategy.merge()
@@ -443,9 +435,6 @@ class Loop:
         the lock, so their hooks may signal too."""
         while True:
             with self._changed:
-                changes, self._changes = self._changes, []
-                for apply in changes:
-                    apply()
                 self._run_calls()
                 if self._reset_requested or self._state is State.STOPPED:
                     return False
