@@ -26,7 +26,7 @@ from sigma_core import SigmaError
 
 ARGS = ["--set", "training.epochs=1"]
 #: ``sigma`` as its console script runs it, in this interpreter.
-SIGMA = [sys.executable, "-c", "import sys; from sigma_core.cli import main; sys.exit(main())"]
+SIGMA = [sys.executable, "-c", "import sys; from sigma_core import cli_main; sys.exit(cli_main())"]
 
 
 def run_file() -> Path:
