@@ -11,23 +11,24 @@ configuration trains through the product's own path (``build_run``,
 
 Parts:
 
-- ``--part node``: ``ray`` x2 on a local Ray instance (the workers on the
-  driver's node, results through a compiled graph) against ``threads`` x2,
-  in alternating rounds in this process, one BLAS thread per worker.
+- ``--part node``: ``ray`` x2 on a local Ray instance (worker 0 is the
+  driver, this process; worker 1 an actor on its node: the arrays in shared
+  memory, kept in step by a compiled graph) against ``threads`` x2, in
+  alternating rounds in this process, one BLAS thread per worker.
 - ``--part nodes``: ``ray`` x2 joined by address to a cluster that this
   script starts with ``ray start`` (token authentication on, its own temp
   dir, stopped by killing exactly its processes at the end): one node with 2
-  CPUs (both workers beside the driver: a compiled graph), then two nodes
-  with 1 CPU each (one worker on the driver's node, one on the other: Ray's
+  CPUs (the actor beside the driver: shared memory), then two nodes with
+  1 CPU each (the driver on the head, the actor on the other node: Ray's
   object transfer). Each cluster's driver is a child process of this one.
 
 Per configuration: the step time (median of the round's steps), split into
-compute (the slowest worker's forward and backward pass, as the workers time
-it: ``RayWorkers.busy_seconds``), merge (the slowest worker adding up the
-workers' gradients and applying them: ``merge_seconds``) and transfer (the
-rest: moving the gradients, Ray's own work, waiting for the slower worker);
-and the driver's own merge (``driver_seconds``), which overlaps the workers'
-next step. Compute and merge are means over the round. Best round (by step
+compute (the slowest worker's forward and backward pass, the driver's own
+rows (worker 0) or an actor's, as each times it: ``RayWorkers.busy_seconds``),
+merge (the slowest worker adding up the workers' arrays and applying the
+sum: ``merge_seconds``; every process does it once, at the same time) and
+transfer (the rest: moving the arrays, Ray's own work, waiting for the
+slower worker). Compute and merge are means over the round. Best round (by step
 time) and the median of the rounds' step times.
 
 Usage: ``python plugins/sigmann-ray/benchmarks/ray_operator.py --part node|nodes [--rounds 3] [--iterations 30]``.
@@ -61,18 +62,17 @@ SIZES = {"1.59M": (1000, 800), "87k": (100, 80)}
 
 
 class Steps(Hook):
-    """Timestamps of every global iteration, the ray workers' compute and the driver's merge seconds so far;
-    stops the run after ``count`` iterations."""
+    """Timestamps of every global iteration, the ray workers' compute and merge seconds so far; stops the run
+    after ``count`` iterations."""
 
     def __init__(self, count: int):
-        self.count, self.times, self.compute, self.merge, self.driver = count, [], [], [], []
+        self.count, self.times, self.compute, self.merge = count, [], [], []
 
     def on_iteration(self):
         strategy = self.run.loop.strategy
         self.times.append(time.perf_counter())
         self.compute.append(getattr(strategy, "busy_seconds", 0.0))
         self.merge.append(getattr(strategy, "merge_seconds", 0.0))
-        self.driver.append(getattr(strategy, "driver_seconds", 0.0))
         if len(self.times) == self.count:
             self.run.command("stop")
 
@@ -97,11 +97,10 @@ def one_round(run, operator: dict, iterations: int, warmup: int) -> dict:
     step = float(np.median(np.diff(steps.times[warmup - 1:])))
     compute = (steps.compute[-1] - steps.compute[warmup - 1]) / iterations
     merge = (steps.merge[-1] - steps.merge[warmup - 1]) / iterations
-    driver = (steps.driver[-1] - steps.driver[warmup - 1]) / iterations
     if operator["type"] != "ray":
-        compute = merge = driver = float("nan")  # the threads operator does not split its step
+        compute = merge = float("nan")  # the threads operator does not split its step
     return {"step_ms": step * 1e3, "compute_ms": compute * 1e3, "merge_ms": merge * 1e3,
-            "transfer_ms": (step - compute - merge) * 1e3, "driver_ms": driver * 1e3}
+            "transfer_ms": (step - compute - merge) * 1e3}
 
 
 def summary(rounds: list) -> dict:
@@ -112,7 +111,7 @@ def summary(rounds: list) -> dict:
 def line(name: str, result: dict) -> str:
     split = "" if np.isnan(result["compute_ms"]) else (
         f" = compute {result['compute_ms']:5.1f} + merge {result['merge_ms']:4.1f} + transfer "
-        f"{result['transfer_ms']:5.1f}; driver's merge {result['driver_ms']:4.1f}, overlapped")
+        f"{result['transfer_ms']:5.1f}")
     return f"  {name:<34} step {result['step_ms']:6.1f} ms (median {result['median_step_ms']:6.1f}){split}"
 
 
@@ -189,7 +188,7 @@ def stop_cluster(base: Path) -> None:
 
 def nodes_part(args) -> None:
     print(f"ray x2 joined by address (token on); {machine()} at the start; best of {args.rounds} rounds of "
-          f"{args.iterations} iterations; per step: compute + merge (driver) + transfer (the rest)")
+          f"{args.iterations} iterations; per step: compute + merge + transfer (the rest)")
     for nodes in (1, 2):
         base = Path(tempfile.mkdtemp(prefix="sgb", dir="/tmp"))
         try:
@@ -221,7 +220,7 @@ def node_part(args) -> None:
 
     hidden = SIZES["1.59M"]
     configurations = {"threads x2": (hidden, {"type": "threads", "workers": 2, "blas_threads": 1}),
-                      "ray x2 (compiled graph)": (hidden, {"type": "ray", "workers": 2, "blas_threads": 1})}
+                      "ray x2 (shared memory)": (hidden, {"type": "ray", "workers": 2, "blas_threads": 1})}
     ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=False,
              _system_config=LOCAL_RAY)
     began = machine()
@@ -230,8 +229,8 @@ def node_part(args) -> None:
           f"start, {machine()} at the end; best of {args.rounds} alternating rounds of {args.iterations} iterations")
     for name, result in results.items():
         print(line(name, result))
-    ratio = results["ray x2 (compiled graph)"]["step_ms"] / results["threads x2"]["step_ms"]
-    medians = results["ray x2 (compiled graph)"]["median_step_ms"] / results["threads x2"]["median_step_ms"]
+    ratio = results["ray x2 (shared memory)"]["step_ms"] / results["threads x2"]["step_ms"]
+    medians = results["ray x2 (shared memory)"]["median_step_ms"] / results["threads x2"]["median_step_ms"]
     print(f"  ray x2 / threads x2 step time: {ratio:.2f} (medians: {medians:.2f})")
 
 

@@ -1,7 +1,7 @@
 """The ``ray`` operator on a real two-node Ray cluster, started on this machine with token authentication on.
 
 The cluster is two ``ray start`` processes trees, a head and a second node with
-one CPU each (so the two workers land one per node), each in a temp dir of its
+one CPU each (so the two workers, the driver and one actor, land one per node), each in a temp dir of its
 own and with its token in a file of its own: nothing here touches another Ray
 instance on the machine (other tests' local ones, a user's ``~/.ray``). The
 finaliser stops exactly the processes this module started (every process
@@ -12,8 +12,9 @@ Every run is ``sigma train`` in a subprocess, as a user runs it: training by
 address with the token gives the single worker's costs; no token and a dead
 address are one line each; a worker killed on the second node is restarted
 and the run still gives the single worker's costs; with ``restarts = 0`` the
-run ends in one line and exit status 2 (not a crash: three trials); a driver
-killed with SIGKILL leaves no worker behind on either node.
+run ends in one line and exit status 2 (not a crash: three trials); the
+actors fill the node other than the driver's first; a driver killed with
+SIGKILL leaves no worker behind on either node.
 """
 
 from __future__ import annotations
@@ -276,11 +277,16 @@ def test_a_worker_that_stops_answering_is_one_line_after_the_timeout(cluster, tm
                         r"none\); Ray's messages: \S+ and the nodes' Ray session logs", err.strip().splitlines()[-1]), err
 
 
-def test_a_driver_killed_with_sigkill_leaves_no_worker_on_either_node(cluster, tmp_path):
-    raw = digits(address=cluster.address, token_file=str(cluster.token)).replace(f"epochs = {EPOCHS}", "epochs = 50")
+def test_actors_fill_the_other_node_first_and_a_driver_killed_with_sigkill_leaves_none(cluster, tmp_path):
+    # The driver (worker 0) joins on the head; half a CPU each: the second node takes two actors, the head the third.
+    raw = digits(address=cluster.address, token_file=str(cluster.token), workers=4, cpus_per_worker=0.5).replace(
+        f"epochs = {EPOCHS}", "epochs = 50")
     run = sigma_train(tmp_path, raw)
-    until_synchronised(run)
-    assert cluster.workers("head") and cluster.workers("second")
+    lines, synced = until_synchronised(run)
+    head, second = cluster.node_id("head")[:8], cluster.node_id("second")[:8]
+    assert re.search(rf"worker 0 \(this process\) on node \S+ \(id {head}\), worker 1 on node \S+ \(id {second}\), "
+                     rf"worker 2 on node \S+ \(id {second}\), worker 3 on node \S+ \(id {head}\);", synced), synced
+    assert len(cluster.workers("head")) == 1 and len(cluster.workers("second")) == 2
     run.kill()
     run.wait(timeout=30)
     deadline = time.monotonic() + 60

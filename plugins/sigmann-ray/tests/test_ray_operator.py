@@ -87,6 +87,18 @@ def test_three_ray_workers_give_one_worker_on_the_whole_batch(ray_instance, capl
     assert ray_instance.available_resources().get("CPU") == 2
 
 
+def test_one_worker_is_the_driver_alone(ray_instance):
+    single = digits_run()
+    Loop(single.trainer, epochs=1).run()
+    seen = []
+    run = digits_run()
+    ray_loop(run.trainer, {"type": "ray", "workers": 1}, epochs=1, hooks=[AtIteration(3, lambda hook: seen.append(
+        (hook.run.loop.strategy.actors, ray_instance.available_resources().get("CPU"))))]).run()
+    assert seen == [([], 2)]  # no actor, no CPU taken from Ray
+    for pid, array in parameters(single.trainer).items():
+        np.testing.assert_allclose(parameters(run.trainer)[pid], array, rtol=1e-12, atol=1e-12, err_msg=pid)
+
+
 def running_statistics(trainer) -> dict:
     return {key: array.to_numpy().copy() for key, array in trainer.network.state.items()}
 
@@ -160,10 +172,11 @@ def test_a_reset_mid_epoch_recompiles_and_repeats_the_run(ray_instance, caplog):
 
 
 def kill_worker_1(hook):
-    """Kills worker 1's process (SIGKILL) from the driver, between two iterations."""
+    """Kills worker 1's process (SIGKILL) from the driver, between two iterations (the driver is worker 0; worker 1
+    is the first actor)."""
     import ray
 
-    pid = ray.get(hook.run.loop.strategy.workers[1].pid.remote())
+    pid = ray.get(hook.run.loop.strategy.actors[0].pid.remote())
     assert os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0)  # not Ray's nice +15
     os.kill(pid, signal.SIGKILL)
 
@@ -257,7 +270,7 @@ def test_with_no_restarts_a_lost_worker_on_this_node_is_one_line_and_status_2(tm
                            cwd=tmp_path,
                            env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     for line in run.stderr:  # until the run says where its workers are: then it is training
-        if "results through a compiled graph" in line:
+        if "results through shared memory and a compiled graph" in line:
             break
     else:
         raise AssertionError(f"the run ended before training: {run.communicate()}")

@@ -1,15 +1,18 @@
 """One Ray worker: an actor in its own process, with its own run built from the run file.
 
-It builds the run itself (``build_run``: its own handler, of the trainer's
-kind and dtype, its own optimiser and its own copy of the data), so records
-never travel through the driver, and keeps a replica of the global state in
-lockstep with the other workers: every global step it applies the last
-step's summed gradients with the hyperparameters the driver sends (and
-takes the summed layer state), then computes its rows of the new step and
-hands out their weighted gradients and layer state as one flat array. How
-the arrays reach the others is the exchange's business
-(:mod:`sigmann_ray.exchange`); the sum is always taken here, in worker order,
-so every process gets the same bits.
+The driver is worker 0 and computes its rows itself; workers 1, 2, ... are
+these actors. Each builds the run itself (``build_run``: its own handler, of
+the trainer's kind and dtype, its own optimiser and its own copy of the data),
+so records never travel through the driver, and keeps a replica of the
+global state in lockstep with the driver: every global step it completes the
+last step's sum (the driver's array, which comes with the step's order,
+then the actors' arrays in worker order, so every process gets the same
+bits), applies it with the hyperparameters the driver sends (and takes the
+summed layer state), then computes its rows of the new step and hands out
+their weighted gradients and layer state as one flat array: written in
+shared memory when the exchange has some (every actor on the driver's
+node), returned otherwise. How the arrays reach the others is the
+exchange's business (:mod:`sigmann_ray.exchange`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import numpy
 import ray
 
 from sigma_core import build_run
-from sigmann_ray.flat import add_up, unflatten
+from sigmann_ray.flat import add_up, contribute, unflatten
 from sigmann_threads import Worker, shard_bounds, worker_failed
 
 
@@ -59,31 +62,41 @@ class RayWorker:
         local.refresh_trainable()
         size = sum(stop - start for _, start, stop, _ in self.layout)
         self.flat, self.total = numpy.zeros(size, local.handler.dtype), numpy.empty(size, local.handler.dtype)
-        self.summed, self.merging = False, 0.0
+        self.received, self.merging = [], 0.0  # the actors' arrays of the last step; seconds merging since
+        self.shared = None  # the exchange's arrays in shared memory, if it has some (attach)
         return ray.get_runtime_context().get_node_id(), os.getpid()
 
+    def attach(self, path: str, shape: tuple) -> None:
+        """Map the exchange's arrays in shared memory (:class:`sigmann_ray.exchange.SharedArrays`)."""
+        self.shared = numpy.memmap(path, dtype=self.flat.dtype, mode="r+", shape=shape)
+
     def compute(self, order: tuple) -> tuple:
-        """Apply the last step's summed gradients (if ``gather`` left some) with ``order``'s hyperparameters,
-        then this worker's part of global step ``order``'s counters: its rows' cost and gradients, weighted by
-        their share of the global batch. Returns ``(cost, records, flat gradients, seconds computing, seconds
-        merging)``: merging is the last step's sum and its application here. The flat array holds the layer
-        state too, as this step's forward pass left it, weighted as the gradients."""
+        """Global step ``order = (counters, hyperparameters, driver)``: first the last step's sum, if
+        ``driver`` says there was one (the driver's array itself; or True: every array of the last step is in
+        shared memory), applied with those hyperparameters; then this worker's rows of step ``counters``:
+        their cost and gradients, weighted by their share of the global batch, as one flat array (in shared
+        memory if the exchange has some). Returns ``(cost, records, flat array or None if shared, seconds
+        computing, seconds merging)``: merging is the last step's sum and its application here. The flat array
+        holds the layer state too, as this step's forward pass left it, weighted as the gradients."""
         if self.failure is not None:
             raise self.failure
         if order is None:  # a compiled graph's first, empty execution (see sigmann_ray.exchange)
             return 0.0, 0, None, 0.0, 0.0
-        counters, hyperparameters = order
+        counters, hyperparameters, driver = order
+        step, epoch, position = counters
         try:
             local = self.worker.trainer
-            if self.summed:
+            if driver is not None:
                 began = time.perf_counter()
+                if self.shared is not None:  # the driver's array, then every actor's, in worker order
+                    driver, *self.received = self.shared[(step - 1) % 2]
                 for name, value in hyperparameters.items():
                     setattr(local.optimiser, name, value)
-                gradients, state = unflatten(self.total, self.layout, local.network)
+                gradients, state = unflatten(add_up([driver, *self.received], self.total), self.layout,
+                                             local.network)
                 local.apply_gradients(gradients, 0.0)
                 local.network.load_state_dict(state, partial=True)
-                self.summed, self.merging = False, self.merging + time.perf_counter() - began
-            step, epoch, position = counters
+                self.merging += time.perf_counter() - began
             if self.batches[0] != epoch:
                 self.batches = (epoch, self.iterator.batch_indices(epoch))
             index = self.batches[1][position]
@@ -91,38 +104,23 @@ class RayWorker:
                 index = numpy.arange(*index.indices(len(self.iterator.dataset)))
             bounds = shard_bounds(len(index), self.count)
             rows = index[bounds[self.worker.index]:bounds[self.worker.index + 1]]
-            cost, began, share = 0.0, time.perf_counter(), len(rows) / len(index)
-            if not len(rows):  # fewer records than workers: this one adds nothing
-                self.flat.fill(0.0)
-            else:
-                self.worker.prepare(*counters)
-                with local.handler.session():
-                    cost, grads = local.gradients(self.iterator.dataset[rows])
-                    arrays = {**grads, **local.network.state}
-                    for pid, start, stop, shape in self.layout:
-                        array = local.handler.host_view(arrays[pid])
-                        array = arrays[pid].to_numpy() if array is None else array
-                        numpy.multiply(array.reshape(-1), share, out=self.flat[start:stop])
+            out = self.flat if self.shared is None else self.shared[step % 2][self.worker.index]
+            began = time.perf_counter()
+            cost = contribute(self.worker, counters, self.iterator.dataset[rows], len(rows) / len(index),
+                              self.layout, out)
             merging, self.merging = self.merging, 0.0
-            return float(cost) * share, len(rows), self.flat, time.perf_counter() - began, merging
+            return cost, len(rows), None if self.shared is not None else out, time.perf_counter() - began, merging
         except Exception as error:
             raise worker_failed(self.worker.index, error) from None
 
-    def gather(self, *results) -> float:
-        """Every worker's result of this step: their gradients summed, to be applied by the next ``compute``.
-        Returns the time.perf_counter() at the end: when this step's last output was ready."""
-        if results[0][2] is None:  # the empty execution: nothing to add
-            return time.perf_counter()
-        began = time.perf_counter()
-        add_up([result[2] for result in results], self.total)
-        self.summed, ended = True, time.perf_counter()
-        self.merging = ended - began
-        return ended
+    def gather(self, *results) -> None:
+        """Every actor's result of this step (a compiled graph's all-gather, whose arrays are in shared
+        memory): called once all of them are in, so the next ``compute`` may read them."""
 
-    def step(self, order: tuple, *previous) -> tuple:
-        """``gather`` of the last step's results (none after taking the state), then ``compute``: one global
-        step as one ordinary actor call, whose arguments Ray brings from the other workers' nodes."""
+    def step(self, order: tuple, driver, *previous) -> tuple:
+        """One global step as one ordinary actor call (Ray's object transfer): the actors' last results
+        (``previous``, none after taking the state), whose arrays Ray brings from their nodes, then ``compute``
+        of ``order`` with the driver's last array (``driver``, passed on its own so that Ray moves it once)."""
         if previous:
-            self.gather(*previous)
-        return self.compute(order)
-
+            self.received = [result[2] for result in previous]
+        return self.compute((*order, driver))
