@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import os
@@ -282,3 +283,69 @@ def test_with_no_restarts_a_lost_worker_on_this_node_is_one_line_and_status_2(tm
                         r"\(restarts = 0 allows none\); Ray's messages: \S+ and the nodes' Ray session logs",
                         err.strip().splitlines()[-1]), err
     assert len(err.strip().splitlines()) == 1 and "(raylet)" not in out, (out, err)
+
+
+def test_a_frozen_worker_on_this_node_is_replaced_after_the_timeout(ray_instance, caplog):
+    """A worker that stops answering (SIGSTOP: alive, but silent) while it shares the driver's node, where the
+    results travel through a compiled graph, is treated as lost once ``timeout`` has passed: replaced, its step
+    repeated, the run finished as a single worker would have."""
+    import ray
+
+    frozen = []
+
+    def freeze_worker_1(hook):
+        frozen.append(ray.get(hook.run.loop.strategy.actors[0].pid.remote()))
+        os.kill(frozen[0], signal.SIGSTOP)
+
+    run = digits_run({"type": "ray", "workers": 2, "timeout": 3}, epochs=2)
+    run.hooks.append(AtIteration(10, freeze_worker_1))
+    try:
+        with caplog.at_level(logging.WARNING, logger="sigma"):
+            summary = run.train()
+    finally:
+        for pid in frozen:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert summary["epochs"] == 2 and run.trainer.total_iterations == 2 * len(run.trainer.training_iterator)
+    restarts = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ray worker 1 on node ")]
+    assert len(restarts) == 1 and "did not answer within 3 s (timeout)" in restarts[0], restarts
+    single = digits_run(epochs=2)
+    Loop(single.trainer, epochs=2).run()
+    for pid, array in parameters(single.trainer).items():
+        np.testing.assert_allclose(parameters(run.trainer)[pid], array, rtol=1e-12, atol=1e-12, err_msg=pid)
+
+
+class _StuckRead:
+    """A compiled-graph output whose read ignores its time limit (as Ray 2.60's does when the writer froze
+    holding the channel's lock) and ends only when the writer's process does."""
+
+    def __init__(self, writer):
+        self.writer = writer
+
+    def get(self, timeout):
+        from ray.exceptions import RayChannelError
+
+        self.writer.wait()
+        raise RayChannelError("channel closed")
+
+
+class _Ready:
+    def get(self, timeout):
+        return "result"
+
+
+def test_a_read_stuck_past_its_limit_kills_the_writer_and_says_it_did_not_answer():
+    from sigmann_ray.exchange import GRACE_SECONDS, LostWorker, read_within
+
+    writer = subprocess.Popen(["sleep", "600"])
+    try:
+        assert read_within(_Ready(), 0.2, writer.pid) == "result"
+        time.sleep(0.2 + GRACE_SECONDS + 0.3)
+        assert writer.poll() is None  # an answer in time cancels the timer
+        began = time.monotonic()
+        with pytest.raises(LostWorker, match=r"^did not answer within 0.2 s \(timeout\)$"):
+            read_within(_StuckRead(writer), 0.2, writer.pid)
+        assert time.monotonic() - began >= 0.2 + GRACE_SECONDS and writer.returncode == -signal.SIGKILL
+    finally:
+        writer.kill()
+        writer.wait()

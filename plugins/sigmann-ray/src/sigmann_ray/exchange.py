@@ -35,8 +35,11 @@ crashes the process.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
+import signal
 import tempfile
+import threading
 import time
 
 import numpy
@@ -111,6 +114,38 @@ class ObjectExchange:
         self._last = ()
 
 
+#: Seconds past an output's time limit before its writer's process is killed (see :func:`read_within`).
+GRACE_SECONDS = 1.0
+
+
+def read_within(ref, timeout: float, writer_pid: int | None):
+    """``ref.get(timeout=timeout)``, the output of a compiled graph on this node, within its limit even where
+    Ray's own limit does not hold: Ray 2.60's read waits past it when the writer froze holding the channel's
+    lock (tried with SIGSTOP). A timer then kills the writer's process (``writer_pid``, on this node), which
+    ends the read; that counts as the writer not answering in time (:class:`LostWorker`, index None: the
+    caller knows the position)."""
+    killed = threading.Event()
+
+    def kill():
+        killed.set()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(writer_pid, signal.SIGKILL)
+
+    timer = threading.Timer(timeout + GRACE_SECONDS, kill) if writer_pid is not None else None
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
+    try:
+        return ref.get(timeout=timeout)
+    except (RayActorError, RayChannelError):
+        if killed.is_set():
+            raise LostWorker(None, f"did not answer within {timeout:g} s (timeout)", silent=True) from None
+        raise
+    finally:
+        if timer is not None:
+            timer.cancel()
+
+
 class SharedArrays:
     """Every worker's flat array of the last two steps, in shared memory on this node: ``arrays[step % 2]
     [worker]``. A step's arrays are written where they are computed and read where they are added up, with
@@ -136,8 +171,9 @@ class CompiledExchange:
     """One compiled-graph execution per global step, the driver on the actors' node; the arrays in shared
     memory (:class:`SharedArrays`), the graph's channels carrying the orders and the costs."""
 
-    def __init__(self, actors: list, size: int, dtype, timeout: float):
+    def __init__(self, actors: list, size: int, dtype, timeout: float, pids: list[int] = ()):
         self._shared = SharedArrays(actors, size, dtype, timeout).arrays
+        self._pids = list(pids)  # the actors' processes, all on this node (see read_within)
         with InputNode() as order:
             results = [actor.compute.bind(order) for actor in actors]
             gathers = [actor.gather.bind(*results) for actor in actors] if len(actors) > 1 else []
@@ -184,12 +220,12 @@ class CompiledExchange:
             time.sleep(max(0.0, submitted + min(self._work) - time.perf_counter()))
         outputs, failure = [], None
         for position, ref in enumerate(refs):  # every output read, gather's too
+            writer = position % self.count
             try:
-                outputs.append(ref.get(timeout=self.timeout))
+                outputs.append(read_within(ref, self.timeout, self._pids[writer] if writer < len(self._pids) else None))
                 continue
-            except RayChannelTimeoutError:
-                failure = LostWorker(position % self.count, f"did not answer within {self.timeout:g} s (timeout)",
-                                     silent=True)
+            except (RayChannelTimeoutError, LostWorker):
+                failure = LostWorker(writer, f"did not answer within {self.timeout:g} s (timeout)", silent=True)
             except (RayActorError, RayChannelError) as error:
                 failure = LostWorker(None, f"died ({type(error).__name__})")
             except RayTaskError as error:

@@ -285,7 +285,7 @@ class RayWorkers(Strategy):
         addresses = {node["NodeID"]: node["NodeManagerAddress"] for node in ray.nodes()}
         self.nodes = [(addresses.get(node, "unknown"), node) for node in ids]
         if set(ids) == {self._here}:
-            self._exchange = CompiledExchange(self.actors, size, dtype, self.timeout)
+            self._exchange = CompiledExchange(self.actors, size, dtype, self.timeout, self._pids)
         else:
             self._exchange = ObjectExchange(self.actors, size, dtype, self.timeout)
         placement = "ray: worker 0 (this process) on {}, {}; results through {}".format(
