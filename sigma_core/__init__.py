@@ -26,7 +26,7 @@ _PROVIDERS = {
     # compute: what backends (sigma_cpu, sigma_cuda) and op plugins (sigmann-recurrent) build on
     "handler": "Handler NumpyHandler",
     "backend": "create_handler resolve_handler_name available_handlers handler_availability",
-    "kernels": "ACTIVATIONS ArrayKernels CompiledUpdates UPDATE_SCALARS",
+    "kernels": "ACTIVATIONS ArrayKernels UpdateKernels CompiledUpdates UPDATE_SCALARS",
     "ndarray": "NDArray ExpiredArrayError",
     "ops": "Op",
     "streams": "CounterStreams GOLDEN",
@@ -58,6 +58,7 @@ _PROVIDERS = {
     # what data plugins (sigmann-data, -mnist, -images) build on
     "data.dataset": "Dataset Records DataError split_bounds check_finite",
     "data.preprocessing": "Preprocessing",
+    "data.iterators": "MinibatchIterator",
     "data.sources": "dataset_from_config resolve_path COMPRESSED_SUFFIXES",
     "data.numpy_files": "DEFLATE_RATIO",
     # the sigma command: shared options, main, resolved run files (--print-config, sigmann-mlflow, sigmann-help)
