@@ -235,3 +235,43 @@ def test_the_blas_callback_is_loaded_from_the_disk_cache_in_later_processes(tmp_
     assert any("data saved to" in line and "blas_pool._callback-" in line for line in logs[0].splitlines())
     assert any("data loaded from" in line and "blas_pool._callback-" in line for line in logs[1].splitlines())
     assert "saved to" not in logs[1], logs[1][-2000:]  # nothing compiled (_run_jobs comes linked into the callback)
+
+
+_LEAN_RUN = """
+import numpy
+from numba.core import base
+refreshes = []
+refresh = base.BaseContext.refresh
+base.BaseContext.refresh = lambda self: (refreshes.append(1), refresh(self))[1]
+from sigma_core.constructs import Dense, Dropout, Input, SoftmaxCE
+from sigma_core.network import Network
+from sigma_core.optimisers import Adam
+from sigma_core.trainer import Trainer
+from sigma_cpu.handler import NumbaHandler
+network = Network(Input(64) + Dense(32, "relu") + Dropout(0.1) + Dense(10) + SoftmaxCE())
+trainer = Trainer(network, Adam(0.003), training_iterator=[])
+trainer.initialise(NumbaHandler("float32", seed=0))
+rng = numpy.random.default_rng(0)
+batches = [{"inputs": rng.random((32, 64), dtype=numpy.float32), "targets": rng.integers(0, 10, 32)} for _ in range(3)]
+costs = [float(trainer.run_iteration(batch)).hex() for batch in batches]
+print(len(refreshes), costs)
+"""
+
+
+def test_a_warm_process_loads_the_kernels_without_refreshing_numbas_registries(tmp_path):
+    """numba refreshes its typing and lowering registries (~250 modules, 0.25 s) before loading cached machine
+    code, which needs only its runtime (issue 28): a process with a warm cache must not, and compute the same."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, SIGMA_NUMBA_CACHE_DIR=str(tmp_path))
+    outputs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", _LEAN_RUN], env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        refreshes, costs = done.stdout.strip().split(" ", 1)
+        outputs.append((int(refreshes), costs))
+    assert outputs[0][0] > 0  # the first process compiled, which refreshes
+    assert outputs[1][0] == 0, "a process with a warm cache refreshed numba's registries"
+    assert outputs[1][1] == outputs[0][1]

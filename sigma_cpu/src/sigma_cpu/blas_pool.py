@@ -52,6 +52,8 @@ from llvmlite import binding as llvm  # noqa: E402
 from llvmlite import ir  # noqa: E402
 from numba import types  # noqa: E402
 from numba.core import cgutils  # noqa: E402
+from numba.core.ccallback import CFunc  # noqa: E402
+from numba.core.sigutils import normalize_signature  # noqa: E402
 from numba.extending import intrinsic  # noqa: E402
 
 #: Entry points of OpenBLAS's callback setter and thread count, by build (the
@@ -152,7 +154,8 @@ def _mutex(typingctx, release):
     return types.void(release), codegen
 
 
-@numba.njit(parallel=True, cache=True)
+@numba_cache.cached
+@numba.njit(parallel=True)
 def _run_jobs(dojob, count, size, jobs, data):
     """Run the ``count`` jobs concurrently, one per pool thread; the job index doubles as the thread number.
 
@@ -189,7 +192,9 @@ def _compile_callback():
     for symbol, function in ((_LOCK, libc.pthread_mutex_lock), (_UNLOCK, libc.pthread_mutex_unlock)):
         llvm.add_symbol(symbol, ctypes.cast(function, ctypes.c_void_p).value)
     signature = types.void(types.int32, types.intp, types.int32, types.uintp, types.intp, types.int32)
-    return numba.cfunc(signature, cache=True)(_callback)
+    callback = numba_cache.cached(CFunc(_callback, normalize_signature(signature), locals={}, options={}), _callback)
+    callback.compile()  # what numba.cfunc(signature, cache=True) does, with numba_cache's loading
+    return callback
 
 
 def _openblas():

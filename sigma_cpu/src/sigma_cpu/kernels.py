@@ -25,12 +25,12 @@ numba's thread pool (without it a parallel pass fights OpenBLAS's spinning
 threads and loses). Each element's result depends on that element alone, so
 both give the same bits; below :data:`PARALLEL_MIN` elements the serial one runs.
 
-Compilation (see :data:`_jit`): ``error_model="numpy"`` lets LLVM vectorise
+Compilation (see :data:`_njit`): ``error_model="numpy"`` lets LLVM vectorise
 loops containing a division (the default Python error model checks every
 divisor for zero); the fast-math flags allow reassociation and fused
 multiply-adds but not ``nnan``/``ninf``, so a diverging run still produces
-the NaN the trainer stops on. ``cache=True`` keeps the machine code on disk
-(see :mod:`sigma_cpu.numba_cache`, which must run before numba compiles).
+the NaN the trainer stops on. The machine code is kept on disk
+(:func:`sigma_cpu.numba_cache.cached`, configured before numba compiles).
 """
 
 from __future__ import annotations
@@ -51,8 +51,13 @@ import numba  # noqa: E402  (after the cache directory is chosen)
 
 FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
-_jit = numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True, nogil=True)
-_jit_parallel = numba.njit(parallel=True, fastmath=FASTMATH, error_model="numpy", cache=True, nogil=True)
+_njit = numba.njit(fastmath=FASTMATH, error_model="numpy", nogil=True)
+_njit_parallel = numba.njit(parallel=True, fastmath=FASTMATH, error_model="numpy", nogil=True)
+
+
+def _jit(function):
+    """``function`` compiled serial, cached on disk."""
+    return numba_cache.cached(_njit(function))
 
 #: Below this many elements a pass stays serial even on the shared pool: handing
 #: half of it to the other thread costs more than the half takes, or saves about a
@@ -72,7 +77,7 @@ def _serial_and_parallel(loop):
     twin = types.FunctionType(loop.__code__, loop.__globals__, loop.__name__, loop.__defaults__, loop.__closure__)
     twin.__qualname__ = f"{loop.__qualname__}_parallel"
     twin.__doc__ = loop.__doc__
-    return _jit(loop), _jit_parallel(twin)
+    return _jit(loop), numba_cache.cached(_njit_parallel(twin))
 
 
 def _pick(compiled, size):
@@ -140,7 +145,8 @@ def _softmax_row(logits, probabilities, i):
     return top, math.log(s)
 
 
-@numba.njit(error_model="numpy", cache=True, nogil=True)  # no fast-math: the additions keep NumPy's order
+@numba_cache.cached
+@numba.njit(error_model="numpy", nogil=True)  # no fast-math: the additions keep NumPy's order
 def _column_sums(x, out):
     """out[j] = Σ_i x[i, j], adding row after row: NumPy's order for an axis-0 sum, so its bits."""
     rows, cols = x.shape

@@ -1,4 +1,4 @@
-"""Where numba keeps the compiled kernels on disk, decided before numba compiles anything.
+"""numba's disk cache for the kernels: where it lives (decided before numba compiles anything) and how it loads.
 
 The kernels are compiled with ``cache=True``, so only the first process on a
 machine pays the compile cost (several seconds); later ones load machine code
@@ -16,10 +16,15 @@ cache goes to a per-user directory instead, chosen here. Precedence:
 kernels are defined. numba reads ``NUMBA_CACHE_DIR`` when it is imported, so
 if something imported numba earlier the setting is also written into
 ``numba.config`` directly.
+
+:func:`cached` turns the cache on for one compiled function. Loading from it
+skips numba's registry refresh (see :func:`_lean_cache_class`), which is most
+of what a process with a warm cache pays for using numba at all.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -57,3 +62,42 @@ def configure() -> str | None:
         if "numba" in sys.modules:
             sys.modules["numba"].config.CACHE_DIR = chosen
     return chosen
+
+
+@functools.cache
+def _lean_cache_class():
+    """numba's ``FunctionCache``, except that loading machine code initialises only numba's runtime (NRT).
+
+    numba's own ``load_overload`` first refreshes its typing and lowering
+    registries: it imports and registers ~250 modules of numba's
+    implementations, 0.25 s on the first load of a process, although machine
+    code from the disk needs none of them, only the runtime's symbols it links
+    against. Compiling (a cache miss) still refreshes everything, in numba's
+    compiler. Returns None when this numba lacks the two methods used here
+    (they are numba's, not public): then :func:`cached` keeps numba's loading.
+    """
+    from numba.core import caching
+    from numba.core.runtime import nrt
+
+    if not all(hasattr(caching.Cache, name) for name in ("_guard_against_spurious_io_errors", "_load_overload")):
+        return None
+
+    class LeanFunctionCache(caching.FunctionCache):
+        def load_overload(self, sig, target_context):
+            nrt.rtsys.initialize(target_context)  # idempotent; the symbols loaded machine code links against
+            with self._guard_against_spurious_io_errors():
+                return self._load_overload(sig, target_context)
+            # None (an I/O error swallowed, as numba does): the dispatcher compiles instead
+
+    return LeanFunctionCache
+
+
+def cached(compiled, function=None):
+    """``compiled`` (a ``numba.njit`` dispatcher, or a ``CFunc`` of ``function`` not compiled yet) with its disk
+    cache on, as ``cache=True`` would, loading leanly."""
+    lean = _lean_cache_class()
+    if lean is None:
+        compiled.enable_caching()
+    else:  # what enable_caching sets, with the lean loading
+        compiled._cache = lean(compiled.py_func if function is None else function)
+    return compiled
