@@ -226,7 +226,7 @@ def test_the_blas_callback_is_loaded_from_the_disk_cache_in_later_processes(tmp_
 
     script = ("from sigma_cpu import blas_pool\nfrom sigma_cpu.handler import NumbaHandler\n"
               "NumbaHandler('float32'); import sys; sys.stderr.write(f'installed: {blas_pool.PARALLEL}')")
-    env = dict(os.environ, SIGMA_NUMBA_CACHE_DIR=str(tmp_path), NUMBA_DEBUG_CACHE="1")
+    env = dict(os.environ, SIGMA_NUMBA_CACHE_DIR=str(tmp_path), NUMBA_DEBUG_CACHE="1", SIGMA_CPU_PRECOMPILE="0")
     logs = []
     for _ in range(2):
         done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
@@ -265,7 +265,7 @@ def test_a_warm_process_loads_the_kernels_without_refreshing_numbas_registries(t
     import subprocess
     import sys
 
-    env = dict(os.environ, SIGMA_NUMBA_CACHE_DIR=str(tmp_path))
+    env = dict(os.environ, SIGMA_NUMBA_CACHE_DIR=str(tmp_path), SIGMA_CPU_PRECOMPILE="0")
     outputs = []
     for _ in range(2):
         done = subprocess.run([sys.executable, "-c", _LEAN_RUN], env=env, capture_output=True, text=True, timeout=300)
@@ -275,3 +275,48 @@ def test_a_warm_process_loads_the_kernels_without_refreshing_numbas_registries(t
     assert outputs[0][0] > 0  # the first process compiled, which refreshes
     assert outputs[1][0] == 0, "a process with a warm cache refreshed numba's registries"
     assert outputs[1][1] == outputs[0][1]
+
+
+def test_the_first_process_on_a_machine_has_a_helper_fill_the_cache_and_later_ones_compile_nothing(tmp_path):
+    """The first run compiles what it needs first while a helper process compiles the rest (issue 28: a cold cache
+    added ~2 s). Once the helper is done, a process using kernels the first did not (momentum with weight decay)
+    compiles nothing, starts no helper, and computes what it computes compiling them itself."""
+    import os
+    import subprocess
+    import sys
+
+    from sigma_cpu import wait_for_precompile
+
+    def run(script, cache, **settings):
+        env = dict(os.environ, SIGMA_NUMBA_CACHE_DIR=str(cache), NUMBA_DEBUG_CACHE="1", **settings)
+        done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert wait_for_precompile(cache, timeout=240), "the helper did not finish"
+        return done.stdout.strip().splitlines()
+
+    started = "from sigma_cpu import precompile\nprint(precompile.start('float32'))\n"
+    momentum = _LEAN_RUN.replace("Adam(0.003)", "Momentum(0.05, 0.9, weight_decay=1e-4)").replace(
+        "import Adam", "import Momentum")
+    first = run(_LEAN_RUN + started, tmp_path / "shared", SIGMA_CPU_PRECOMPILE="1")
+    assert first[-1] == "False"  # the handler had started the helper, which held the lock
+    stamps = [path.name for path in (tmp_path / "shared").glob("sigma-cpu-precompiled-float32-*")]
+    assert len(stamps) == 1 and not stamps[0].endswith(".lock"), stamps
+    assert any((tmp_path / "shared").rglob("*_adam_parallel*.nbi"))  # the parallel twins too
+    later = run(momentum + started, tmp_path / "shared", SIGMA_CPU_PRECOMPILE="1")
+    assert not any("data saved to" in line for line in later), "a process after the helper compiled a kernel"
+    assert later[-1] == "False"  # the stamp is there: no helper
+    alone = run(momentum, tmp_path / "alone", SIGMA_CPU_PRECOMPILE="0")
+    assert any("data saved to" in line for line in alone)
+    assert later[-2].split(" ", 1)[1] == alone[-1].split(" ", 1)[1]  # the costs
+
+
+def test_no_helper_starts_when_precompiling_is_turned_off(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, SIGMA_NUMBA_CACHE_DIR=str(tmp_path), SIGMA_CPU_PRECOMPILE="0")
+    script = "from sigma_cpu import precompile\nprint(precompile.start('float32'))"
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr[-2000:]
+    assert not list(tmp_path.glob("sigma-cpu-precompiled-*"))

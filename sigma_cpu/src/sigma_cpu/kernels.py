@@ -43,7 +43,7 @@ import numpy
 
 from sigma_core import GOLDEN, UPDATE_SCALARS, ArrayKernels, CompiledUpdates, CounterStreams, ShapeError
 
-from . import blas_pool, numba_cache
+from . import blas_pool, numba_cache, precompile
 
 numba_cache.configure()
 
@@ -67,6 +67,11 @@ def _jit(function):
 PARALLEL_MIN = 1 << 16
 
 
+#: Every (serial, parallel) pair :func:`_serial_and_parallel` made: :mod:`sigma_cpu.precompile` compiles the
+#: parallel twins of those the run's serial calls compiled.
+PAIRS = []
+
+
 def _serial_and_parallel(loop):
     """``loop`` (written with ``prange``) compiled serial, where ``prange`` is ``range``, and parallel.
 
@@ -77,7 +82,9 @@ def _serial_and_parallel(loop):
     twin = types.FunctionType(loop.__code__, loop.__globals__, loop.__name__, loop.__defaults__, loop.__closure__)
     twin.__qualname__ = f"{loop.__qualname__}_parallel"
     twin.__doc__ = loop.__doc__
-    return _jit(loop), numba_cache.cached(_njit_parallel(twin))
+    pair = _jit(loop), numba_cache.cached(_njit_parallel(twin))
+    PAIRS.append(pair)
+    return pair
 
 
 def _pick(compiled, size):
@@ -376,6 +383,7 @@ class NumbaKernels(ArrayKernels):
 
     def __init__(self, dtype, seed=None):
         super().__init__(dtype, seed)
+        precompile.start(self.dtype)  # a first run on this machine: compile on another core too
         blas_pool.install()
         self._scalar = self.dtype.type  # hyperparameters enter the loops in the array dtype
         self.streams = CounterStreams(seed)  # dropout's, shared with sigma_cuda's hash

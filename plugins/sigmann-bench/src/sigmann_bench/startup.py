@@ -8,8 +8,11 @@ job, one epoch) per handler, the handlers alternating in every round, each
 process in a scratch directory (its ``runs/`` go there). The ``cpu`` handler is
 timed twice per round: with a warm numba cache (a scratch cache directory the
 first run of the workload fills) and with a cold one (a fresh directory each
-time, so every kernel the run uses is compiled). Records carry the ratio to
-the ``numpy`` run's median and, for the cold cache, the seconds it adds.
+time, so every kernel the run uses is compiled, by the run and by the helper
+process ``sigma_cpu.precompile`` starts beside it). A process's time ends when
+it exits; its helper, which compiles on detached, is waited for before the
+next process starts. Records carry the ratio to the ``numpy`` run's median
+and, for the cold cache, the seconds it adds.
 """
 
 from __future__ import annotations
@@ -50,6 +53,11 @@ def time_process(handler: str, workdir: str, cache: str) -> float:
     if done.returncode:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise SigmaError(f"sigma bench: startup on {handler} exited with {done.returncode}: {last}")
+    if handler == "cpu":  # its precompiling helper may compile on: the next process must not share the CPUs with it
+        from sigma_cpu import wait_for_precompile
+
+        if not wait_for_precompile(cache):
+            raise SigmaError(f"sigma bench: sigma_cpu's precompiling helper in {cache} did not finish within 120 s")
     return seconds
 
 
