@@ -526,6 +526,8 @@ def first_iteration_latency(workload, handler="cpu") -> list[dict]:
     Run twice against one new, empty numba cache directory: the first run
     compiles every kernel it needs (cold), the second loads them from disk (warm).
     """
+    from sigmann_bench.startup import settle
+
     records = []
     with tempfile.TemporaryDirectory(prefix="sigma-numba-cache-") as cache:
         env = dict(os.environ, SIGMA_NUMBA_CACHE_DIR=cache)
@@ -534,6 +536,7 @@ def first_iteration_latency(workload, handler="cpu") -> list[dict]:
                 [sys.executable, "-c", FIRST_ITERATION, workload, handler],
                 env=env, capture_output=True, text=True, check=True,
             )
+            settle(handler, cache)
             ms = round(float(result.stdout.split()[-1]) * 1e3, 1)
             records.append({"workload": workload, "system": f"sigma-{handler}", "measure": measure,
                             "median_ms": ms, "min_ms": ms, "max_ms": ms})

@@ -53,12 +53,19 @@ def time_process(handler: str, workdir: str, cache: str) -> float:
     if done.returncode:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise SigmaError(f"sigma bench: startup on {handler} exited with {done.returncode}: {last}")
-    if handler == "cpu":  # its precompiling helper may compile on: the next process must not share the CPUs with it
-        from sigma_cpu import wait_for_precompile
-
-        if not wait_for_precompile(cache):
-            raise SigmaError(f"sigma bench: sigma_cpu's precompiling helper in {cache} did not finish within 120 s")
+    settle(handler, cache)
     return seconds
+
+
+def settle(handler: str, cache: str) -> None:
+    """Wait for the helper a ``cpu`` process may have left compiling into ``cache`` (see :mod:`sigma_cpu.precompile`):
+    the next timed process must not share the CPUs with it, nor a deleted cache directory be written to."""
+    if handler != "cpu":
+        return
+    from sigma_cpu import wait_for_precompile
+
+    if not wait_for_precompile(cache):
+        raise SigmaError(f"sigma bench: sigma_cpu's precompiling helper in {cache} did not finish within 120 s")
 
 
 def systems(handlers) -> list[tuple[str, str, bool]]:
