@@ -45,9 +45,7 @@ import os
 
 from . import numba_cache
 
-numba_cache.configure()
-
-import numba  # noqa: E402  (after the cache directory is chosen)
+numba = numba_cache.import_numba()
 from llvmlite import binding as llvm  # noqa: E402
 from llvmlite import ir  # noqa: E402
 from numba import types  # noqa: E402

@@ -614,7 +614,9 @@ def format_table(records) -> str:
             added = f", {r['added_to_warm_ms'] / 1e3:+.2f} s on the warm cache" if "added_to_warm_ms" in r else ""
             lines.append(f"{r['workload']:<11}{r['system']:<22}whole process: {r['median_ms'] / 1e3:.2f} s "
                          f"({r['min_ms'] / 1e3:.2f}-{r['max_ms'] / 1e3:.2f}), "
-                         f"{r['ratio_to_numpy']:.2f}x sigma-numpy{added}")
+                         f"{r['ratio_to_numpy']:.2f}x sigma-numpy{added}"
+                         + ("" if r["bytecode_cache"] else " (PYTHONDONTWRITEBYTECODE is set: every process compiles "
+                                                           "the modules it imports that have no bytecode cache)"))
         elif r["measure"] != "iteration":
             lines.append(f"{r['workload']:<11}{r['system']:<22}{r['measure']}: {r['median_ms']:.0f} ms")
     return "\n".join(lines)

@@ -99,7 +99,9 @@ def run(handlers, rounds: int, log) -> list[dict]:
         record = {"workload": "startup", "system": name, "measure": "process",
                   "median_ms": round(median * 1e3, 1), "min_ms": round(min(samples[name]) * 1e3, 1),
                   "max_ms": round(max(samples[name]) * 1e3, 1), "ratio_to_numpy": round(median / baseline, 3),
-                  "processes": len(samples[name])}
+                  "processes": len(samples[name]),
+                  # whether the processes could write and reuse Python's bytecode cache, as an installed package does
+                  "bytecode_cache": not os.environ.get("PYTHONDONTWRITEBYTECODE")}
         if cold:
             record["added_to_warm_ms"] = round((median - warm_cpu) * 1e3, 1)
         records.append(record)
