@@ -6,7 +6,8 @@ step, SGD (lr 0.1), float32. Measured through the real framework path
 (constructs -> Network -> Trainer.run_iteration). Also timed: the step's GEMMs
 alone in NumPy (the floor a host implementation can reach), and PyTorch eager
 (``nn.LSTM`` + ``nn.Linear`` + ``cross_entropy`` + SGD) on the same cores when
-torch is installed ("torch not installed" otherwise).
+torch is installed ("torch not installed" otherwise), and the same GEMMs through
+PyTorch's BLAS (``gemms-torch``): what separates the two floors.
 
 Each figure is the best of ``--rounds`` round medians (``--iterations`` steps
 each): the machine this was written on is shared, so the best round is the
@@ -81,26 +82,38 @@ def torch_step(steps):
     return step
 
 
-def gemm_step(steps):
-    """The step's matrix products alone, with preallocated outputs (NumPy/BLAS)."""
+def gemm_step(steps, library="numpy"):
+    """The step's matrix products alone, with preallocated outputs: NumPy's BLAS (OpenBLAS in NumPy's wheels),
+    or with ``library="torch"`` the same products through ``torch.matmul`` (PyTorch's BLAS, MKL or oneDNN)."""
     rng = np.random.default_rng(0)
-    f32 = lambda *s: (0.05 * rng.standard_normal(s)).astype(np.float32)  # noqa: E731  (no overflow)
+    if library == "torch":
+        import torch
+
+        def f32(*shape):
+            return torch.from_numpy((0.05 * rng.standard_normal(shape)).astype(np.float32))
+
+        matmul = torch.matmul
+    else:
+        def f32(*shape):
+            return (0.05 * rng.standard_normal(shape)).astype(np.float32)  # small: no overflow
+
+        matmul = np.matmul
     rows, width = BATCH * steps, 4 * SIZE
     x, w, u, v = f32(rows, CHARS), f32(CHARS, width), f32(SIZE, width), f32(SIZE, CHARS)
     gates, hs, h, logits = f32(rows, width), f32(rows, SIZE), f32(BATCH, SIZE), f32(rows, CHARS)
     dx, dw, du, dv, dhs = f32(rows, CHARS), f32(CHARS, width), f32(SIZE, width), f32(SIZE, CHARS), f32(rows, SIZE)
 
     def step(batch):
-        np.matmul(x, w, out=gates)  # input projection, all steps
+        matmul(x, w, out=gates)  # input projection, all steps
         for t in range(1, steps):  # recurrent products, forward and backward
-            np.matmul(hs[(t - 1) * BATCH : t * BATCH], u, out=gates[t * BATCH : (t + 1) * BATCH])
-            np.matmul(gates[t * BATCH : (t + 1) * BATCH], u.T, out=h)
-        np.matmul(hs, v, out=logits)
-        np.matmul(logits, v.T, out=dhs)
-        np.matmul(hs.T, logits, out=dv)
-        np.matmul(x.T, gates, out=dw)
-        np.matmul(hs.T, gates, out=du)
-        np.matmul(gates, w.T, out=dx)
+            matmul(hs[(t - 1) * BATCH : t * BATCH], u, out=gates[t * BATCH : (t + 1) * BATCH])
+            matmul(gates[t * BATCH : (t + 1) * BATCH], u.T, out=h)
+        matmul(hs, v, out=logits)
+        matmul(logits, v.T, out=dhs)
+        matmul(hs.T, logits, out=dv)
+        matmul(x.T, gates, out=dw)
+        matmul(hs.T, gates, out=du)
+        matmul(gates, w.T, out=dx)
 
     return step
 
@@ -116,13 +129,14 @@ def timed(step, batches, iterations):
 
 def systems(steps):
     made = {"numpy": lambda: sigma_step("numpy", steps), "cpu": lambda: sigma_step("cpu", steps),
-            "gemms": lambda: gemm_step(steps), "torch": lambda: torch_step(steps)}
+            "gemms": lambda: gemm_step(steps), "torch": lambda: torch_step(steps),
+            "gemms-torch": lambda: gemm_step(steps, "torch")}
     out = {}
     for name, make in made.items():
         try:
             out[name] = make()
         except ImportError as error:
-            print(f"{name}: {'torch not installed' if name == 'torch' else error}")
+            print(f"{name}: {'torch not installed' if name.endswith('torch') else error}")
     return out
 
 
@@ -184,7 +198,7 @@ def main(argv=None):
           f"best of {rounds} round medians:")
     for name, value in ms.items():
         extra = f"  {value / ms['torch']:.2f}x torch" if "torch" in ms and name != "torch" else ""
-        extra += f"  {value / ms['gemms']:.2f}x GEMMs" if name in ("numpy", "cpu") else ""
+        extra += f"  {value / ms['gemms']:.2f}x GEMMs" if name in ("numpy", "cpu", "gemms-torch") else ""
         print(f"  {name:6s} {value:8.2f} ms{extra}")
     if report["scaling_ms"]:
         print("scaling (ms per step):")
