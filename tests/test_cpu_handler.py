@@ -342,3 +342,15 @@ def test_numba_is_imported_with_the_heap_frozen_and_the_programs_own_freeze_stan
         assert after > before // 2 > 0
     else:
         assert after == 0
+
+
+def test_a_helper_that_fails_still_writes_its_stamp_and_frees_its_lock(tmp_path):
+    """A helper failing once would fail in every later run too: it must not be started again and again."""
+    from sigma_cpu import precompile
+
+    stamp = tmp_path / "sigma-cpu-precompiled-nonsense-0"
+    assert precompile._take_lock(stamp)
+    with pytest.raises(TypeError):
+        precompile.main(["nonsense", str(stamp)])
+    assert stamp.exists() and not list(tmp_path.glob("*.lock"))
+    assert precompile.wait(tmp_path, timeout=0)

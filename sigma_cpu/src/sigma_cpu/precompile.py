@@ -156,7 +156,11 @@ def _calls(dtype):
 
 
 def main(argv) -> int:
-    """Compile the serial kernels, then the parallel twins for the same types, then write the stamp."""
+    """Compile the serial kernels, then the parallel twins for the same types, then write the stamp.
+
+    The stamp is written even if a call fails: a helper that fails would fail
+    again, and runs compile what they need themselves, as without a helper.
+    """
     dtype, stamp = argv[0], Path(argv[1])
     try:
         for call in _calls(dtype):
@@ -166,8 +170,8 @@ def main(argv) -> int:
         for serial, parallel in PAIRS:
             for signature in serial.signatures:
                 parallel.compile(signature)
-        stamp.touch()
     finally:
+        stamp.touch()
         _lock(stamp).unlink(missing_ok=True)
     return 0
 
