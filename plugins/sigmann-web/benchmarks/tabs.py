@@ -24,9 +24,7 @@ import time
 import tomllib
 from pathlib import Path
 
-from sigma_core import config as run_config
-from sigma_core.loop import Loop
-from sigma_core.run import build_run
+from sigma_core import Loop, build_run, validate_run
 from sigmann_web.hook import WebHook
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "digits.toml"
@@ -49,7 +47,7 @@ def train(epochs: int, every: int, pages: str | None) -> tuple[float, float]:
     """(training seconds, CPU seconds the rest of this process used meanwhile: the server's share of the GIL)."""
     raw = tomllib.loads(EXAMPLE.read_text())
     raw["training"]["epochs"] = epochs
-    run = build_run(run_config.validate(raw))
+    run = build_run(validate_run(raw))
     run.trainer.initialise(run.handler)
     hooks, clients = [], None
     if pages is not None:
