@@ -31,6 +31,8 @@ import numpy
 
 from . import numba_cache
 
+#: The stamp's name, before its dtype and key; in the cache directory.
+STAMP_PREFIX = "sigma-cpu-precompiled-"
 #: While a helper runs, this file (holding its process id) sits in the cache directory; its stamp replaces it.
 LOCK_SUFFIX = ".lock"
 #: A lock older than this is left over from a helper that died; it no longer blocks a new one.
@@ -51,7 +53,7 @@ def stamp_path(dtype) -> Path:
     source = (numba_cache.PACKAGE_DIR / "kernels.py").stat()
     key = repr((numba.__version__, sys.version, source.st_mtime_ns, source.st_size))
     digest = hashlib.sha1(key.encode()).hexdigest()[:12]
-    return _cache_directory() / f"sigma-cpu-precompiled-{numpy.dtype(dtype).name}-{digest}"
+    return _cache_directory() / f"{STAMP_PREFIX}{numpy.dtype(dtype).name}-{digest}"
 
 
 def _usable_cpus() -> int:
@@ -111,7 +113,7 @@ def wait(cache_directory, timeout: float = 120.0) -> bool:
     For benchmarks and tests, which must not time or delete a cache while a helper writes into it.
     """
     deadline = time.monotonic() + timeout
-    while any(Path(cache_directory).glob(f"sigma-cpu-precompiled-*{LOCK_SUFFIX}")):
+    while any(Path(cache_directory).glob(f"{STAMP_PREFIX}*{LOCK_SUFFIX}")):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
