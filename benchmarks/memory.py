@@ -31,7 +31,8 @@ import sys
 import tempfile
 import time
 
-from sigma_core import Hook, Loop, MetricsHook, SigmaError, build_run, strategy_from_config
+from sigma_core import Hook, Loop, SigmaError, build_run, strategy_from_config
+from sigmann_monitors import MetricsHook
 from sigma_core import config as run_config
 
 LAYERS = [{"type": "input", "shape": [28, 28]}, {"type": "dropout", "p": 0.2},

@@ -42,7 +42,8 @@ import statistics
 import tempfile
 import time
 
-from sigma_core import Hook, MetricsHook
+from sigma_core import Hook
+from sigmann_monitors import MetricsHook
 from sigma_core import config as run_config
 from sigma_core.loop import Loop
 from sigma_core.run import build_run

@@ -18,11 +18,11 @@ except _metadata.PackageNotFoundError:  # running from a source tree that is not
 _PROVIDERS = {
     # the plugin contract, registered components, one-line errors, the one validator
     "hookspecs": "hookimpl",
-    "plugins": "components build COMPONENT_KINDS=KINDS get_component=get load_component=load",
+    "plugins": "components build COMPONENT_KINDS=KINDS get_component=get load_component=load MORE_PLUGINS=MORE",
     "errors": "SigmaError ConfigError ShapeError ArchitectureError NonFiniteError UnknownComponentError "
-              "describe one_line",
-    "config": "require rule_of describe_rule ARGUMENT_CONVENTIONS=CONVENTIONS load_run_file=load validate_run=validate "
-              "apply_override",
+              "describe one_line first_non_finite",
+    "config": "require accepts rule_of describe_rule ARGUMENT_CONVENTIONS=CONVENTIONS load_run_file=load "
+              "validate_run=validate apply_override",
     # compute: what backends (sigma_cpu, sigma_cuda) and op plugins (sigmann-recurrent) build on
     "handler": "Handler NumpyHandler",
     "backend": "create_handler resolve_handler_name available_handlers handler_availability",
@@ -30,7 +30,7 @@ _PROVIDERS = {
     "ndarray": "NDArray ExpiredArrayError",
     "ops": "Op",
     "streams": "CounterStreams GOLDEN",
-    "memory": "require_memory=require",
+    "memory": "require_memory=require available_memory=available",
     # model: layers, architectures, networks, initialisers
     "layers.base": "Layer ForwardContext",
     "layers.dense": "default_weight_initialisers",
@@ -40,30 +40,31 @@ _PROVIDERS = {
     "architecture": "Construct Architecture from_layer_list",
     "network": "Network",
     "initialisers": "Initialiser Constant Gaussian Uniform Xavier He Custom",
-    "inference": "load",
+    "inference": "load Saved read_saved",
     # training: optimisers, the trainer, the loop and its strategies (operators), runs, checkpoints, files
     "optimisers": "Optimiser GradientDescent Momentum Nesterov Adagrad Adadelta RMSProp Adam",
     "trainer": "Trainer",
     "loop": "Loop Strategy SingleWorker State EpochReport strategy_from_config",
     "run": "build_run step_compiler",
-    "checkpoint": "save_checkpoint load_checkpoint checkpoint_path latest_checkpoint",
+    "checkpoint": "save_checkpoint load_checkpoint checkpoint_path latest_checkpoint CheckpointError",
     "rundir": "run_directories run_label=label",
     "atomic": "atomic_path atomic_write remove_stale partial_prefix check_writable WriteError write_error",
     "reading": "check_readable",
-    # what hook plugins (sigmann-tensorboard, -plots, -web, -criteria) build on
+    # what hook plugins (sigmann-monitors, -tensorboard, -plots, -web, -criteria) build on
     "hooks.base": "Hook HookError",
-    "hooks.values": "RunView Values Best",
-    "hooks.metrics": "MetricsHook record read_metrics",
+    "hooks.values": "RunView Values Best epoch_values",
+    "hooks.lines": "epoch_line",
+    "hooks.tables": "parse_hook_option",
     "hooks.checkpoints": "CheckpointHook checkpoint_now",
-    # what data plugins (sigmann-data, -mnist, -images) build on
+    # what data plugins (sigmann-data, -csv, -transforms, -mnist, -images) build on
     "data.dataset": "Dataset Records DataError split_bounds check_finite",
-    "data.preprocessing": "Preprocessing",
+    "data.preprocessing": "Preprocessing Transform Range as_float",
     "data.iterators": "MinibatchIterator",
     "data.sources": "dataset_from_config resolve_path COMPRESSED_SUFFIXES",
-    "data.numpy_files": "DEFLATE_RATIO",
-    # the sigma command: shared options, main, resolved run files (--print-config, sigmann-mlflow, sigmann-help)
+    "data.numpy_files": "DEFLATE_RATIO load_numpy",
+    # the sigma command: shared options, main, resolved run files (sigmann-help, sigmann-mlflow)
     "cli": "cli_options=options cli_main=main",
-    "cli.resolved": "resolved_config config_toml component_arguments component_table_keys",
+    "cli.resolved": "resolved_config component_arguments component_table_keys",
 }
 _LAZY = {public: (module, own or public) for module, names in _PROVIDERS.items()
          for public, _, own in (name.partition("=") for name in names.split())}

@@ -11,7 +11,8 @@ marked ``@hookimpl``. Sigma's own components arrive the same way (:mod:`sigma_co
 
 Every ``sigma`` command runs them at start-up, so they only *describe* components: a lazy
 ``"package.module:attr"`` string, and a ``check`` that looks for a dependency
-(``importlib.util.find_spec("numba") is not None``) rather than importing it.
+(``importlib.util.find_spec("numba") is not None``) rather than importing it. Each function below is one kind
+of component, its docstring the whole contract.
 """
 
 from typing import Callable, Iterable, Protocol
@@ -31,7 +32,7 @@ class Register(Protocol):
     class or function, or a ``"package.module:attr"`` string imported on first use. ``check()`` returns
     ``(available, reason)`` cheaply (``(False, "no CUDA device")``); None: always available. ``rank`` orders
     handlers and step compilers for ``auto`` (higher wins). ``description`` is one line for ``sigma plugins``.
-    ``kernels`` is for ops only (``"op"`` below).
+    ``kernels`` is for ops only (:func:`register_ops`).
     """
 
     def __call__(self, name: str, implementation: object, *, aliases: str | Iterable[str] = (),
@@ -39,52 +40,108 @@ class Register(Protocol):
                  kernels: dict[str, object] | None = None) -> None: ...
 
 
-#: Kind -> what a plugin registers through ``register_{kind}s(register)``: each one's contract (and docstring).
-CONTRACTS = {
-    "handler": 'Compute handlers: ``sigma_core.Handler`` subclasses, built as ``cls(dtype="float32", seed=None)``.',
-    "layer": "Layer classes (``sigma_core.Layer``) for ``[[network.layers]] type``, built from the table's other "
-             "keys but ``name`` and ``inputs``; a layer writes its forward pass in handler ops, autodiff the rest.",
-    "activation": "Activation objects (``sigma_core.resolve_activation``) for ``activation = ...``.",
-    "optimiser": "Optimisers (``sigma_core.Optimiser``) for ``[optimiser] type``, built from its other keys.",
-    "initialiser": "Parameter initialisers (``sigma_core.Initialiser``) for ``[initialisers]`` bindings.",
-    "hook": "Hooks (``sigma_core.Hook`` subclasses) for ``[[hooks]] type`` and ``sigma train --monitor``, built "
-            "from the table's other keys: the loop calls the events a hook overrides, inline or ``threaded``.",
-    "extractor": "Data extractors for ``[data] source``: callables of the table's other keys returning a "
-                 '``sigma_core.Dataset``, a ``{"inputs": ..., "targets": ...}`` dict of arrays or an iterable '
-                 "of such dicts.",
-    "source": "Sources for a data ``path`` that is not a plain local file or folder, by URL scheme: a URL, a list "
-              'of fallbacks, a compressed file (``"file"``) or a path with ``md5`` or ``sha256`` goes to '
-              "``source(value, md5=None, sha256=None)``, which returns a local :class:`pathlib.Path`.",
-    "cache": "Dataset caches for the ``[data]`` key of their name (``blocks = {...}``), called as "
-             "``cache(settings, source=, config=, arguments=, read=, preprocessing=)``: the key's value, the rest "
-             "of the table, the extractor's arguments, ``read()`` yielding ``Dataset`` chunks and the table's "
-             "``sigma_core.Preprocessing`` (fitted chunk by chunk). Returns the dataset to train on.",
-    "reader": 'Input-file readers for ``sigma predict``, by suffix (``"png"``; a name without a dot by its last '
-              "``-`` part): ``reader(path, network=)`` returns the file's raw records as a NumPy array.",
-    "exporter": "Formats for ``sigma export --format NAME``: ``export(checkpoint, out)``, two paths. A layer joins "
-                'a layer-by-layer format as ``"FORMAT/LAYER"`` (``"onnx/maxout"``).',
-    "operator": "Training operators for ``[operator] type``: ``sigma_core.Strategy`` classes, built as "
-                "``cls(trainer, **settings)``, that say how the loop (``sigma_core.Loop``) trains one iteration.",
-    "op": "Differentiable operations (``sigma_core.Op`` subclasses) that layers run with ``handler.op(name, ...)``: "
-          'the portable rule over ``k.xp``; ``kernels`` maps a handler name (``"cpu"``) to a faster ``Op`` '
-          "(lazy too) for it. A kernel that cannot be loaded is an error, never a quiet fall back to the rule.",
-    "compiler": "Step compilers for ``[training] compile``: ``compiler(trainer)`` returns the function the trainer "
-                'runs each step with; ``compile = "auto"`` takes the available one of the highest ``rank``.',
-    "section": "Top-level run-file sections a plugin's command reads (``[tune]``): the implementation is the "
-               "section's rule (:mod:`sigma_core.config`); ``sigma train`` checks it and passes it on unread.",
-}
+@hookspec
+def register_handlers(register: Register) -> None:
+    """Compute handlers: ``sigma_core.Handler`` subclasses, built as ``cls(dtype="float32", seed=None)``."""
 
 
-def _spec(kind: str):
-    def spec(register: Register) -> None: ...
-
-    spec.__name__ = spec.__qualname__ = f"register_{kind}s"
-    spec.__doc__ = CONTRACTS[kind]
-    return hookspec(spec)
+@hookspec
+def register_layers(register: Register) -> None:
+    """Layer classes (``sigma_core.Layer``) for ``[[network.layers]] type``, built from the table's other keys but
+    ``name`` and ``inputs``; a layer writes its forward pass in handler ops, autodiff the rest."""
 
 
-for _kind in CONTRACTS:  # register_handlers, register_layers, ...: one hookspec per kind
-    globals()[f"register_{_kind}s"] = _spec(_kind)
+@hookspec
+def register_activations(register: Register) -> None:
+    """Activation objects (``sigma_core.resolve_activation``) for ``activation = ...``."""
+
+
+@hookspec
+def register_optimisers(register: Register) -> None:
+    """Optimisers (``sigma_core.Optimiser``) for ``[optimiser] type``, built from its other keys."""
+
+
+@hookspec
+def register_initialisers(register: Register) -> None:
+    """Parameter initialisers (``sigma_core.Initialiser``) for ``[initialisers]`` bindings."""
+
+
+@hookspec
+def register_hooks(register: Register) -> None:
+    """Hooks (``sigma_core.Hook`` subclasses) for ``[[hooks]] type`` and ``sigma train --monitor``, built from the
+    table's other keys: the loop calls the events a hook overrides, inline or ``threaded``."""
+
+
+@hookspec
+def register_extractors(register: Register) -> None:
+    """Data extractors for ``[data] source``: callables of the table's other keys returning a
+    ``sigma_core.Dataset``, a ``{"inputs": ..., "targets": ...}`` dict of arrays or an iterable of such dicts."""
+
+
+@hookspec
+def register_transforms(register: Register) -> None:
+    """``[data] preprocess`` transforms: ``transform(value)``, of the transform's table value, returns a
+    ``sigma_core.Transform`` (validating ``value`` in one line naming ``data.preprocess.<name>``). An adaptive one
+    carries ``statistics`` that see every training record first; its ``value()`` spells them out, so checkpoints
+    and exports keep them and a loaded network takes raw inputs."""
+
+
+@hookspec
+def register_sources(register: Register) -> None:
+    """Sources for a data ``path`` that is not a plain local file or folder, by URL scheme: a URL, a list of
+    fallbacks, a compressed file (``"file"``) or a path with ``md5`` or ``sha256`` goes to
+    ``source(value, md5=None, sha256=None)``, which returns a local :class:`pathlib.Path`."""
+
+
+@hookspec
+def register_caches(register: Register) -> None:
+    """Dataset caches for the ``[data]`` key of their name (``blocks = {...}``), called as
+    ``cache(settings, source=, config=, arguments=, read=, preprocessing=)``: the key's value, the rest of the table,
+    the extractor's arguments, ``read()`` yielding ``Dataset`` chunks and the table's ``sigma_core.Preprocessing``
+    (fitted chunk by chunk). Returns the dataset to train on."""
+
+
+@hookspec
+def register_readers(register: Register) -> None:
+    """Input-file readers for ``sigma predict``, by suffix (``"png"``; a name without a dot by its last ``-``
+    part): ``reader(path, network=)`` returns the file's raw records as a NumPy array."""
+
+
+@hookspec
+def register_exporters(register: Register) -> None:
+    """Formats for ``sigma export --format NAME``: ``export(checkpoint, out)``, two paths. A layer joins a
+    layer-by-layer format as ``"FORMAT/LAYER"`` (``"onnx/maxout"``)."""
+
+
+@hookspec
+def register_loaders(register: Register) -> None:
+    """Network files ``sigma_core.load`` reads besides checkpoints, by suffix (``"safetensors"``):
+    ``loader(path)`` returns a ``sigma_core.Saved`` (name, layer list, dtype, parameters, fitted preprocess)."""
+
+
+@hookspec
+def register_operators(register: Register) -> None:
+    """Training operators for ``[operator] type``: ``sigma_core.Strategy`` classes, built as
+    ``cls(trainer, **settings)``, that say how the loop (``sigma_core.Loop``) trains one iteration."""
+
+
+@hookspec
+def register_ops(register: Register) -> None:
+    """Differentiable operations (``sigma_core.Op`` subclasses) that layers run with ``handler.op(name, ...)``: the
+    portable rule over ``k.xp``; ``kernels`` maps a handler name (``"cpu"``) to a faster ``Op`` (lazy too) for it. A
+    kernel that cannot be loaded is an error, never a quiet fall back to the rule."""
+
+
+@hookspec
+def register_compilers(register: Register) -> None:
+    """Step compilers for ``[training] compile``: ``compiler(trainer)`` returns the function the trainer runs each
+    step with; ``compile = "auto"`` takes the available one of the highest ``rank``."""
+
+
+@hookspec
+def register_sections(register: Register) -> None:
+    """Top-level run-file sections a plugin's command reads (``[tune]``): the implementation is the section's rule
+    (:mod:`sigma_core.config`); ``sigma train`` checks it and passes it on unread."""
 
 
 @hookspec
@@ -94,6 +151,16 @@ def register_commands(cli) -> None:
         parser = cli.add_parser("bench", help="one line for sigma --help")
         parser.set_defaults(run=lambda args: 0)  # takes the parsed arguments, returns the exit status
 
-    Every ``sigma`` invocation runs this, so import heavy modules inside ``run``. A command named like a built-in
-    one is left out, with a warning naming the plugin's distribution.
+    Every ``sigma`` invocation runs this, so import heavy modules inside ``run``. A command named like one of the
+    core's (``sigmann``'s) is left out, with a warning naming the plugin's distribution.
     """
+
+
+#: Kind ``x`` is registered through ``register_xs``, in the order above; a "command" through ``register_commands``.
+KINDS = tuple(name[len("register_"):-1] for name, spec in list(globals().items())
+              if name.startswith("register_") and callable(spec))
+
+
+def describe_kind(kind: str) -> str:
+    """The contract of ``kind``: its ``register_*`` function's docstring (``sigma plugins``, ``sigma help``)."""
+    return globals()[f"register_{kind}s"].__doc__

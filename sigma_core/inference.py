@@ -1,22 +1,16 @@
-"""Using a trained network: load one from a checkpoint or a safetensors export, predict, export.
+"""Using a trained network: load one from a checkpoint, or from an export a plugin reads (``register_loaders``).
 
-Either file holds the run's layer list (a checkpoint in its run config, an export as JSON metadata) and its
+Either file holds the run's layer list (a checkpoint in its run config, an export as metadata) and its
 ``preprocess`` transforms with their fitted statistics, so a loaded network needs no run file and predicts
-from raw inputs. The safetensors export is here because :func:`load` reads it; other formats are plugins'.
+from raw inputs. Writing exports and predicting from files are applications: ``sigmann-predict``.
 """
 
-import json
 from pathlib import Path
 from typing import NamedTuple
 
-import numpy
-
-from .atomic import atomic_write
 from .checkpoint import load_checkpoint
-from .config import require
 from .data.preprocessing import Preprocessing
-from .errors import ConfigError, SigmaError
-from .reading import check_readable
+from .errors import SigmaError
 
 
 class Saved(NamedTuple):
@@ -30,11 +24,21 @@ class Saved(NamedTuple):
 
 
 def read_saved(path) -> Saved:
-    """The network saved in ``path``, a ``.ckpt`` checkpoint or a ``.safetensors`` export, unbuilt."""
+    """The network saved in ``path``, a ``.ckpt`` checkpoint or an export a loader reads by its suffix, unbuilt."""
+    from . import plugins
+    from .checkpoint import CheckpointError
+
     path = Path(path)
-    if path.suffix == ".safetensors":
-        return _read_safetensors(path)
-    checkpoint = load_checkpoint(path)
+    loaders = {name: c for c in plugins.components("loader") for name in (c.name, *c.aliases)}
+    if path.suffix[1:] in loaders:
+        return loaders[path.suffix[1:]].load()(path)
+    try:
+        checkpoint = load_checkpoint(path)
+    except CheckpointError as error:
+        if path.suffix in ("", ".ckpt"):
+            raise
+        raise SigmaError(f"{error}; and no installed loader reads {path.suffix} files (loaders: "
+                         f"{', '.join(sorted(loaders)) or 'none'}); {plugins.MORE}") from None
     if checkpoint.config is None:
         raise SigmaError(f"checkpoint {path}: saved from code without a run config, so it holds no architecture; "
                          "build the Network in code and call network.load_state_dict(checkpoint.parameters)")
@@ -45,7 +49,7 @@ def read_saved(path) -> Saved:
 
 
 def load(path, handler=None, *, dtype: str | None = None):
-    """The network saved in ``path`` (a ``.ckpt`` checkpoint or a ``.safetensors`` export), ready to
+    """The network saved in ``path`` (a ``.ckpt`` checkpoint or an export such as ``.safetensors``), ready to
     :meth:`~sigma_core.network.Network.predict` raw inputs (its run's fitted preprocessing applies first) on
     ``handler`` (an object, a name, or None: ``SIGMA_HANDLER`` or the fastest available) in ``dtype``
     (default: the one it was saved in)."""
@@ -73,52 +77,3 @@ def load(path, handler=None, *, dtype: str | None = None):
         raise SigmaError(f"{path}: the parameters do not fit its architecture ({error})") from None
     network.preprocessing = preprocessing if saved.preprocess else None
     return network
-
-
-def class_probabilities(network, predictions: numpy.ndarray) -> numpy.ndarray:
-    """Per-class probabilities: the softmax of a softmax cross-entropy network's logits; other outputs as they are."""
-    if not any(type(layer).__name__ == "SoftmaxCrossEntropy" for layer in network.layers.values()):
-        return predictions
-    shifted = numpy.exp(predictions - predictions.max(axis=-1, keepdims=True))
-    return shifted / shifted.sum(axis=-1, keepdims=True)
-
-
-def export_safetensors(source, path) -> Path:
-    """Write the parameters of the checkpoint ``source`` to ``path``, with its name, dtype, layer list and fitted
-    preprocess transforms as metadata (the built-in ``safetensors`` exporter of ``sigma export``)."""
-    save = _safetensors(path).numpy.save
-    saved = read_saved(source)
-    metadata = {"format": "sigma-network", "name": saved.name, "dtype": saved.dtype, "layers": json.dumps(saved.layers),
-                "preprocess": json.dumps(saved.preprocess)}
-    data = save({pid: numpy.asarray(a, order="C") for pid, a in saved.parameters.items()}, metadata)
-    with atomic_write(path) as stream:
-        stream.write(data)
-    return Path(path)
-
-
-def _safetensors(path):
-    """The ``safetensors`` package (an optional dependency), or one line naming ``path`` and how to install it."""
-    try:
-        import safetensors.numpy
-    except ImportError:
-        message = f"{path}: safetensors files need the safetensors package: pip install 'sigmann[export]'"
-        raise SigmaError(message) from None
-    return safetensors
-
-
-def _read_safetensors(path: Path) -> Saved:
-    check_readable(path, SigmaError, "export")
-    safetensors = _safetensors(path)
-    try:
-        with safetensors.safe_open(str(path), framework="numpy") as stream:
-            metadata = stream.metadata() or {}
-        if metadata.get("format") != "sigma-network":
-            raise SigmaError(f"{path}: not a network exported by `sigma export` (no sigma-network metadata)")
-        layers, preprocess = json.loads(metadata["layers"]), json.loads(metadata.get("preprocess", "[]"))
-        require("layers", ["table"], layers)
-        require("dtype", ("float32", "float64"), metadata["dtype"])
-        Preprocessing(preprocess)  # the rules of a run file's
-        parameters = safetensors.numpy.load_file(str(path))
-        return Saved(metadata["name"], layers, metadata["dtype"], parameters, preprocess)
-    except (OSError, safetensors.SafetensorError, ConfigError, KeyError, ValueError, RecursionError) as error:  # JSON
-        raise SigmaError(f"{path}: cannot read it as a safetensors export ({error})") from None

@@ -32,7 +32,7 @@ from sigma_core.errors import (ComponentClashError, ComponentLoadError, ConfigEr
                                UnknownComponentError, describe, one_line)
 
 #: Kind ``x`` is registered through ``register_xs``; a "command" is a ``sigma`` subcommand (``register_commands``).
-KINDS = (*hookspecs.CONTRACTS, "command")
+KINDS = hookspecs.KINDS
 
 _log = logging.getLogger("sigma")
 
@@ -218,6 +218,8 @@ def _discover() -> _Discovery:
 def _add(tables: dict[str, dict[str, Component]], found: list[Component]) -> None:
     for component in found:
         table, keys = tables[component.kind], dict.fromkeys((component.name, *component.aliases))
+        if component.kind == "command":  # one named like the core's is left out, with a warning (sigma_core.cli)
+            keys = {key: None for key in keys if getattr(table.get(key), "distribution", None) != "sigmann"}
         for key in keys:
             if key in table:
                 raise ComponentClashError(
@@ -244,8 +246,9 @@ def _collect(plugin: object, distribution: str, version: str) -> list[Component]
         found.append(Component(kind, name, implementation, distribution, version, aliases, rank, description, check,
                                tuple((kernels or {}).items())))
 
-    for kind in hookspecs.CONTRACTS:
-        getattr(manager.hook, f"register_{kind}s")(register=functools.partial(register, kind))
+    for kind in KINDS:
+        if kind != "command":  # register_commands takes the parser (below)
+            getattr(manager.hook, f"register_{kind}s")(register=functools.partial(register, kind))
     if manager.hook.register_commands.get_hookimpls():
         found += _commands(manager.hook.register_commands, distribution, version)
     return found

@@ -14,7 +14,7 @@ from sigma_core.data import (
     one_hot,
     read_csv,
 )
-from sigma_core.data.csv_extractor import parse_columns
+from sigmann_csv import parse_columns
 from sigma_core.errors import ConfigError
 
 IRIS_ROWS = "sepal,petal,x,y,species\n5.1,3.5,1.4,0.2,setosa\n4.9,3.0,1.4,0.2,versicolor\n\n4.7,3.2,1.3,0.2,virginica\n"

@@ -22,7 +22,8 @@ from sigmann_testing import fuzz_loader
 from sigmann_testing.loaders import MUTANTS
 
 from sigma_core import config
-from sigma_core.data import load_numpy, read_csv
+from sigma_core.data import load_numpy
+from sigmann_csv import read_csv
 from sigma_core.data.numpy_files import DEFLATE_RATIO
 from sigma_core.errors import ConfigError, SigmaError
 from sigma_core.run import build_run

@@ -634,7 +634,7 @@ def test_reset_and_stop_from_a_threaded_hook_are_applied(run_file):
 
 
 def test_stop_at_an_epoch_or_at_its_first_due_iteration(run_file):
-    from sigma_core.hooks.stoppers import StopTraining
+    from sigmann_monitors.stoppers import StopTraining
 
     run = _run(run_file, "training.epochs=50")
     assert len(run.train([StopTraining(at_epoch=3)])["history"]) == 3 and run.trainer.epoch == 3
@@ -644,7 +644,7 @@ def test_stop_at_an_epoch_or_at_its_first_due_iteration(run_file):
 
 
 def test_early_stopping_after_patience(run_file):
-    from sigma_core.hooks.stoppers import EarlyStopping
+    from sigmann_monitors.stoppers import EarlyStopping
 
     class Flat(Hook):  # a value that never improves after its first reading: stop after 1 + patience epochs
         def on_epoch(self, report):
@@ -656,7 +656,7 @@ def test_early_stopping_after_patience(run_file):
 
 def test_nan_in_a_weight_stops_naming_the_parameter(run_file):
     from sigma_core.errors import NonFiniteError
-    from sigma_core.hooks.stoppers import StopOnNonFinite
+    from sigmann_monitors.stoppers import StopOnNonFinite
 
     class Poison(Hook):
         def on_iteration(self):
@@ -673,7 +673,7 @@ def test_nan_in_a_weight_stops_naming_the_parameter(run_file):
 
 
 def test_learning_rate_schedules(run_file):
-    from sigma_core.hooks.schedules import CosineSchedule, ExponentialSchedule, StaircaseSchedule, WarmUp
+    from sigmann_monitors.schedules import CosineSchedule, ExponentialSchedule, StaircaseSchedule, WarmUp
 
     def rates(schedule, steps):
         schedule.base = 1.0
@@ -828,7 +828,7 @@ def _progress_run(run_file, terminal: bool, compiles: bool, first_iteration_seco
 
     from rich.console import Console
 
-    from sigma_core.hooks.progress import ProgressHook
+    from sigmann_monitors.progress import ProgressHook
 
     class SlowFirstStep(Hook):  # before the progress hook: a first iteration that takes a while
         order = -1

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sigma_core import config_toml
+from sigmann_help import config_toml
 from sigma_core.cli import main
 
 #: How this file's run differs from the testing kit's blobs run: Adam, standardised data, one initialiser.

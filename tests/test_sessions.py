@@ -10,8 +10,9 @@ import numpy
 import pytest
 from sigmann_testing import ArrayCensus, Prober, live_arrays
 
-from sigma_core import (CheckpointHook, Dense, Dropout, ExpiredArrayError, Input, Loop, MetricsHook, Network,
+from sigma_core import (CheckpointHook, Dense, Dropout, ExpiredArrayError, Input, Loop, Network,
                         SoftmaxCE, Trainer, create_handler)
+from sigmann_monitors import MetricsHook
 from sigma_core.data.dataset import from_arrays
 from sigma_core.data.iterators import MinibatchIterator
 from sigma_core.optimisers import Adagrad

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from sigma_core import cli, memory
-from sigma_core.data import DataError, dataset_from_config, load_npz, load_numpy, read_csv
-from sigma_core.data import csv_extractor, numpy_files
+from sigma_core.data import DataError, dataset_from_config, load_npz, load_numpy, numpy_files
+from sigmann_csv import extractor as csv_extractor, read_csv
 
 
 def npy_header(shape, dtype="<f8") -> bytes:

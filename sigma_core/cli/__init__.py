@@ -1,8 +1,8 @@
 """The ``sigma`` command.
 
-Each module of :data:`SUBCOMMANDS` has ``add_parser(subparsers)``, which adds and returns its parser, and ``main``,
-from the parsed arguments to the exit status; a plugin's parsers (``register_commands``) set theirs as ``run``, and
-never replace a built-in command. A :class:`~sigma_core.errors.SigmaError` (a usage error too) is one ``error:``
+The core's commands register like any plugin's (``register_commands`` in :mod:`sigma_core.builtins`): each module
+of :data:`COMMANDS` has ``add_parser(subparsers)``, which adds and returns its parser, and ``main``, from the parsed
+arguments to the exit status. A plugin's command never replaces one of the core's. A :class:`~sigma_core.errors.SigmaError` (a usage error too) is one ``error:``
 line and exit status 2, or its traceback with ``--debug``; any other exception is a bug and shows its traceback.
 """
 
@@ -16,9 +16,10 @@ from sigma_core import __version__
 from sigma_core.errors import SigmaError, one_line
 from sigma_core.plugins import components
 
-from . import evaluate, export, options, plugins, predict, summary, train
+from . import options, plugins, summary, train
 
-SUBCOMMANDS = (plugins, train, summary, evaluate, predict, export)
+#: The core's own commands (sigmann's ``register_commands``).
+COMMANDS = (plugins, train, summary)
 
 log = logging.getLogger("sigma")
 
@@ -47,13 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
                             description="Sigma: a plugin-based machine-learning framework.")
     parser.add_argument("--version", action="version", version=f"sigma {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for command in SUBCOMMANDS:
-        command.add_parser(subparsers).set_defaults(run=command.main)
-    built_in = set(subparsers.choices)
-    # after the built-in commands; each register_commands once, though it may add several
     adders = {command.implementation: command.distribution for command in components("command")}
-    for register_commands, distribution in adders.items():
-        register_commands(cli=_PluginCommands(subparsers, built_in, distribution))
+    built_in = {c.name for c in components("command") if c.distribution == "sigmann"}
+    for register_commands, distribution in adders.items():  # each register_commands once, though it may add several
+        cli = subparsers if distribution == "sigmann" else _PluginCommands(subparsers, built_in, distribution)
+        register_commands(cli=cli)
     return parser
 
 
@@ -89,3 +88,9 @@ def _logging_to_stderr(debug: bool):
     finally:
         log.removeHandler(handler)
         log.setLevel(level)
+
+
+def register_commands(cli) -> None:
+    """The core's commands, added to ``cli`` as a plugin adds its own."""
+    for command in COMMANDS:
+        command.add_parser(cli).set_defaults(run=command.main)

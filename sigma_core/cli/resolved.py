@@ -1,6 +1,6 @@
-"""A run file with every component's defaults filled in, and as TOML: what ``sigma train --print-config`` prints
-(LightningCLI's ``--print_config``, for run files: the run it would train, ready to be saved and trained) and
-sigmann-mlflow logs.
+"""A run file with every component's defaults filled in: what ``sigma config`` (``sigma train --print-config``,
+sigmann-help) prints as TOML (LightningCLI's ``--print_config``, for run files: the run it would train, ready to
+be saved and trained) and sigmann-mlflow logs.
 
 A component's arguments are read from its signature, as the run file is checked
 (:func:`sigma_core.config.check`), so no list of them is kept anywhere to go stale; ``sigma help``
@@ -9,10 +9,6 @@ A component's arguments are read from its signature, as the run file is checked
 
 import copy
 import inspect
-import json
-import re
-
-import tomli_w
 
 from sigma_core import plugins
 from sigma_core.config import SCHEMA, check
@@ -82,38 +78,3 @@ def _completed(kind: str, table, where: str):
     defaults = {name: list(p.default) if isinstance(p.default, tuple) else p.default
                 for name, p in component_arguments(implementation, kind).items() if p.default is not p.empty}
     return {**table, **{name: value for name, value in defaults.items() if name not in table}}
-
-
-def config_toml(config: dict) -> str:
-    """``config`` as TOML (written by tomli_w). TOML has no null: each unset value (None), and each value with no
-    TOML form, is left out and named in a comment at the top (``# hooks[0].directory: unset``)."""
-    notes = []
-    text = tomli_w.dumps(_writable(config, "", notes))
-    return "".join(f"# {note}\n" for note in notes) + ("\n" if notes and text else "") + text
-
-
-_LEFT_OUT = object()
-
-
-def _writable(value, where: str, notes: list):
-    """``value`` without what TOML cannot hold, or ``_LEFT_OUT``: each left out is noted in ``notes``. An array
-    holding a value TOML cannot hold is left out whole (dropping an item would renumber the rest)."""
-    if isinstance(value, dict):
-        kept = {key: _writable(item, f"{where}.{_key(key)}" if where else _key(key), notes)
-                for key, item in value.items()}
-        return {key: item for key, item in kept.items() if item is not _LEFT_OUT}
-    if isinstance(value, (list, tuple)):
-        inner = []
-        items = [_writable(item, f"{where}[{index}]", inner) for index, item in enumerate(value)]
-        if all(item is not _LEFT_OUT for item in items):
-            notes += inner  # unset values of the tables in it
-            return items
-    elif isinstance(value, (str, int, float)):  # bool is an int
-        return value
-    notes.append(f"{where}: {'unset' if value is None else repr(value)}")
-    return _LEFT_OUT
-
-
-def _key(key: str) -> str:
-    """``key`` as TOML writes it: bare, or quoted (JSON's escapes are TOML's, but for DEL, which TOML wants escaped)."""
-    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key).replace("\x7f", "\\u007f")

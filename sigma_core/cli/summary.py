@@ -5,9 +5,6 @@ from pathlib import Path
 
 from . import options
 
-#: What ``sigma summary`` reads as a saved network rather than a run file, by suffix.
-SAVED = (".ckpt", ".safetensors")
-
 
 def add_parser(subparsers):
     parser = subparsers.add_parser(
@@ -21,12 +18,13 @@ def add_parser(subparsers):
 
 
 def main(args) -> int:
-    from sigma_core import config
+    from sigma_core import config, plugins
     from sigma_core.architecture import from_layer_list
     from sigma_core.errors import SigmaError
     from sigma_core.network import Network
 
-    if Path(args.config).suffix not in SAVED:
+    saved_suffixes = {".ckpt", *(f".{c.name}" for c in plugins.components("loader"))}  # a checkpoint or an export
+    if Path(args.config).suffix not in saved_suffixes:
         cfg = config.load(args.config, args.overrides)
         print(Network(from_layer_list(cfg["network"]["layers"]), name=cfg["name"]).summary())
         return 0

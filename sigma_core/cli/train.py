@@ -52,16 +52,18 @@ def main(args) -> int:
     from sigma_core.run import build_run  # imports numpy: not on every sigma command's path
 
     dtype = [f"handler.dtype={args.dtype}"] if args.dtype else []
+    if args.print_config:  # sigmann-help's `sigma config`, with this command's options
+        from sigma_core import plugins
+
+        if "config" not in {c.name for c in plugins.components("command")}:
+            raise SigmaError(f"--print-config needs the `sigma config` command, which is not installed; {plugins.MORE}")
+        from . import build_parser
+
+        flags = [*(f"--set={o}" for o in args.overrides), *(f"--monitor={m}" for m in args.monitors),
+                 *(f"--{key}={getattr(args, key)}" for key in ("handler", "dtype") if getattr(args, key))]
+        config = build_parser().parse_args(["config", args.config, *flags])
+        return config.run(config)
     cfg = run_config.load(args.config, [*args.overrides, *dtype])
-    if args.print_config:  # with --monitor's hooks and --handler: the run this command would train
-        from sigma_core.hooks.tables import parse_hook_option
-
-        from .resolved import config_toml, resolved_config
-
-        cfg["hooks"] += [parse_hook_option(text) for text in args.monitors]
-        cfg["handler"]["name"] = args.handler or cfg["handler"]["name"]
-        print(config_toml(resolved_config(cfg)), end="")
-        return 0
     # Everything that can be refused is refused before anything is built, in one line.
     checkpoint = _checkpoint_to_resume(args.resume, cfg) if args.resume else None
     if checkpoint is not None and checkpoint.trainer["epoch"] >= cfg["training"]["epochs"]:
@@ -116,12 +118,16 @@ def _checkpoint_to_resume(resume: str, cfg: dict):
 
 
 def _hooks(args, run) -> list:
-    """The ``--monitor`` hooks, plus the progress bars unless ``--quiet`` or the run file has them."""
+    """The ``--monitor`` hooks, plus a report per epoch unless ``--quiet`` or the run file has one: ``progress``'s
+    bars where installed (sigmann-monitors), else the core's plain ``epoch_lines``."""
+    from sigma_core import plugins
     from sigma_core.hooks.tables import hooks_from_tables, parse_hook_option
 
     specs = [parse_hook_option(text) for text in args.monitors]  # a plugin's option may add to it (--explain)
-    if not args.quiet and "progress" not in {hook.name for hook in run.hooks} | {s["type"] for s in specs}:
-        specs.insert(0, {"type": "progress"})
+    reports = {"progress", "epoch_lines"}
+    if not args.quiet and not reports & ({hook.name for hook in run.hooks} | {s["type"] for s in specs}):
+        installed = {c.name for c in plugins.components("hook")}
+        specs.insert(0, {"type": "progress" if "progress" in installed else "epoch_lines"})
     return hooks_from_tables(specs, where="--monitor")
 
 

@@ -14,7 +14,7 @@ import pytest
 import sigma_core
 from sigma_core import Preprocessing, SigmaError, components
 from sigma_core.cli import main
-from sigma_core.inference import class_probabilities
+from sigmann_predict.probabilities import class_probabilities
 from sigmann_onnx import LAYERS as LAYER_TYPES
 from sigmann_onnx.layers import activate
 

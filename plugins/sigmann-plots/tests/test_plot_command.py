@@ -79,7 +79,8 @@ def test_a_folder_of_versions_overlays_each_version_with_a_legend(run_file, tmp_
 
 
 def test_a_resumed_run_is_drawn_whole(run_file, tmp_path, monkeypatch):
-    from sigma_core import MetricsHook, build_run
+    from sigma_core import build_run
+    from sigmann_monitors import MetricsHook
     from sigma_core import config as run_config
     from sigmann_plots.hook import PlotsHook
 

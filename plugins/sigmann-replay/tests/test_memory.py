@@ -13,8 +13,9 @@ import pytest
 from sigmann_replay import StepReplay
 from sigmann_testing import ArrayCensus, Prober
 
-from sigma_core import CheckpointHook, Hook, Loop, MetricsHook, build_run
+from sigma_core import CheckpointHook, Hook, Loop, build_run
 from sigma_core import config as run_config
+from sigmann_monitors import MetricsHook
 
 DIGITS = Path(__file__).resolve().parents[3] / "examples" / "digits.toml"
 

@@ -307,7 +307,7 @@ def test_the_older_training_replay_key_still_works():
 def test_without_this_plugin_auto_trains_as_written_and_a_named_replay_is_an_error(monkeypatch):
     from sigma_core import plugins
 
-    monkeypatch.setenv("SIGMA_PLUGINS", "sklearn")  # the core and sigmann-sklearn: a core-only install, in effect
+    monkeypatch.setenv("SIGMA_PLUGINS", "sklearn,transforms")  # a core-only install with the digits, in effect
     plugins.reset()
     try:
         assert compiled(build_run(digits())) == compiled(build_run(digits(replay=True))) == "none"

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from sigmann_testing import ArrayCensus, Prober
 
-from sigma_core import CheckpointHook, Loop, MetricsHook, build_run
+from sigma_core import CheckpointHook, Loop, build_run
 from sigma_core import config as run_config
+from sigmann_monitors import MetricsHook
 from sigmann_threads import ThreadWorkers
 
 DIGITS = Path(__file__).resolve().parents[3] / "examples" / "digits.toml"

@@ -9,8 +9,9 @@ import httpx
 import pytest
 from sigmann_testing import ArrayCensus
 
-from sigma_core import Loop, MetricsHook, State, build_run
+from sigma_core import Loop, State, build_run
 from sigma_core import config as run_config
+from sigmann_monitors import MetricsHook
 from sigmann_web.hook import WebHook
 
 # 8×8 "images" in 10 classes, so that the dashboard can classify drawings; replayed steps.

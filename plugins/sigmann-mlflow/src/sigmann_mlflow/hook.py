@@ -55,8 +55,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from sigma_core import (Hook, MetricsHook, check_writable, checkpoint_path, config_toml, load_component, record,
-                        resolved_config, save_checkpoint)
+from sigma_core import Hook, check_writable, checkpoint_path, load_component, resolved_config, save_checkpoint
+from sigmann_help import config_toml
+from sigmann_monitors import MetricsHook, record
 
 #: Seconds between batches of iteration metrics within an epoch (the epoch's end sends one too).
 FLUSH_SECONDS = 5.0

@@ -25,11 +25,12 @@ import json
 import subprocess
 import sys
 
-from sigma_core import HookError, MetricsHook, SigmaError, check_writable, read_metrics
+from sigma_core import HookError, SigmaError, check_writable
+from sigmann_monitors import MetricsHook, read_metrics
 
 
 class PlotsHook(MetricsHook):
-    """A :class:`~sigma_core.MetricsHook` whose records go to a drawing process instead of files."""
+    """A :class:`~sigmann_monitors.MetricsHook` whose records go to a drawing process instead of files."""
 
     name = "plots"
 

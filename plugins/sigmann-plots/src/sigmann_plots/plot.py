@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from sigma_core import atomic_write, read_metrics
+from sigma_core import atomic_write
+from sigmann_monitors import read_metrics
 
 
 def read_run(directory) -> list[dict]:

@@ -42,7 +42,8 @@ import socket
 import time
 from pathlib import Path
 
-from sigma_core import Hook, HookError, MetricsHook, check_writable, record
+from sigma_core import Hook, HookError, check_writable
+from sigmann_monitors import MetricsHook, record
 
 
 class TensorBoardHook(Hook):

@@ -60,7 +60,8 @@ def sigma_run_file(tmp_path):
     def write(*changes: str):
         import tomllib
 
-        from sigma_core import apply_override, config_toml
+        from sigma_core import apply_override
+        from sigmann_help import config_toml
 
         config = tomllib.loads(BLOBS_RUN_FILE)
         for change in changes:

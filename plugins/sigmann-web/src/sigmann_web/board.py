@@ -17,7 +17,8 @@ from __future__ import annotations
 import collections
 import time
 
-from sigma_core import read_metrics, record, run_label
+from sigma_core import run_label
+from sigmann_monitors import read_metrics, record
 
 #: Inbox entries a live board holds before the oldest is dropped (a server stalled for a second, at every=1).
 INBOX_SIZE = 4096

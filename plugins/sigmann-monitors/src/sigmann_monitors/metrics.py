@@ -14,12 +14,8 @@ from pathlib import Path
 
 import numpy
 
-from ..atomic import atomic_write, check_writable
-from ..config import require
-from ..errors import ConfigError, SigmaError
-from ..reading import check_readable
-from .base import Hook, HookError
-from .values import epoch_values
+from sigma_core import (ConfigError, Hook, HookError, SigmaError, atomic_write, check_readable, check_writable,
+                        epoch_values, require)
 
 HEADER = ("time", "event", "epoch", "iteration", "step", "name", "value")
 

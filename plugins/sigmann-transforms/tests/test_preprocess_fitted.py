@@ -21,7 +21,7 @@ from sigma_core.errors import ConfigError, SigmaError
 from sigma_core.network import Network
 from sigma_core.trainer import Trainer
 
-DIGITS = Path(__file__).resolve().parent.parent / "examples" / "digits.toml"
+DIGITS = Path(__file__).resolve().parents[3] / "examples" / "digits.toml"
 
 RNG = np.random.default_rng(0)
 #: Records with a large offset, unequal scales and one constant feature (its range and deviation are 0).

@@ -14,10 +14,10 @@ import pytest
 import sigma_core
 from sigma_core import config, plugins
 from sigma_core.cli import main
-from sigma_core.inference import class_probabilities
+from sigmann_predict.probabilities import class_probabilities
 from sigma_core.run import build_run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 DIGITS = ROOT / "examples" / "digits.toml"
 
 

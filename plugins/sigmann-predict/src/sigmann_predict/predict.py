@@ -5,9 +5,7 @@ import json
 import sys
 from pathlib import Path
 
-from sigma_core.errors import SigmaError
-
-from . import options
+from sigma_core import SigmaError, cli_options as options
 
 #: Bytes of JSON text a parsed number may take in memory at most, as Python objects before NumPy packs them.
 JSON_EXPANSION = 16
@@ -37,8 +35,9 @@ def add_parser(subparsers):
 def main(args) -> int:
     import numpy
 
-    from sigma_core.atomic import atomic_write, check_writable
-    from sigma_core.inference import class_probabilities, load
+    from sigma_core import atomic_write, check_writable, load
+
+    from .probabilities import class_probabilities
 
     if args.out:
         check_writable(args.out, what="--out")  # before any work
@@ -73,7 +72,8 @@ def read_inputs(source: str, columns: str, network):
     core's plain files, or a registered reader's."""
     import numpy
 
-    from sigma_core.data import load_numpy, read_csv
+    from sigma_core import load_numpy
+    from sigmann_csv import read_csv
 
     path = Path(source)
     if source == "-":
@@ -103,9 +103,9 @@ def json_rows(stream, chunk: int = 1 << 16):
     """
     import numpy
 
-    from sigma_core import memory
+    from sigma_core import available_memory
 
-    limit, text = memory.available() // JSON_EXPANSION, bytearray()
+    limit, text = available_memory() // JSON_EXPANSION, bytearray()
     while data := stream.read(chunk):
         start = len(text)
         text += data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
@@ -139,17 +139,16 @@ def json_rows(stream, chunk: int = 1 << 16):
 def _reader(path: Path):
     """The reader registered for ``path``: by its suffix, or for a name without one its last ``-`` part
     (``t10k-images-idx3-ubyte``: ``ubyte``)."""
-    from sigma_core import plugins
-    from sigma_core.errors import UnknownComponentError
+    from sigma_core import MORE_PLUGINS, UnknownComponentError, components, get_component
 
     name = path.name.lower()
     key = name.rpartition(".")[2] if "." in name else name.rpartition("-")[2]
     try:
-        component = plugins.get("reader", key)
+        component = get_component("reader", key)
     except UnknownComponentError:
-        readers = sorted(n for c in plugins.components("reader") for n in (c.name, *c.aliases))
+        readers = sorted(n for c in components("reader") for n in (c.name, *c.aliases))
         raise SigmaError(f"{path}: unknown input format {key!r} (sigma predict reads .npy, .npz, .csv, - for JSON on "
-                         f"stdin{''.join(', .' + n for n in readers)}); {plugins.MORE}") from None
+                         f"stdin{''.join(', .' + n for n in readers)}); {MORE_PLUGINS}") from None
     available, reason = component.availability()
     if not available:
         raise SigmaError(f"{path}: the {component.name!r} reader of {component.distribution} cannot run here: {reason}")

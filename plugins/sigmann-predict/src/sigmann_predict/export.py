@@ -6,7 +6,7 @@ plugin may register another (:func:`sigma_core.hookspecs.register_exporters`).
 
 from pathlib import Path
 
-from . import options
+from sigma_core import cli_options as options
 
 
 def add_parser(subparsers):
@@ -24,14 +24,12 @@ def add_parser(subparsers):
 
 
 def main(args) -> int:
-    from sigma_core import plugins
-    from sigma_core.atomic import check_writable
-    from sigma_core.errors import SigmaError
+    from sigma_core import MORE_PLUGINS, SigmaError, check_writable, components
 
-    formats = {c.name: c for c in plugins.components("exporter") if "/" not in c.name}  # "onnx/dense": a layer's
+    formats = {c.name: c for c in components("exporter") if "/" not in c.name}  # "onnx/dense": a layer's
     if args.format not in formats:
         installed = ", ".join(sorted(formats))
-        raise SigmaError(f"sigma export: unknown format {args.format!r} (installed: {installed}); {plugins.MORE}")
+        raise SigmaError(f"sigma export: unknown format {args.format!r} (installed: {installed}); {MORE_PLUGINS}")
     out = check_writable(args.out or Path(args.checkpoint).with_suffix(f".{args.format}"),
                          what="--out" if args.out else "")  # before the checkpoint is read
     formats[args.format].load()(args.checkpoint, out)

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from sigma_core import Hook
 from sigma_core import config as run_config
-from sigma_core.hooks.progress import COMPILING, ProgressHook
+from sigmann_monitors.progress import COMPILING, ProgressHook
 from sigma_core.loop import EpochReport, Loop, State
 from sigma_core.run import build_run
 

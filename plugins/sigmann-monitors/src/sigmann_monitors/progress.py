@@ -20,7 +20,7 @@ from rich.highlighter import NullHighlighter
 from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from .base import Hook
+from sigma_core import Hook, epoch_line
 
 COMPILING = "compiling kernels (first run only)…"
 #: Seconds between two refreshes of the bar's cost, speed and time left.
@@ -128,14 +128,7 @@ class ProgressHook(Hook):
 
     def on_epoch(self, report):
         self._close_bar()
-        scores = "".join(f"  {name} accuracy {scores['accuracy']:.2%} cost {scores['cost']:.4f}"
-                         for name, scores in report.validation.items())
-        rate = report.trained / max(report.seconds, 1e-9)
-        resumed = (f" (resumed at {report.iterations - report.trained} of {report.iterations})"
-                   if report.trained != report.iterations else "")
-        self.console.print(f"epoch {report.epoch}/{self.run.epochs}  train cost {report.cost:.4f}{scores}  "
-                           f"{report.trained} it{resumed} in {report.seconds:.2f}s ({rate:,.0f} it/s)",
-                           markup=False, highlight=False, soft_wrap=True)
+        self.console.print(epoch_line(report, self.run.epochs), markup=False, highlight=False, soft_wrap=True)
 
     def _close_bar(self):
         if self._progress is not None:

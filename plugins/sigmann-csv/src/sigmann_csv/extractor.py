@@ -14,10 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sigma_core.config import accepts
-from sigma_core.data.dataset import DataError
-from sigma_core.errors import ConfigError
-from sigma_core.reading import check_readable
+from sigma_core import ConfigError, DataError, accepts, check_readable
 
 DEFAULT_SECTIONS = {"inputs": "0--2", "targets": -1}  # every column but the last, then the last
 

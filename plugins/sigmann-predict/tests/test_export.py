@@ -58,10 +58,14 @@ def test_a_scalar_parameter_stays_a_scalar_in_checkpoints_and_safetensors(tmp_pa
 
 def test_without_sigmann_onnx_onnx_export_is_one_line_pointing_to_the_plugins(tmp_path, capsys, monkeypatch):
     path = checkpoint(tmp_path)
-    monkeypatch.setenv("SIGMA_PLUGINS", "")  # the core alone
+    monkeypatch.setenv("SIGMA_PLUGINS", "sigmann-predict")  # the core and this plugin, no sigmann-onnx
     plugins.reset()
-    capsys.readouterr()
-    assert main(["export", str(path), "--format", "onnx"]) == 2
-    assert capsys.readouterr().err.splitlines() == [
-        f"error: sigma export: unknown format 'onnx' (installed: safetensors); {plugins.MORE}"]
+    try:
+        capsys.readouterr()
+        assert main(["export", str(path), "--format", "onnx"]) == 2
+        assert capsys.readouterr().err.splitlines() == [
+            f"error: sigma export: unknown format 'onnx' (installed: safetensors); {plugins.MORE}"]
+    finally:
+        monkeypatch.delenv("SIGMA_PLUGINS")
+        plugins.reset()  # the next test sees every installed plugin again
     assert not path.with_suffix(".onnx").exists()

@@ -5,10 +5,7 @@ iteration boundary with a ``reason`` that ``sigma train`` prints as the run's la
 a criterion is a success (NaN/Inf is not: :class:`StopOnNonFinite` raises).
 """
 
-from ..config import require
-from ..errors import NonFiniteError, first_non_finite
-from .base import Hook
-from .values import Best
+from sigma_core import Best, Hook, NonFiniteError, first_non_finite, require
 
 
 class StopTraining(Hook):

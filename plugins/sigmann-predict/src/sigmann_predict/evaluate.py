@@ -2,9 +2,7 @@
 
 import json
 
-from sigma_core.errors import SigmaError
-
-from . import options
+from sigma_core import SigmaError, cli_options as options
 
 
 def add_parser(subparsers):
@@ -20,15 +18,12 @@ def add_parser(subparsers):
 
 
 def main(args) -> int:
-    from sigma_core import config
-    from sigma_core.checkpoint import CheckpointError, load_checkpoint
-    from sigma_core.data import MinibatchIterator
-    from sigma_core.run import build_run
+    from sigma_core import CheckpointError, MinibatchIterator, build_run, load_checkpoint, load_run_file
 
     checkpoint = load_checkpoint(args.checkpoint)
     cfg = checkpoint.config  # this process's own copy: changed below
     if args.data_config:
-        given = config.load(args.data_config)
+        given = load_run_file(args.data_config)
         cfg = given if cfg is None else {**cfg, "data": given["data"], "split": given["split"]}
     if cfg is None:
         raise SigmaError(f"{args.checkpoint}: the checkpoint has no run config (saved from code); "

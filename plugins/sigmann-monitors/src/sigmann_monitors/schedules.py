@@ -6,8 +6,7 @@ the optimiser's rate at that moment.
 
 import math
 
-from ..config import require
-from .base import Hook
+from sigma_core import Hook, require
 
 
 class LearningRateSchedule(Hook):
