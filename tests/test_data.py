@@ -177,7 +177,7 @@ def test_config_sources_and_preprocessing(tmp_path):
         ({"source": "sklearn", "name": "digits", "nmae": 1}, r"unknown key data.nmae .*allowed: .*name"),
         ({"source": "sklearn"}, r"data.name is required"),
         ({"source": "xor", "preprocess": [{"whiten": True}]},
-         r"data.preprocess.whiten; allowed: normalise, standardise, shuffle, permute"),
+         r"data.preprocess: unknown transform 'whiten' \(available: normalise, permute, shuffle, standardise\)"),
         ({"source": "xor", "preprocess": [{"normalise": 1}]}, r"data.preprocess.normalise must be \[min, max\]"),
     ],
 )
@@ -204,7 +204,7 @@ def test_config_npz_missing_array_names_the_key(tmp_path):
     ("s3://bucket/a.csv", {}, "'s3://bucket/a.csv' is a URL: no 's3' source is installed to download it"),
 ])
 def test_without_a_source_plugin_a_path_the_core_cannot_read_is_one_line(monkeypatch, path, extra, message):
-    monkeypatch.setenv("SIGMA_PLUGINS", "")  # the core alone
+    monkeypatch.setenv("SIGMA_PLUGINS", "csv")  # the core and an extractor that reads files, no sources
     plugins.reset()
     with pytest.raises(DataError) as caught:
         dataset_from_config({"source": "csv", "path": path, **extra})
@@ -213,7 +213,7 @@ def test_without_a_source_plugin_a_path_the_core_cannot_read_is_one_line(monkeyp
 
 
 def test_the_core_reads_a_local_path_and_names_a_missing_one(tmp_path, monkeypatch):
-    monkeypatch.setenv("SIGMA_PLUGINS", "")
+    monkeypatch.setenv("SIGMA_PLUGINS", "csv")  # the core and an extractor that reads files
     plugins.reset()
     (tmp_path / "a.csv").write_text("1,2,0\n3,4,1\n")
     assert len(dataset_from_config({"source": "csv", "path": str(tmp_path / "a.csv")})) == 2

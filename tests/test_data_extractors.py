@@ -12,9 +12,8 @@ from sigma_core.data import (
     dataset_from_config,
     load_numpy,
     one_hot,
-    read_csv,
 )
-from sigmann_csv import parse_columns
+from sigmann_csv import parse_columns, read_csv
 from sigma_core.errors import ConfigError
 
 IRIS_ROWS = "sepal,petal,x,y,species\n5.1,3.5,1.4,0.2,setosa\n4.9,3.0,1.4,0.2,versicolor\n\n4.7,3.2,1.3,0.2,virginica\n"
@@ -147,7 +146,8 @@ def test_config_preprocess_steps():
 
 
 def test_streamed_statistics_match_numpy_whatever_the_chunking():
-    from sigma_core.data.preprocessing import Moments, Range
+    from sigma_core import Range
+    from sigmann_transforms.transforms import Moments
 
     values = np.random.default_rng(2).normal(1e6, 3.0, (1000, 3))
     moments, limits = Moments(), Range(per_feature=True)

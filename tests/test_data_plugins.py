@@ -11,7 +11,7 @@ from sigma_core import cli, plugins
 from sigma_core.data import dataset_from_config
 from sigma_core.errors import ConfigError
 
-CORE = {"csv", "npy", "npz", "xor", "and", "synthetic"}
+CORE = {"npy", "npz", "xor", "and", "synthetic"}
 ROOT = Path(__file__).resolve().parents[1]
 
 RING_PLUGIN = """
@@ -76,7 +76,7 @@ def test_an_extractor_of_an_uninstalled_plugin_points_to_the_readme_which_names_
         monkeypatch, source, distribution):
     monkeypatch.setenv("SIGMA_PLUGINS", "")  # the core alone, as after a bare ``pip install .``
     plugins.reset()
-    with pytest.raises(ConfigError, match=rf"^data.source: unknown extractor '{source}' \(available: .*csv.*\); "
+    with pytest.raises(ConfigError, match=rf"^data.source: unknown extractor '{source}' \(available: .*npz.*\); "
                                           "the README lists the plugins that provide more$"):
         dataset_from_config({"source": source})
     rows = [line for line in (ROOT / "README.md").read_text().splitlines() if f"`{distribution}`" in line]
@@ -88,7 +88,7 @@ def test_training_the_main_job_without_sigmann_sklearn_is_one_line_naming_it(mon
     plugins.reset()
     assert cli.main(["train", str(ROOT / "examples" / "digits.toml"), "--quiet"]) == 2
     assert capsys.readouterr().err.splitlines() == [
-        "error: data.source: unknown extractor 'sklearn' (available: and, csv, npy, npz, synthetic, xor); "
+        "error: data.source: unknown extractor 'sklearn' (available: and, npy, npz, synthetic, xor); "
         "the README lists the plugins that provide more"]
 
 

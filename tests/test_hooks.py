@@ -778,7 +778,8 @@ def test_plugins_json_lists_the_built_in_hooks_with_their_distribution(capsys):
     listed = json.loads(capsys.readouterr().out)
     rows = listed if isinstance(listed, list) else listed["components"]
     kinds = {(row["kind"], row["name"]): row["distribution"] for row in rows}
-    assert kinds[("hook", "progress")] == kinds[("hook", "metrics")] == kinds[("hook", "checkpoint")] == "sigmann"
+    assert kinds[("hook", "checkpoint")] == kinds[("hook", "epoch_lines")] == "sigmann"
+    assert kinds[("hook", "progress")] == kinds[("hook", "metrics")] == "sigmann-monitors"
     assert not any(kind == "monitor" for kind, _ in kinds)
 
 

@@ -48,8 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
                             description="Sigma: a plugin-based machine-learning framework.")
     parser.add_argument("--version", action="version", version=f"sigma {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True)
-    adders = {command.implementation: command.distribution for command in components("command")}
-    built_in = {c.name for c in components("command") if c.distribution == "sigmann"}
+    commands = sorted(components("command"), key=lambda c: c.distribution != "sigmann")  # the core's first: a
+    adders = {command.implementation: command.distribution for command in commands}  # plugin may add to them
+    built_in = {c.name for c in commands if c.distribution == "sigmann"}
     for register_commands, distribution in adders.items():  # each register_commands once, though it may add several
         cli = subparsers if distribution == "sigmann" else _PluginCommands(subparsers, built_in, distribution)
         register_commands(cli=cli)

@@ -14,7 +14,6 @@ authoring tool, not something a run needs.
 
 from __future__ import annotations
 
-import functools
 import keyword
 import os
 import re
@@ -54,12 +53,11 @@ def register_commands(cli):
     new.add_argument("--directory", default=".", help="where to write sigmann-NAME/ (default: here)")
     new.add_argument("--into", metavar="DIR", help="add the component to the distribution in DIR (its pyproject.toml, "
                      "package and tests/) instead of writing a new one")
-    # The commands there are before this one: sigma's own, which no plugin command may take
-    new.set_defaults(run=functools.partial(run_new, commands=frozenset(cli.choices)))
+    new.set_defaults(run=run_new)
 
 
-def run_new(args, commands=frozenset()) -> int:
-    """Write the plugin ``args`` ask for; ``commands``: the names a new command may not take."""
+def run_new(args) -> int:
+    """Write the plugin ``args`` ask for."""
     from sigma_core import atomic_path, check_writable
 
     kind, name = args.kind, args.name
@@ -71,11 +69,11 @@ def run_new(args, commands=frozenset()) -> int:
         raise SigmaError(f"plugin name {name!r}: use lowercase letters, digits and _, starting with a letter "
                          "(it names the component and the Python module), and not a Python keyword")
     clash = next((c for c in components(kind) if name in (c.name, *c.aliases)), None)
-    if clash:
-        raise SigmaError(f"{kind} {name!r} exists already (from {clash.distribution}); choose another name")
-    if kind == "command" and name in commands:
+    if kind == "command" and clash and clash.distribution == "sigmann":
         raise SigmaError(f"command {name!r} is one of sigma's own commands, which a plugin cannot replace; "
                          "choose another name")
+    if clash:
+        raise SigmaError(f"{kind} {name!r} exists already (from {clash.distribution}); choose another name")
     if getattr(args, "into", None):
         return add_into(Path(args.into), kind, name)
     folder = check_writable(args.directory, folder=True, what="--directory") / f"sigmann-{name.replace('_', '-')}"
