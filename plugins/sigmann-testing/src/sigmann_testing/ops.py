@@ -26,8 +26,9 @@ def check_op(name: str, handlers=None, *, state_inputs=()) -> list[str]:
     then the conformance kit's checks: the output and the gradients against the numpy handler in float32 and
     float64, and the gradients against central finite differences in float64. An op without examples
     fails: it cannot ship without a gradient check. ``state_inputs``: the positions of inputs that are a
-    layer's state, which the op may move in place (``batch_norm``'s running statistics, 3 and 4). Returns the names of the handlers checked; failures are
-    ``AssertionError``\\ s naming the op, the handler and the example.
+    layer's state, which the op may move in place (``batch_norm``'s running statistics, 3 and 4).
+    Returns the names of the handlers checked; failures are ``AssertionError``\\ s naming the op, the
+    handler and the example.
     """
     registered = {c.name for c in components("op")}
     assert name in registered, f"check_op: no op {name!r} is registered (registered: {', '.join(sorted(registered))})"
@@ -38,9 +39,11 @@ def check_op(name: str, handlers=None, *, state_inputs=()) -> list[str]:
     for handler_name in names:
         assert handler_name in installed, \
             f"check_op: no handler {handler_name!r} is installed (installed: {', '.join(installed)})"
+        # The kit's test methods make their handlers with the class's handler_factory: one class per handler.
         kit = type("Kit", (HandlerConformance,), {"handler_factory": installed[handler_name].load()})()
         try:
-            _check_buffer_rule(kit.make_handler("float64"), name, state_inputs)  # first: breaking it skews the values too
+            # The buffer rule first: breaking it skews the values too, which would hide the cause.
+            _check_buffer_rule(kit.make_handler("float64"), name, state_inputs)
             for case in cases:
                 kit.test_gradient_matches_finite_differences(case)
                 for dtype in DTYPES:

@@ -108,9 +108,10 @@ def _texts(files: dict, kind: str, name: str, module: str, distribution: str, cp
     """File -> text, from each file's template; ``cpu_module``: where an op's cpu kernel goes, if it has one."""
     description, usage = KINDS[kind]
     cls = "".join(part.title() for part in name.split("_"))
+    kernels = f' kernels={{"cpu": "{cpu_module}:Numba{cls}"}},' if cpu_module else ""  # register_ops' argument
     values = {"name": name, "kind": kind, "module": module, "distribution": distribution, "Class": cls,
               "function": name, "description": description, "usage": Template(usage).substitute(name=name),
-              "cpu_module": cpu_module, "kernels": f' kernels={{"cpu": "{cpu_module}:Numba{cls}"}},' if cpu_module else ""}
+              "cpu_module": cpu_module, "kernels": kernels}
     return {file: Template((TEMPLATES / f"{template}.tmpl").read_text()).substitute(values)
             for file, template in files.items()}
 
@@ -121,8 +122,9 @@ ENTRY_POINTS = "[project.entry-points.sigma]"
 def add_into(folder: Path, kind: str, name: str, cpu: bool = False) -> int:
     """Add a ``kind`` component ``name`` to the distribution in ``folder``: ``<package>/<name>.py`` beside the
     package its first ``sigma`` entry point names (and an op's cpu kernel, with ``cpu``, as ``<name>_cpu.py``),
-    the entry point ``name = "<package>.<name>"`` in its pyproject, and ``tests/test_<name>.py``. Everything is checked before anything is written; an existing file
-    or entry point of that name is refused, never replaced."""
+    the entry point ``name = "<package>.<name>"`` in its pyproject, and ``tests/test_<name>.py``. Everything
+    is checked before anything is written; an existing file or entry point of that name is refused, never
+    replaced."""
     import tomllib
 
     from sigma_core import atomic_write
