@@ -38,3 +38,13 @@ def test_the_guide_has_a_section_per_plugin_kind():
     assert re.findall(r"^## (.+)$", GUIDE.read_text(), flags=re.M) == [
         "Layer", "Activation", "Initialiser", "Hook", "Extractor", "Source, cache, reader and exporter", "Optimiser",
         "Operator", "Handler", "Op", "Step compiler", "CLI command"]
+
+
+def test_the_guide_s_cpu_kernel_is_what_sigma_plugin_new_op_cpu_writes(tmp_path, capsys):
+    """The guide shows the kernel rather than running it (it names the op ``sigma plugin new`` writes beside it);
+    the scaffold's own tests install and run it, on the cpu handler too: the two must stay one text."""
+    from sigma_core.cli import main
+
+    assert main(["plugin", "new", "op", "gain_tanh", "--cpu", "--directory", str(tmp_path)]) == 0
+    kernel = (tmp_path / "sigmann-gain-tanh" / "src" / "sigmann_gain_tanh" / "cpu.py").read_text()
+    assert f"```py\n{kernel}```" in GUIDE.read_text()

@@ -19,6 +19,7 @@ from sigma_core.data.iterators import MinibatchIterator
 from sigma_core.optimisers import Adagrad, Adam, GradientDescent, Momentum, Optimiser
 from sigmann_recurrent import LSTM
 from sigmann_replay import Recording, StepReplay
+from sigmann_replay.explain import explain
 
 HANDLERS = ["numpy", "cpu"]
 
@@ -120,6 +121,20 @@ def test_an_lstm_step_is_replayed_bit_for_bit(handler):
     assert train(off) == train(on)
     assert_same(off, on)
     assert replayed(on) >= 3 * 3 - 2
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_explain_names_an_op_and_its_vjp_by_the_op_s_name(handler):
+    """The recorder sees a registered op as one call of the kernel that runs them all, ``run_op``; the table names
+    the op (``lstm_sequence``: on cpu its registered kernel class, FusedLSTMSequence, ran)."""
+    def lstm():
+        return Input(5, 3) + LSTM(6, sequences=False) + Dense(3) + SoftmaxCE()
+
+    t = trainer(handler, True, architecture=lstm, dataset=data(records=24, shape=(5, 3)))
+    train(t, epochs=1)
+    kernels = [line.split()[0] for line in explain(StepReplay.of(t).last).splitlines()[2:-1]]
+    assert kernels.count("lstm_sequence") == 1 and kernels.count("lstm_sequence.backward") == 1
+    assert "run_op" not in kernels
 
 
 @pytest.mark.parametrize("handler", HANDLERS)

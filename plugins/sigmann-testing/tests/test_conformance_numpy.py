@@ -11,7 +11,6 @@ import sys
 import pytest
 
 from sigma_core import NumpyHandler
-from sigma_core.plugins import reset
 from sigmann_testing import CASES, HandlerConformance, missing_gradient_cases, op_cases
 
 
@@ -61,20 +60,9 @@ def register_ops(register):
 
 
 @pytest.fixture
-def ops_plugin(tmp_path, monkeypatch):
-    """An installed distribution ``kit-ops`` (and no other) registering the ops kit_cube (one example) and
-    kit_square (none), found by plugin discovery as any distribution's are."""
-    info = tmp_path / "kit_ops-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: kit-ops\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[sigma]\nkit_ops = kit_ops_mod\n")
-    (tmp_path / "kit_ops_mod.py").write_text(OPS_PLUGIN)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv("SIGMA_PLUGINS", "kit-ops")
-    reset()
-    yield
-    reset()
-    sys.modules.pop("kit_ops_mod", None)
+def ops_plugin(install_ops):
+    """An installed distribution registering the ops kit_cube (one example) and kit_square (none)."""
+    install_ops(OPS_PLUGIN)
 
 
 def test_coverage_check_flags_registered_ops_and_handler_methods_without_a_gradient_case(ops_plugin):

@@ -11,9 +11,10 @@ import sys
 import pytest
 
 from sigma_core.cli import main
+from sigmann_testing import available_handlers
 from sigmann_testing.scaffold import KINDS
 
-OTHER_KINDS = [kind for kind in KINDS if kind != "layer"]
+OTHER_KINDS = [kind for kind in KINDS if kind not in ("layer", "op")]
 TESTS = 10  # the other kinds' generated tests: activation 2, hook 1, command 2, extractor 2, initialiser 1, optimiser 2
 
 
@@ -29,6 +30,25 @@ def run(argv, cwd, env):
     return subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
+def run_file(handler, *layers) -> str:
+    """A run file: 64 synthetic records of 5 features in 3 classes, through ``layers`` (tables) between the input
+    and a dense softmax output, 3 epochs on ``handler``."""
+    tables = [{"type": "input", "shape": [5]}, *layers, {"type": "dense", "size": 3}, {"type": "softmax_ce"}]
+    return f"""name = "scaffolded"
+[handler]
+name = "{handler}"
+[data]
+source = "synthetic"
+n = 64
+shape = 5
+classes = 3
+[training]
+batch_size = 8
+epochs = 3
+""" + "".join("[[network.layers]]\n" + "".join(f"{key} = {json.dumps(value)}\n" for key, value in table.items())
+              for table in tables)
+
+
 @pytest.mark.slow
 def test_a_new_layer_plugin_installs_passes_its_tests_and_trains(tmp_path, capsys):
     assert main(["plugin", "new", "layer", "demo", "--directory", str(tmp_path)]) == 0
@@ -42,30 +62,7 @@ def test_a_new_layer_plugin_installs_passes_its_tests_and_trains(tmp_path, capsy
     env = install(tmp_path, plugin)
     tests = run(["-m", "pytest", "-q", "-p", "no:cacheprovider"], plugin, env)
     assert tests.returncode == 0 and "2 passed" in tests.stdout, tests.stdout + tests.stderr
-    (tmp_path / "run.toml").write_text("""
-        name = "demo"
-        [handler]
-        name = "numpy"
-        [data]
-        source = "synthetic"
-        n = 64
-        shape = 5
-        classes = 3
-        [[network.layers]]
-        type = "input"
-        shape = [5]
-        [[network.layers]]
-        type = "demo"
-        size = 8
-        [[network.layers]]
-        type = "dense"
-        size = 3
-        [[network.layers]]
-        type = "softmax_ce"
-        [training]
-        batch_size = 8
-        epochs = 3
-    """.replace("\n        ", "\n"))
+    (tmp_path / "run.toml").write_text(run_file("numpy", {"type": "demo", "size": 8}))
     trained = run(["-m", "sigma_core", "train", "run.toml", "--quiet", "--out", "result.json"], tmp_path, env)
     assert trained.returncode == 0, trained.stderr
     result = json.loads((tmp_path / "result.json").read_text())
@@ -92,12 +89,15 @@ def test_every_other_kind_installs_and_passes_its_tests(tmp_path, capsys):
 def test_bad_requests_are_one_line_and_status_2(tmp_path, capsys):
     (tmp_path / "sigmann-taken").mkdir()
     cases = {("layr", "demo"): "error: unknown plugin kind 'layr'; sigma plugin new writes: "
-                               "layer, activation, hook, command, extractor, initialiser, optimiser",
+                               "layer, activation, hook, command, extractor, initialiser, optimiser, op",
              ("layer", "Demo"): "error: plugin name 'Demo': use lowercase letters, digits and _, starting with a letter "
                                 "(it names the component and the Python module), and not a Python keyword",
              ("layer", "class"): "error: plugin name 'class': use lowercase letters, digits and _, starting with a "
                                  "letter (it names the component and the Python module), and not a Python keyword",
              ("layer", "dense"): "error: layer 'dense' exists already (from sigmann); choose another name",
+             ("op", "lstm_sequence"): "error: op 'lstm_sequence' exists already (from sigmann-recurrent); choose "
+                                      "another name",
+             ("op", "dense"): "error: layer 'dense' exists already (from sigmann); choose another name",  # its layer
              ("command", "train"): "error: command 'train' is one of sigma's own commands, which a plugin cannot "
                                    "replace; choose another name",
              ("layer", "taken"): f"error: {tmp_path / 'sigmann-taken'} already exists; sigma plugin new never "
@@ -105,7 +105,51 @@ def test_bad_requests_are_one_line_and_status_2(tmp_path, capsys):
     for (kind, name), message in cases.items():
         assert main(["plugin", "new", kind, name, "--directory", str(tmp_path)]) == 2
         assert capsys.readouterr().err.splitlines() == [message]
+    assert main(["plugin", "new", "layer", "demo", "--cpu", "--directory", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.splitlines() == ["error: --cpu writes an op's kernel for the cpu handler; a layer "
+                                                    "has none"]
     assert [p.name for p in tmp_path.iterdir()] == ["sigmann-taken"] and not any((tmp_path / "sigmann-taken").iterdir())
+
+
+@pytest.mark.slow
+def test_a_new_op_plugin_with_cpu_kernels_installs_passes_its_tests_and_runs_them_on_cpu(tmp_path, capsys):
+    assert main(["plugin", "new", "op", "gain_tanh", "--cpu", "--directory", str(tmp_path)]) == 0
+    plugin = tmp_path / "sigmann-gain-tanh"
+    assert main(["plugin", "new", "op", "second", "--cpu", "--into", str(plugin)]) == 0  # an op beside it
+    assert sorted(p.relative_to(plugin).as_posix() for p in plugin.rglob("*") if p.is_file()) == [
+        "README.md", "pyproject.toml", "src/sigmann_gain_tanh/__init__.py", "src/sigmann_gain_tanh/cpu.py",
+        "src/sigmann_gain_tanh/second.py", "src/sigmann_gain_tanh/second_cpu.py", "tests/test_gain_tanh.py",
+        "tests/test_second.py"]
+    package = plugin / "src" / "sigmann_gain_tanh"
+    assert 'kernels={"cpu": "sigmann_gain_tanh.cpu:NumbaGainTanh"},' in (package / "__init__.py").read_text()
+    assert 'kernels={"cpu": "sigmann_gain_tanh.second_cpu:NumbaSecond"},' in (package / "second.py").read_text()
+    env = install(tmp_path, plugin)
+    handlers = available_handlers()
+    assert "cpu" in handlers  # so the generated tests run the compiled kernels too
+    tests = run(["-m", "pytest", "-q", "-p", "no:cacheprovider"], plugin, env)
+    # per op: the conformance kit on each handler, its values, its shape error, check_layer, a run
+    assert tests.returncode == 0 and f"{2 * (len(handlers) + 4)} passed" in tests.stdout, tests.stdout + tests.stderr
+    (tmp_path / "run.toml").write_text(run_file("cpu", {"type": "dense", "size": 8}, {"type": "gain_tanh"}))
+    trained = run(["-m", "sigma_core", "train", "run.toml", "--quiet", "--out", "result.json"], tmp_path, env)
+    assert trained.returncode == 0, trained.stderr
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["parameters"] == 5 * 8 + 8 + 8 + 8 * 3 + 3  # dense, gain, dense
+    assert result["history"][-1]["cost"] < result["history"][0]["cost"]
+    ran = run(["-c", "import numpy, sigmann_gain_tanh.cpu as cpu; from sigma_core import create_handler; "
+               "h = create_handler('cpu', dtype='float64'); "
+               "h.op('gain_tanh', h.asarray(numpy.ones((2, 3))), h.asarray(numpy.ones(3))); "
+               "print(len(cpu.ACTIVATE[0].signatures))"], tmp_path, env)
+    assert ran.stdout == "1\n", ran.stderr  # the cpu handler ran the compiled loop, not the portable rule
+    explained = run(["-m", "sigma_core", "explain", "run.toml"], tmp_path, env)
+    kernels = [line.split()[0] for line in explained.stdout.splitlines()[2:-1]]
+    assert "gain_tanh" in kernels and "gain_tanh.backward" in kernels, explained.stdout + explained.stderr
+
+
+def test_an_op_without_cpu_has_no_kernel_module(tmp_path, capsys):
+    assert main(["plugin", "new", "op", "plain", "--directory", str(tmp_path)]) == 0
+    package = tmp_path / "sigmann-plain" / "src" / "sigmann_plain"
+    assert [p.name for p in package.iterdir()] == ["__init__.py"]
+    assert 'register("plain", Plain,\n             description=' in (package / "__init__.py").read_text()
 
 
 @pytest.mark.slow

@@ -2,7 +2,8 @@
 
 Two steps run on the first batches (the second is recorded, see
 :mod:`sigmann_replay.replay`) and the recording is printed: each kernel call with
-its shapes, the buffers it reads and writes (the batch, parameters, optimiser
+its shapes (a registered op by its name, ``lstm_sequence``, and its VJP as
+``lstm_sequence.backward``), the buffers it reads and writes (the batch, parameters, optimiser
 memory by name; the step's own buffers as t1, t2, ...), the bytes those
 buffers hold and the FLOPs it does (exact for matrix products, 2·m·k·n; one per
 element written otherwise), with totals. Nothing is saved. ``sigma train
@@ -13,9 +14,10 @@ from __future__ import annotations
 
 import itertools
 import math
+import pkgutil
 import sys
 
-from sigma_core import Hook
+from sigma_core import Hook, components
 
 from .replay import StepReplay, _root
 
@@ -80,6 +82,8 @@ def explain(recording) -> str:
     rows, total_bytes, total_flops = [], 0, 0
     for record, form in zip(recording.records, recording.forms):
         part, name, fn, args, kwargs, new, result = record
+        if name == "run_op":  # the kernel every registered op runs through: the op says more
+            name = op_label(args[0], trainer.handler.name)
         if recording.captured is not None and form not in ("skipped", "check"):
             form = "graph"  # captured by the handler (a CUDA graph)
         arrays = [a for a in (*args, *kwargs.values()) for a in (a if isinstance(a, tuple) else (a,))
@@ -118,6 +122,28 @@ def explain(recording) -> str:
     lines.append(f"total: {len(rows)} kernel calls, {_size(total_bytes)} read and written, {total_flops:,} FLOPs "
                  f"({total_flops / max(total_bytes, 1):.2f} FLOPs per byte)")
     return "\n".join(lines)
+
+
+def op_label(rule, handler_name: str) -> str:
+    """What ``k.run_op(rule, ...)`` ran: ``lstm_sequence`` for a registered op's ``forward``, and
+    ``lstm_sequence.backward`` for its VJP. ``rule`` is a bound method of the op instance the handler
+    made, from the op's class or from the kernel registered for the handler ``handler_name``; a class no
+    op registered (as it is) is named as itself."""
+    cls = type(rule.__self__)
+    name = next((c.name for c in components("op") if cls in _op_classes(c, handler_name)), cls.__name__)
+    return name if rule.__name__ == "forward" else f"{name}.{rule.__name__}"
+
+
+def _op_classes(component, handler_name: str) -> list:
+    """The op's class and its kernel for the handler, those already imported: a lazy ``"module:attr"`` whose
+    module is not imported names no op that ran, so explaining imports nothing."""
+    classes = []
+    for target in (component.implementation, dict(component.handler_kernels).get(handler_name)):
+        if isinstance(target, str):
+            target = pkgutil.resolve_name(target) if target.partition(":")[0] in sys.modules else None
+        if target is not None:
+            classes.append(target)
+    return classes
 
 
 def _flops(part, name, arrays, written, result) -> int:

@@ -6,7 +6,9 @@ determinism and gradients on every installed handler.
 base class that a backend subclasses in its own test suite to check that it
 computes what the numpy reference handler computes, that every gradient is
 right (the core's ops and every op a plugin registers), and that it honours
-Sigma's dtype, random-number and session contracts. :func:`fuzz_loader`
+Sigma's dtype, random-number and session contracts; :func:`check_op`
+(:mod:`sigmann_testing.ops`) runs its checks of one op, and the op buffer rule,
+on every installed handler: what an op distribution's own tests call. :func:`fuzz_loader`
 (:mod:`sigmann_testing.loaders`) feeds a file loader seeded corruptions of a valid file.
 :class:`ArrayCensus` (:mod:`sigmann_testing.census`) checks that a run's handler arrays do not pile up
 from epoch to epoch.
@@ -22,6 +24,7 @@ _LAZY = {
     **dict.fromkeys(["CASES", "TOLERANCES", "HandlerConformance", "OpCase", "op_cases", "differentiable_ops",
                      "missing_gradient_cases"], "sigmann_testing.conformance"),
     **dict.fromkeys(["check_layer", "available_handlers"], "sigmann_testing.layers"),
+    "check_op": "sigmann_testing.ops",
     **dict.fromkeys(["fuzz_loader", "mutants"], "sigmann_testing.loaders"),
     **dict.fromkeys(["ArrayCensus", "Prober", "live_arrays"], "sigmann_testing.census"),
 }

@@ -3,7 +3,9 @@
 It writes ``sigmann-NAME/`` (pyproject with the ``sigma`` entry point, the
 module with a small working example of the kind, its tests, a README) from the
 templates in ``templates/``, so that ``pip install`` and ``pytest`` pass as
-written and the author replaces the example step by step. With ``--into DIR``
+written and the author replaces the example step by step. An ``op`` is an op
+with the layer that runs it, and with ``--cpu`` its numba kernel for the
+``cpu`` handler, in a module of its own (``cpu.py``). With ``--into DIR``
 it adds a component to the distribution in ``DIR`` instead: the example's
 module next to the package its ``sigma`` entry point names, that module as a
 second entry point (its own ``register_*`` function, so the files already
@@ -33,7 +35,12 @@ KINDS = {
     "extractor": ("two Gaussian blobs of points", 'In a run file: `[data]` with `source = "$name"` and `n = 200`.'),
     "initialiser": ("uniform in ±scale/sqrt(fan in)", 'In a run file: `[initialisers]` with `"*.weights" = { type = "$name" }`.'),
     "optimiser": ("steps by the sign of a gradient momentum", 'In a run file: `[optimiser]` with `type = "$name"`.'),
+    "op": ("gain · tanh(x), a learnable gain per feature",
+           'In a layer: `handler.op("$name", x, gain)`; in a run file, the layer that runs it: `[[network.layers]]` '
+           'with `type = "$name"`.'),
 }
+#: kind -> the kinds of component its example registers, when more than its own (an op comes with its layer)
+REGISTERS = {"op": ("op", "layer")}
 NAME = re.compile(r"[a-z][a-z0-9_]*")
 TEMPLATES = Path(__file__).with_name("templates")
 
@@ -53,6 +60,8 @@ def register_commands(cli):
     new.add_argument("--directory", default=".", help="where to write sigmann-NAME/ (default: here)")
     new.add_argument("--into", metavar="DIR", help="add the component to the distribution in DIR (its pyproject.toml, "
                      "package and tests/) instead of writing a new one")
+    new.add_argument("--cpu", action="store_true", help="op only: also write the op's numba kernel for the cpu handler "
+                     "(sigmann-cpu), registered as its kernels={'cpu': ...}")
     new.set_defaults(run=run_new)
 
 
@@ -60,7 +69,7 @@ def run_new(args) -> int:
     """Write the plugin ``args`` ask for."""
     from sigma_core import atomic_path, check_writable
 
-    kind, name = args.kind, args.name
+    kind, name, cpu = args.kind, args.name, getattr(args, "cpu", False)
     if kind == "monitor":
         raise SigmaError("monitors are hooks now: sigma plugin new hook NAME")
     if kind not in KINDS:
@@ -68,20 +77,23 @@ def run_new(args) -> int:
     if not NAME.fullmatch(name) or keyword.iskeyword(name):
         raise SigmaError(f"plugin name {name!r}: use lowercase letters, digits and _, starting with a letter "
                          "(it names the component and the Python module), and not a Python keyword")
-    clash = next((c for c in components(kind) if name in (c.name, *c.aliases)), None)
-    if kind == "command" and clash and clash.distribution == "sigmann":
-        raise SigmaError(f"command {name!r} is one of sigma's own commands, which a plugin cannot replace; "
-                         "choose another name")
-    if clash:
-        raise SigmaError(f"{kind} {name!r} exists already (from {clash.distribution}); choose another name")
+    if cpu and kind != "op":
+        raise SigmaError(f"--cpu writes an op's kernel for the cpu handler; a {kind} has none")
+    for registered in REGISTERS.get(kind, (kind,)):
+        clash = next((c for c in components(registered) if name in (c.name, *c.aliases)), None)
+        if kind == "command" and clash and clash.distribution == "sigmann":
+            raise SigmaError(f"command {name!r} is one of sigma's own commands, which a plugin cannot replace; "
+                             "choose another name")
+        if clash:
+            raise SigmaError(f"{registered} {name!r} exists already (from {clash.distribution}); choose another name")
     if getattr(args, "into", None):
-        return add_into(Path(args.into), kind, name)
+        return add_into(Path(args.into), kind, name, cpu)
     folder = check_writable(args.directory, folder=True, what="--directory") / f"sigmann-{name.replace('_', '-')}"
     if os.path.lexists(folder):  # False, not an error, for a name too long: atomic_path below says so in one line
         raise SigmaError(f"{folder} already exists; sigma plugin new never overwrites: remove it or choose another name")
     files = {"pyproject.toml": "pyproject", "README.md": "README", f"src/sigmann_{name}/__init__.py": kind,
-             f"tests/test_{name}.py": f"{kind}_test"}
-    texts = _texts(files, kind, name, f"sigmann_{name}", folder.name)
+             f"tests/test_{name}.py": f"{kind}_test"} | ({f"src/sigmann_{name}/cpu.py": "op_cpu"} if cpu else {})
+    texts = _texts(files, kind, name, f"sigmann_{name}", folder.name, f"sigmann_{name}.cpu" if cpu else None)
     with atomic_path(folder, folder=True, what="--directory") as partial:  # the whole plugin, or nothing
         for file, text in texts.items():
             (partial / file).parent.mkdir(parents=True, exist_ok=True)
@@ -90,12 +102,14 @@ def run_new(args) -> int:
     return 0
 
 
-def _texts(files: dict, kind: str, name: str, module: str, distribution: str) -> dict:
-    """File -> text, from each file's template."""
+def _texts(files: dict, kind: str, name: str, module: str, distribution: str, cpu_module: str | None = None) -> dict:
+    """File -> text, from each file's template; ``cpu_module``: where an op's cpu kernel goes, if it has one."""
     description, usage = KINDS[kind]
-    values = {"name": name, "kind": kind, "module": module, "distribution": distribution,
-              "Class": "".join(part.title() for part in name.split("_")), "function": name,
-              "description": description, "usage": Template(usage).substitute(name=name)}
+    cls = "".join(part.title() for part in name.split("_"))
+    kernels = f' kernels={{"cpu": "{cpu_module}:Numba{cls}"}},' if cpu_module else ""  # register_ops' argument
+    values = {"name": name, "kind": kind, "module": module, "distribution": distribution, "Class": cls,
+              "function": name, "description": description, "usage": Template(usage).substitute(name=name),
+              "cpu_module": cpu_module, "kernels": kernels}
     return {file: Template((TEMPLATES / f"{template}.tmpl").read_text()).substitute(values)
             for file, template in files.items()}
 
@@ -103,11 +117,12 @@ def _texts(files: dict, kind: str, name: str, module: str, distribution: str) ->
 ENTRY_POINTS = "[project.entry-points.sigma]"
 
 
-def add_into(folder: Path, kind: str, name: str) -> int:
+def add_into(folder: Path, kind: str, name: str, cpu: bool = False) -> int:
     """Add a ``kind`` component ``name`` to the distribution in ``folder``: ``<package>/<name>.py`` beside the
-    package its first ``sigma`` entry point names, the entry point ``name = "<package>.<name>"`` in its
-    pyproject, and ``tests/test_<name>.py``. Everything is checked before anything is written; an existing file
-    or entry point of that name is refused, never replaced."""
+    package its first ``sigma`` entry point names (and an op's cpu kernel, with ``cpu``, as ``<name>_cpu.py``),
+    the entry point ``name = "<package>.<name>"`` in its pyproject, and ``tests/test_<name>.py``. Everything
+    is checked before anything is written; an existing file or entry point of that name is refused, never
+    replaced."""
     import tomllib
 
     from sigma_core import atomic_write
@@ -128,13 +143,14 @@ def add_into(folder: Path, kind: str, name: str) -> int:
     if where is None:
         raise SigmaError(f"--into {folder}: its entry point names package {package!r}, which is not in "
                          f"{folder / 'src'} nor {folder} (a folder with __init__.py)")
-    files = {f"{where}/{name}.py": kind, f"tests/test_{name}.py": f"{kind}_test"}
+    files = {f"{where}/{name}.py": kind, f"tests/test_{name}.py": f"{kind}_test"} | (
+        {f"{where}/{name}_cpu.py": "op_cpu"} if cpu else {})
     taken = [f"entry point {name!r}"] * (name in entry_points) + [str(folder / file) for file in files
                                                                      if os.path.lexists(folder / file)]
     if taken:
         raise SigmaError(f"--into {folder}: {', '.join(taken)} {'exist' if len(taken) > 1 else 'exists'} already; "
                          "sigma plugin new never overwrites: choose another name")
-    texts = _texts(files, kind, name, f"{package}.{name}", folder.name)
+    texts = _texts(files, kind, name, f"{package}.{name}", folder.name, f"{package}.{name}_cpu" if cpu else None)
     # The entry point goes after the table's last line (its keys, before a blank line or the next table).
     start = next(i for i, line in enumerate(lines) if line.strip() == ENTRY_POINTS)
     end = start + 1
