@@ -1,4 +1,4 @@
-"""Recorded steps as CUDA graphs (sigma_cuda.graphs) on the emulated CuPy of test_cuda_emulated. NOT a GPU check.
+"""Recorded steps as CUDA graphs (sigma_cuda.graphs) on the emulated CuPy of emulated_cupy. NOT a GPU check.
 
 The stand-in's streams keep the work issued while capturing (kernel launches,
 CuPy calls into given buffers, fills and copies) for the graph's launches, and
@@ -16,14 +16,13 @@ import logging
 import numpy
 import pytest
 
-from sigma_core.architecture import Construct
-from sigma_core.constructs import Input, SoftmaxCE
-from sigma_core.optimisers import Adam
+from sigma_core import Adam, Construct, Input, SoftmaxCE
 from sigmann_recurrent import LSTM
 from sigmann_replay import Recording, StepReplay
 
-from .test_cuda_emulated import emulated_cupy  # noqa: F401 (the stand-in, autouse: for every test here)
-from .test_cuda_emulated import PinnedMemoryPointer, _trainer, emulated_cuda
+from .emulated_cupy import emulated_cupy  # noqa: F401 (the stand-in, autouse: for every test here)
+from .emulated_cupy import PinnedMemoryPointer
+from .test_cuda_emulated import _trainer, emulated_cuda
 
 
 def digits_trainer(dtype, replay, optimiser=None, **options):

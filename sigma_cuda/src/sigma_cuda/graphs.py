@@ -44,6 +44,7 @@ import numpy
 from sigma_core import UPDATE_SCALARS
 from sigmann_replay import NotReplayable, ReplayPool
 
+from .kernels import use_device
 from .upload import is_pinned
 
 SLOT = 8  #: bytes per device scalar: a double or dropout's 64-bit key
@@ -154,6 +155,7 @@ class GraphStep:
     def replay(self, batch: dict):
         """One step on ``batch`` (see the module docstring); returns the cost, a handler number."""
         k, stream = self.kernels, self.stream
+        use_device(k.device_id)  # replays begin no session: the handler's begin_session has not set it
         turn = self.turns[self.turn % TURNS]
         self.turn += 1
         turn.copied.synchronize()  # its copies (TURNS steps ago) have read its pinned arrays: they may change
