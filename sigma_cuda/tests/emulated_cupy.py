@@ -5,7 +5,8 @@ It runs the real :mod:`sigma_cuda.handler`, :mod:`sigma_cuda.kernels`, :mod:`sig
 passing here cannot pass only because the stand-in is lenient:
 
 * device arrays (:class:`FakeArray`) are not NumPy arrays: they hold one. ``numpy.asarray(x)`` raises as
-  CuPy's ``__array__`` does; ``float(x)`` of a multi-element array raises; NumPy functions and ufuncs on
+  CuPy's ``__array__`` does; ``float(x)`` of a multi-element array raises; ``x[...] = host_array`` and
+  ``x.fill(host_array)`` raise (only ``set()`` copies host data in); NumPy functions and ufuncs on
   them dispatch to the stand-in's functions of the same name as CuPy's ``__array_function__`` and
   ``__array_ufunc__`` do, and refuse NumPy arrays among the operands; reductions return 0-d arrays;
 * ``cupy`` has only the names in :data:`FUNCTIONS` and :data:`UFUNCS`, each checked against CuPy's
@@ -310,16 +311,22 @@ class FakeArray:
         return _new(self._a.copy(order))
 
     def fill(self, value):
-        _check_device((self,))
-        _enqueue(lambda: self._a.fill(value))
+        _check_device((self, *_arrays_in(value)))
+        if numpy.ndim(value._a if isinstance(value, FakeArray) else value) != 0:
+            raise ValueError(f"non-scalar {type(value).__module__}.ndarray cannot be used for fill")
+        _enqueue(lambda: self._a.fill(_unwrap(value, "fill")))
 
     def __getitem__(self, key):
         _check_device((self, *_arrays_in(key)))
         return _result(self._a[_unwrap(key, "indexing")], (self,))
 
     def __setitem__(self, key, value):
+        """Assignment from a device array or a scalar; from host data only through ``fill``'s rule, as CuPy's
+        ``_scatter_op`` does (gh-2079): a non-scalar NumPy array or list is refused."""
         _check_device((self, *_arrays_in((key, value))))
-        key, value = _unwrap(key, "indexing"), _unwrap(value, "setitem", host=True)
+        if not isinstance(value, FakeArray) and numpy.ndim(value) != 0:
+            raise ValueError("non-scalar numpy.ndarray cannot be used for fill")
+        key, value = _unwrap(key, "indexing"), _unwrap(value, "setitem")
         _enqueue(lambda: self._a.__setitem__(key, value))
 
     # reductions and operators: CuPy's functions

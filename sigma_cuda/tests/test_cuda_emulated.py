@@ -182,6 +182,8 @@ def test_the_stand_in_refuses_host_conversions_numpy_operands_and_names_cupy_lac
     assert isinstance(numpy.exp(x), cupy.ndarray)  # NumPy's functions dispatch to CuPy's, as __array_ufunc__ does
     with pytest.raises(TypeError, match="Unsupported type"):
         cupy.add(x, numpy.ones(3))
+    with pytest.raises(ValueError, match="non-scalar numpy.ndarray"):
+        x[...] = numpy.ones((2, 3))  # host data comes in through set() only
     with pytest.raises(NotImplementedError, match="maximum.reduce"):
         cupy.maximum.reduce(x, 1)
     with pytest.raises(AttributeError):
@@ -260,3 +262,19 @@ def test_a_handler_on_device_1_trains_and_reads_on_other_threads():
     reader.start()
     reader.join()
     assert len(errors) == 1 and "cost became non-finite" in str(errors[0])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_where_allocates_only_its_pooled_output(dtype):
+    """What lets a step with where (maximum's VJP) be captured: no buffer but the pool's."""
+    import cupy
+
+    rng = numpy.random.default_rng(0)
+    condition, x = rng.random((3, 4)) < 0.5, rng.standard_normal((3, 4))
+    k = emulated_cuda(dtype).kernels
+    device_condition, device_x = k.asarray(condition), k.asarray(x)
+    asked = []
+    with cupy.cuda.using_allocator(asked.append):
+        out = k.where(device_condition, device_x, 0.5)
+    assert asked == [out.nbytes]
+    numpy.testing.assert_array_equal(out.get(), numpy.where(condition, x.astype(dtype), numpy.dtype(dtype).type(0.5)))

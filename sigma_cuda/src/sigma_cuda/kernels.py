@@ -222,6 +222,19 @@ class CudaKernels(ArrayKernels):
                 return False
         return True
 
+    def where(self, condition, x, y):
+        """The core's, without the result buffer ``cupy.where`` makes: ``y``, then ``x`` where ``condition``,
+        copied into the pooled output, so a step with it (the VJPs of maximum and where) can be captured as a CUDA
+        graph (:mod:`sigma_cuda.graphs` refuses allocations while capturing)."""
+        try:
+            shape = numpy.broadcast_shapes(*(getattr(v, "shape", ()) for v in (condition, x, y)))
+        except ValueError:
+            return super().where(condition, x, y)  # the core's ShapeError
+        out = self.empty(shape)
+        cupy.copyto(out, y)
+        cupy.copyto(out, x, where=condition)
+        return out
+
     def matmul(self, x, y):
         """The core's product, a 1-D operand taken as a one-row (or one-column) matrix, the result viewed without
         that axis: CuPy 13's ``cupy.matmul`` refuses ``out=`` when an operand is 1-D, and the core passes ``out=``."""
