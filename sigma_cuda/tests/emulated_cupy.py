@@ -423,13 +423,20 @@ def _cupy():
 
 # -- cupy's functions ---------------------------------------------------------------------------------------
 def _matmul_temporaries(a, b, out) -> list:
-    """Bytes of the temporaries CuPy's matmul makes (``_routines_linalg.pyx``); refuses ``out=`` with a 1-D operand."""
+    """Bytes of the temporaries CuPy's matmul makes (``_routines_linalg.pyx``: ``matmul``, ``dot``,
+    ``_mat_to_cublas_contiguous``); refuses ``out=`` with a 1-D operand."""
     if out is None:
         return []
     if a.ndim == 1 or b.ndim == 1:
         raise ValueError(f"cupy.matmul: out= with a 1-D operand ({a.shape} @ {b.shape}) fails in CuPy 13's "
                          "_GUFunc (emulated: CuPy's TestMatmulOut skips the case)")
-    temporaries = [x.nbytes for x in (a, b) if not (x.flags.c_contiguous or x.flags.f_contiguous and x.ndim <= 2)]
+    temporaries = []
+    if max(a.ndim, b.ndim) <= 2:  # dot: an operand cuBLAS cannot take transposed is copied
+        temporaries += [x.nbytes for x in (a, b) if not (x.flags.c_contiguous or x.flags.f_contiguous)]
+    else:  # batched: operands made C-contiguous; a broadcast batch needs device arrays of matrix pointers
+        temporaries += [x.nbytes for x in (a, b) if not x.flags.c_contiguous]
+        if a.shape[:-2] != b.shape[:-2]:
+            temporaries += [8 * int(numpy.prod(out.shape[:-2]))] * 3
     if not out.flags.c_contiguous or out.dtype != numpy.result_type(a.dtype, b.dtype):
         temporaries.append(out.nbytes)
     return temporaries
