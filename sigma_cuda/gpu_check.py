@@ -9,8 +9,9 @@ Each subcommand is one step of the shell script, so that the script cannot pass 
   availability; the first failure is one line on stderr and exit status 1. Tests that need what is
   optional here (the MNIST files, sigmann-data's download libraries) are written to ``OUT/deselect.txt``
   with the reason, so they are left out by name, never skipped silently.
-* ``count OUT TESTS``: collects ``TESTS`` (minus the deselected), then reads ``OUT/junit.xml``: exit
-  status 1 unless every collected test ran (none skipped) and none failed.
+* ``count OUT TESTS [PYTEST ARGS]``: collects ``TESTS`` as the run did (its extra arguments, e.g. ``-k``;
+  minus the deselected), then reads ``OUT/junit.xml``: exit status 1 unless every collected test ran
+  (none skipped) and none failed.
 * ``replay-status OUT``: for each GPU benchmark workload, whether sigma-cuda's steps are replayed as
   CUDA graphs (``OUT/replay.json``): a bench row of unrecorded steps must not pass for a replayed one.
 * ``figures OUT``: ``OUT/gpu_figures.txt``, every figure the part measured in one file.
@@ -153,10 +154,11 @@ def left_out(out: Path) -> list[tuple[str, str]]:
     return [tuple(line.split("\t", 1)) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def collect(tests: str, out: Path) -> list[str]:
-    """The ids pytest collects from ``tests``, less the deselected ones; a collection error stops the check."""
-    result = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", tests],
-                            capture_output=True, text=True, cwd=ROOT)
+def collect(tests: str, out: Path, extra=()) -> list[str]:
+    """The ids pytest collects from ``tests`` with ``extra`` arguments, less the deselected ones; a collection
+    error stops the check."""
+    result = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", tests,
+                             *extra], capture_output=True, text=True, cwd=ROOT)
     if result.returncode != 0:
         stop(f"collecting {tests} failed (pytest exit {result.returncode}): "
              + next((line for line in result.stdout.splitlines() if "Error" in line), result.stdout[-300:]))
@@ -174,9 +176,9 @@ def junit_cases(path: Path) -> list[tuple[str, str]]:
     return cases
 
 
-def count(out: Path, tests: str) -> int:
+def count(out: Path, tests: str, extra=()) -> int:
     """0 if every collected test ran and passed; else 1, with the reason in one line."""
-    expected = len(collect(tests, out))
+    expected = len(collect(tests, out, extra))
     junit = out / "junit.xml"
     if not junit.exists():
         print(f"GPU CHECK FAILED: no JUnit report: pytest did not finish ({expected} tests expected)")
@@ -270,7 +272,7 @@ def main(argv: list[str]) -> int:
     elif command == "preflight":
         preflight(Path(args[0]))
     elif command == "count":
-        return count(Path(args[0]), args[1])
+        return count(Path(args[0]), args[1], args[2:])
     elif command == "replay-status":
         replay_status(Path(args[0]))
     elif command == "figures":

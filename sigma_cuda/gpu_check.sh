@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The cuda handler's GPU check, in two parts: each one device call that fits 10 minutes on a cold kernel cache.
-#   --part 1  install, preflight, the GPU tests (sigma_cuda/tests/test_cuda_gpu.py, serially), the count
+#   --part 1  install, preflight, the GPU tests (sigma_cuda/tests/test_cuda_gpu.py, serially), the count;
+#             arguments after the part go to pytest and to the count alike: if the tests outgrow the budget,
+#             run them in two calls, e.g. `--part 1 -k Conformance`, then `--part 1 -k "not Conformance"`
 #   --part 2  install, preflight, whether sigma-cuda's steps are replayed, gpu_profile.py, sigma bench
 # Either part stops with one line ("GPU CHECK STOPPED: ...") when cupy, a distribution or the cuda handler is
 # missing, and exits non-zero unless everything it ran passed: part 1 also when fewer GPU tests ran than
@@ -23,6 +25,7 @@
 set -uo pipefail
 part=""
 [ "${1:-}" = "--part" ] && part="${2:-}"
+selection=("${@:3}")  # part 1: more pytest arguments (a -k selection)
 if [ "$part" != 1 ] && [ "$part" != 2 ]; then
     echo "usage: bash sigma_cuda/gpu_check.sh --part 1|2  (1: GPU tests; 2: replay, profile, bench)" >&2
     exit 2
@@ -71,11 +74,11 @@ if [ "$part" = 1 ]; then
     deselect=()
     while IFS=$'\t' read -r test _; do deselect+=(--deselect "$GPU_TESTS::$test"); done < "$OUT/deselect.txt"
     timeout "$(limit 480)" "$PY" -m pytest "$GPU_TESTS" -q -p no:cacheprovider -rfEs --durations=15 \
-        --junitxml="$OUT/junit.xml" "${deselect[@]}" > "$OUT/pytest.txt" 2>&1
+        --junitxml="$OUT/junit.xml" "${deselect[@]}" "${selection[@]}" > "$OUT/pytest.txt" 2>&1
     tests_rc=$?
     [ "$tests_rc" = 124 ] && echo "GPU tests: stopped by the time budget"
     tail -n 30 "$OUT/pytest.txt"
-    "$PY" sigma_cuda/gpu_check.py count "$OUT" "$GPU_TESTS"
+    "$PY" sigma_cuda/gpu_check.py count "$OUT" "$GPU_TESTS" "${selection[@]}"
     count_rc=$?
     rc=$(( tests_rc || count_rc ))
 else

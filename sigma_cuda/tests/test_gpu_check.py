@@ -113,14 +113,14 @@ def _junit(path, outcomes):
 ])
 def test_the_count_fails_unless_every_collected_test_ran_and_passed(gpu_check, tmp_path, monkeypatch, capsys,
                                                                     outcomes, expected, status):
-    monkeypatch.setattr(gpu_check, "collect", lambda tests, out: [f"t::test_{i}" for i in range(expected)])
+    monkeypatch.setattr(gpu_check, "collect", lambda tests, out, extra: [f"t::test_{i}" for i in range(expected)])
     _junit(tmp_path / "junit.xml", outcomes)
     assert gpu_check.count(tmp_path, "tests") == status
     assert f"of {expected} expected ran" in capsys.readouterr().out
 
 
 def test_no_report_is_a_failure(gpu_check, tmp_path, monkeypatch):
-    monkeypatch.setattr(gpu_check, "collect", lambda tests, out: ["t::test_0"])
+    monkeypatch.setattr(gpu_check, "collect", lambda tests, out, extra: ["t::test_0"])
     assert gpu_check.count(tmp_path, "tests") == 1
 
 
@@ -129,6 +129,9 @@ def test_the_collection_leaves_out_only_the_named_tests(gpu_check, tmp_path):
     collected = gpu_check.collect("sigma_cuda/tests/test_cuda_gpu.py", tmp_path)
     assert len(collected) > 100 and not any("mnist" in test for test in collected)
     assert any("TestCudaConformance" in test and "float64" in test for test in collected)
+    conformance = gpu_check.collect("sigma_cuda/tests/test_cuda_gpu.py", tmp_path, ["-k", "Conformance"])
+    rest = gpu_check.collect("sigma_cuda/tests/test_cuda_gpu.py", tmp_path, ["-k", "not Conformance"])
+    assert sorted(conformance + rest) == sorted(collected) and conformance and rest  # two calls cover one
 
 
 def test_the_figures_say_whether_each_bench_row_timed_replayed_steps(gpu_check, tmp_path):
@@ -144,3 +147,14 @@ def test_the_figures_say_whether_each_bench_row_timed_replayed_steps(gpu_check, 
     assert cells[("sigma-mlp", "sigma-cuda")] == "yes"
     assert cells[("small-mlp", "sigma-cuda")] == "NO: not captured: dense allocates device memory"
     assert cells[("sigma-mlp", "sigma-cuda-unrecorded")] == "off" and cells[("sigma-mlp", "pytorch-eager")] == "-"
+
+
+def test_where_the_handler_is_unavailable_the_count_fails(gpu_check, tmp_path, capsys):
+    """The old check's lie: every GPU test skips here, pytest exits 0, and the count says no."""
+    if importlib.util.find_spec("cupy") is not None:
+        pytest.skip("CuPy is installed here")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", gpu_check.GPU_TESTS,
+                          f"--junitxml={tmp_path / 'junit.xml'}"], capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0  # all skipped: green to pytest
+    assert gpu_check.count(tmp_path, gpu_check.GPU_TESTS) == 1
+    assert "GPU CHECK FAILED: only 0 of the" in capsys.readouterr().out

@@ -238,8 +238,10 @@ class CudaKernels(ArrayKernels):
     def matmul(self, x, y):
         """The core's product, a 1-D operand taken as a one-row (or one-column) matrix, the result viewed without
         that axis: CuPy 13's ``cupy.matmul`` refuses ``out=`` when an operand is 1-D, and the core passes ``out=``."""
-        if x.ndim != 1 and y.ndim != 1 or x.ndim == 0 or y.ndim == 0 or x.shape[-1] != y.shape[-2 if y.ndim > 1 else 0]:
-            return super().matmul(x, y)  # 1-D nowhere, or the core's shape error
+        if not (x.ndim == 1 or y.ndim == 1) or x.ndim == 0 or y.ndim == 0:
+            return super().matmul(x, y)  # no vector (or a 0-d operand, which the core refuses)
+        if x.shape[-1] != y.shape[-2 if y.ndim > 1 else 0]:
+            return super().matmul(x, y)  # the core's shape error, naming the shapes as given
         out = super().matmul(x.reshape(1, -1) if x.ndim == 1 else x, y.reshape(-1, 1) if y.ndim == 1 else y)
         rows, cols = out.shape[-2:]
         return out.reshape(out.shape[:-2] + ((rows,) if x.ndim != 1 else ()) + ((cols,) if y.ndim != 1 else ()))
