@@ -197,11 +197,11 @@ def test_sigma_explain_shows_the_step_a_cuda_graph_replays(monkeypatch, capsys):
     from pathlib import Path
 
     from sigma_core import backend
-    from sigma_core.cli import main
+    from sigma_core import cli_main
 
     monkeypatch.setattr(backend, "handler_availability", lambda name: (True, ""))  # the stand-in is no driver
     digits = Path(__file__).resolve().parents[2] / "examples" / "digits.toml"
-    assert main(["explain", str(digits), "--handler", "cuda"]) == 0
+    assert cli_main(["explain", str(digits), "--handler", "cuda"]) == 0
     rows = capsys.readouterr().out.splitlines()
     forms = [row.split()[1] for row in rows[2:-1]]
     assert rows[0].startswith("recorded training step of run 'digits' on <CudaHandler cuda:0 float32>: 22 kernel calls")
