@@ -5,8 +5,8 @@ Each subcommand is one step of the shell script, so that the script cannot pass 
 * ``distributions``: the repository folders to install, read from the imports of the GPU tests and
   ``gpu_profile.py`` (function-level imports included), plus :data:`BY_NAME` (plugins the tests use by
   name, never by import), plus what those depend on (their ``pyproject.toml``); standard library only.
-* ``preflight OUT``: ``import cupy``, every installed distribution's module, the ``cuda`` handler's
-  availability; the first failure is one line on stderr and exit status 1. Tests that need what is
+* ``preflight OUT``: ``import cupy``, every installed distribution's module and every module the GPU
+  tests and ``gpu_profile.py`` import from them, the ``cuda`` handler's availability; the first failure is one line on stderr and exit status 1. Tests that need what is
   optional here (the MNIST files, sigmann-data's download libraries) are written to ``OUT/deselect.txt``
   with the reason, so they are left out by name, never skipped silently.
 * ``count OUT TESTS [PYTEST ARGS]``: collects ``TESTS`` as the run did (its extra arguments, e.g. ``-k``;
@@ -55,14 +55,19 @@ def folder(module: str) -> str | None:
 
 
 def imported_modules(path: Path) -> set[str]:
-    """The top-level modules ``path`` imports, anywhere in it (inside functions too)."""
+    """The modules ``path`` imports (dotted names), anywhere in it (inside functions too)."""
     modules = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            modules.update(alias.name.split(".")[0] for alias in node.names)
+            modules.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-            modules.add(node.module.split(".")[0])
+            modules.add(node.module)
     return modules
+
+
+def sigma_imports() -> list[str]:
+    """The modules of Sigma's distributions that the files of :data:`IMPORTERS` import."""
+    return sorted({m for path in IMPORTERS for m in imported_modules(ROOT / path) if folder(m.split(".")[0])})
 
 
 def dependencies(directory: str) -> list[str]:
@@ -82,7 +87,7 @@ def dependencies(directory: str) -> list[str]:
 
 def distributions() -> list[str]:
     """Every folder to install (the core first): see the module docstring."""
-    wanted = {folder(m) for path in IMPORTERS for m in imported_modules(ROOT / path)} - {None}
+    wanted = {folder(m.split(".")[0]) for m in sigma_imports()}
     wanted |= set(BY_NAME)
     pending = list(wanted)
     while pending:
@@ -123,11 +128,11 @@ def preflight(out: Path) -> None:
               f"CUDA runtime {cupy.cuda.runtime.runtimeGetVersion()}")
     except Exception as error:  # noqa: BLE001 (any failure here is the one line)
         stop(f"import cupy failed: {type(error).__name__}: {error}")
-    for directory in distributions():
+    for module in [module_of(directory) for directory in distributions()] + sigma_imports():
         try:
-            importlib.import_module(module_of(directory))
+            importlib.import_module(module)
         except Exception as error:  # noqa: BLE001
-            stop(f"import {module_of(directory)} ({directory}) failed: {type(error).__name__}: {error}")
+            stop(f"import {module} failed: {type(error).__name__}: {error}")
     from sigma_core import handler_availability
 
     available, reason = handler_availability("cuda")
