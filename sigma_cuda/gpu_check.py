@@ -6,8 +6,8 @@ Each subcommand is one step of the shell script, so that the script cannot pass 
   ``gpu_profile.py`` (function-level imports included), plus :data:`BY_NAME` (plugins the tests use by
   name, never by import), plus what those depend on (their ``pyproject.toml``); standard library only.
 * ``preflight OUT``: ``import cupy``, every installed distribution's module and every module the GPU
-  tests and ``gpu_profile.py`` import from them, the ``cuda`` handler's availability; the first failure is one line on stderr and exit status 1. Tests that need what is
-  optional here (the MNIST files, sigmann-data's download libraries) are written to ``OUT/deselect.txt``
+  tests and ``gpu_profile.py`` import from them, the ``cuda`` handler's availability; the first failure
+  is one line on stderr and exit status 1. Tests that need what is optional here (the MNIST files, sigmann-data's download libraries) are written to ``OUT/deselect.txt``
   with the reason, so they are left out by name, never skipped silently.
 * ``count OUT TESTS [PYTEST ARGS]``: collects ``TESTS`` as the run did (its extra arguments, e.g. ``-k``;
   minus the deselected), then reads ``OUT/junit.xml``: exit status 1 unless every collected test ran
@@ -33,8 +33,7 @@ IMPORTERS = ("sigma_cuda/tests/test_cuda_gpu.py", "sigma_cuda/gpu_profile.py")
 #: Distributions the GPU tests need without importing them: components looked up by name through the registry.
 BY_NAME = {
     "plugins/sigmann-recurrent": "the 'recurrent' and 'lstm' layers test_cuda_gpu.py checks",
-    "plugins/sigmann-vision": "convolution, pooling and batch-norm ops, which the conformance kit covers when installed",
-    "plugins/sigmann-maxout": "its op, which the conformance kit covers when installed",
+    "plugins/sigmann-vision": "convolution, pooling and normalisation ops: the conformance kit covers each registered op",
     "plugins/sigmann-sklearn": "the digits dataset of examples/digits.toml",
     "plugins/sigmann-mnist": "the mnist extractor of examples/mnist.toml",
 }
