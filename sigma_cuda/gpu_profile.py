@@ -27,6 +27,7 @@ import numpy
 
 from sigmann_bench.bench import WORKLOADS, build_trainer
 from sigmann_bench.gpu import make_batches
+from sigmann_replay import StepReplay
 
 BUSY = cupy.RawKernel(r"""
 extern "C" __global__ void busy(unsigned long long ns) {
@@ -86,8 +87,11 @@ def profile(name, batch_size, steps, replay=True):
     device_ms = cupy.cuda.get_elapsed_time(start, end) / steps
     raw = launches_per_step(trainer, batches[0])
     device.synchronize()
+    replay = StepReplay.of(trainer)  # a "replayed" row that replayed nothing would time unrecorded steps
+    replayed = f"{replay.replayed} of {20 + 2 * steps + 1} steps replayed" if replay else "replay off"
     print(f"{name:<14} batch {batch_size:>5}: wall {wall * 1e3:7.3f} ms  host {host * 1e3:7.3f} ms  "
-          f"device {device_ms:7.3f} ms  ({batch_size / wall:,.0f} samples/s; {raw} kernels.cu launches from Python a step)")
+          f"device {device_ms:7.3f} ms  ({batch_size / wall:,.0f} samples/s; {raw} kernels.cu launches from Python "
+          f"a step; {replayed})")
     profiler = cProfile.Profile()
     profiler.enable()
     for i in range(steps):

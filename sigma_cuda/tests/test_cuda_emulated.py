@@ -1,447 +1,32 @@
-"""The cuda handler's Python side on an emulated CuPy. NOT a GPU check: it runs everywhere, without CuPy.
+"""The cuda handler's Python side on the emulated CuPy of :mod:`.emulated_cupy`. NOT a GPU check: it runs
+everywhere, without CuPy.
 
-A stand-in ``cupy`` (NumPy arrays, events that do nothing, streams that run work
-at once or, while capturing a CUDA graph, keep it for the graph's launches) runs
-the real :mod:`sigma_cuda.handler`, :mod:`sigma_cuda.kernels`, :mod:`sigma_cuda.upload`
-and :mod:`sigma_cuda.graphs`.
-Each ``kernels.cu`` kernel is replaced by a NumPy transcription of its CUDA
-code, called only after the launch has been checked against the kernel's C
-signature, parsed from ``kernels.cu``: the number of arguments, each pointer's
-dtype and C-contiguity, each scalar's exact NumPy type (a Python float where a
-``long long`` is declared would be read as garbage on the device), and that the
-grid covers every row or column the kernel indexes. So this catches what is
-easy to get wrong between Python and CUDA, and checks every kernel's
-arithmetic against the numpy handler through the conformance kit of
-sigmann-testing; what it cannot catch is a bug in the CUDA code itself or in CuPy: that is what
-``test_cuda_gpu.py`` is for.
+The real :mod:`sigma_cuda.handler`, :mod:`sigma_cuda.kernels`, :mod:`sigma_cuda.upload` and
+:mod:`sigma_cuda.graphs` run on a stand-in that refuses what real CuPy refuses (see its docstring), each
+``kernels.cu`` kernel replaced by a NumPy transcription checked against the kernel's C signature. So
+this checks every kernel's arithmetic against the numpy handler through the conformance kit of
+sigmann-testing, and what is easy to get wrong between Python, CuPy and CUDA; what it cannot catch is
+a bug in the CUDA code itself or in CuPy: that is what ``test_cuda_gpu.py`` is for.
 """
 
 from __future__ import annotations
 
-import contextlib
-import re
-import sys
-import types
-from pathlib import Path
+import threading
 
 import numpy
 import pytest
 
-from sigma_core import NumpyHandler
-from sigma_core.architecture import Construct
-from sigma_core.constructs import Input, SoftmaxCE
-from sigma_core.errors import NonFiniteError
-from sigma_core.network import Network
-from sigma_core.optimisers import Adam
-from sigma_core.trainer import Trainer
+from sigma_core import Adam, Construct, Input, MinibatchIterator, Network, NonFiniteError, NumpyHandler, SoftmaxCE, Trainer
 from sigmann_testing import HandlerConformance, check_layer
 
-SOURCE = Path(__file__).resolve().parents[1] / "src" / "sigma_cuda" / "kernels.cu"
-C_TYPES = {"float": numpy.float32, "double": numpy.float64, "long long": numpy.int64, "int": numpy.int32,
-           "unsigned char": numpy.uint8, "short": numpy.int16, "unsigned long long": numpy.uint64}
+from .emulated_cupy import emulated_cupy  # noqa: F401 (the stand-in, autouse: for every test here)
+from .emulated_cupy import PinnedMemoryPointer
 
 
-# -- the stand-in CuPy -----------------------------------------------------------------------------------
-class _Stream:
-    """Work on it runs at once; between begin_capture() and end_capture() it is kept for the graph instead."""
-
-    entered = []  # the streams of the enclosing ``with stream:`` blocks, innermost last
-
-    def __init__(self, non_blocking=False):
-        self.captured = None  # the work of a capture in progress
-
-    def __enter__(self):
-        _Stream.entered.append(self)
-        return self
-
-    def __exit__(self, *exc_info):
-        _Stream.entered.pop()
-
-    def wait_event(self, event):
-        assert isinstance(event, _Event)
-
-    def record(self, event=None):
-        return event or _Event()
-
-    def synchronize(self):
-        assert self.captured is None, "synchronize() while capturing"
-
-    def begin_capture(self, mode=None):
-        assert self is not _NULL_STREAM and self.captured is None, "cannot capture on the default stream, or twice"
-        self.captured = []
-
-    def end_capture(self):
-        graph, self.captured = _Graph(self.captured), None
-        return graph
-
-    def is_capturing(self):
-        return self.captured is not None
-
-
-_NULL_STREAM = _Stream()
-
-
-def _current_stream():
-    return _Stream.entered[-1] if _Stream.entered else _NULL_STREAM
-
-
-def _capturing() -> bool:
-    return _current_stream().captured is not None
-
-
-def _enqueue(work, stream=None):
-    """Device work on ``stream`` (the current one by default): run now, or kept by the capture in progress."""
-    stream = stream or _current_stream()
-    if stream.captured is None:
-        work()
-    else:
-        stream.captured.append(work)
-
-
-class _Graph:
-    """A captured CUDA graph: its work, run in order by each launch."""
-
-    def __init__(self, work):
-        self.work, self.launches = work, 0
-
-    def launch(self, stream=None):
-        self.launches += 1
-        for work in self.work:
-            _enqueue(work, stream)
-
-
-class FakeArray(numpy.ndarray):
-    """A device array: a NumPy array that must be copied out with get() and in with set(); writes through fill(),
-    [...] = and set() are device work (captured into a graph while capturing)."""
-
-    def get(self, stream=None):
-        assert not _capturing(), "get() while capturing a CUDA graph: a synchronous copy to the host"
-        return numpy.array(self, copy=True)
-
-    def set(self, array, stream=None):
-        assert type(array) is numpy.ndarray and array.shape == self.shape and array.dtype == self.dtype, "set: mismatch"
-        assert array.flags.c_contiguous, "set: the host array must be C-contiguous"
-        _enqueue(lambda: numpy.ndarray.__setitem__(self, ..., array), stream)
-
-    def fill(self, value):
-        _enqueue(lambda: numpy.ndarray.fill(self, value))
-
-    def __setitem__(self, key, value):
-        _enqueue(lambda: numpy.ndarray.__setitem__(self, key, value))
-
-
-def _device(value):
-    """A NumPy result as a device array: one owning its memory, as CuPy's, unless it is a view."""
-    if type(value) is not numpy.ndarray:
-        return value
-    if value.base is not None:
-        return value.view(FakeArray)
-    out = FakeArray(value.shape, value.dtype)
-    numpy.copyto(out, value)
-    return out
-
-
-_ALLOCATORS = []  # cupy.cuda.using_allocator's, innermost last
-
-
-@contextlib.contextmanager
-def _using_allocator(allocator=None):
-    _ALLOCATORS.append(allocator)
-    try:
-        yield
-    finally:
-        _ALLOCATORS.pop()
-
-
-def _wrapped(name, function):
-    def call(*args, **kwargs):
-        if _capturing():  # a graph may hold work into given buffers, not make new ones (or read values now)
-            if "out" not in kwargs:  # taken as an allocation: the allocator in use may refuse it
-                if _ALLOCATORS and _ALLOCATORS[-1]:
-                    _ALLOCATORS[-1](0)
-                raise AssertionError(f"cupy.{name} without out= while capturing a CUDA graph: it would allocate")
-            _enqueue(lambda: function(*args, **kwargs))
-            return kwargs["out"]
-        return _device(function(*args, **kwargs))
-
-    return call
-
-
-class _Event:
-    def record(self, stream=None):
-        pass
-
-    def synchronize(self):
-        pass
-
-
-class _Device:
-    def __init__(self, index=0):
-        self.id = index
-
-    def use(self):
-        pass
-
-    def synchronize(self):
-        pass
-
-
-class OutOfMemoryError(MemoryError):
-    pass
-
-
-class PinnedMemoryPointer(bytearray):
-    """Page-locked host memory, as the base of the NumPy arrays cupyx.empty_pinned returns."""
-
-
-def _empty_pinned(shape, dtype):
-    dtype = numpy.dtype(dtype)
-    return numpy.ndarray(shape, dtype, buffer=PinnedMemoryPointer(max(1, int(numpy.prod(shape)) * dtype.itemsize)))
-
-
-def _parse_signatures() -> dict:
-    """{kernel: ([template parameter], [(kind, C type)])}, kind "pointer" or "value", from kernels.cu's templates."""
-    signatures = {}
-    for template, name, params in re.findall(r"template <([^>]*)>\s*__global__ void (\w+)\(([^)]*)\)",
-                                             SOURCE.read_text()):
-        parsed = []
-        for param in " ".join(params.split()).split(","):
-            ctype = param.strip().rsplit(" ", 1)[0].removeprefix("const ").strip()
-            parsed.append(("pointer", ctype[:-1].strip()) if ctype.endswith("*") else ("value", ctype))
-        signatures[name] = ([t.split()[-1] for t in template.split(",")], parsed)
-    return signatures
-
-
-SIGNATURES = _parse_signatures()
-
-
-class _RawModule:
-    def __init__(self, code, options=(), name_expressions=()):
-        assert code == SOURCE.read_text()
-        self.names = set(name_expressions)
-
-    def get_function(self, expression):
-        assert expression in self.names, f"{expression} was not among the name expressions"
-        name, arguments = re.fullmatch(r"(\w+)<(.*)>", expression).groups()
-        names, signature = SIGNATURES[name]
-        template = dict(zip(names, (a.strip() for a in arguments.split(","))))
-        assert len(template) == len(names), f"{expression}: {len(names)} template arguments expected"
-        return _Kernel(name, template, signature)
-
-
-class _Kernel:
-    """A kernel launch, checked against its C signature, then run by its NumPy transcription (at once, or by the
-    launches of the graph being captured). A scalar parameter instantiated as a pointer (``S = const T*``) takes a
-    one-element device array, read when the kernel runs."""
-
-    def __init__(self, name, template, signature):
-        self.name, self.T, self.signature = name, C_TYPES[template["T"]], []
-        for kind, ctype in signature:
-            resolved = template.get(ctype, ctype)
-            if kind == "value" and resolved.endswith("*"):
-                kind, resolved = "scalar pointer", resolved[:-1]
-            self.signature.append((kind, ctype, C_TYPES[resolved.removeprefix("const ").strip()]))
-
-    def __call__(self, grid, block, args):
-        assert len(grid) == 1 and len(block) == 1 and 0 < grid[0] < 2**31 and 0 < block[0] <= 1024, (grid, block)
-        assert len(args) == len(self.signature), f"{self.name}: {len(args)} arguments for {len(self.signature)} parameters"
-        for i, (arg, (kind, ctype, expected)) in enumerate(zip(args, self.signature)):
-            where = f"{self.name} argument {i} ({ctype}{'*' if kind == 'pointer' else ''})"
-            if kind == "pointer" and type(arg) is numpy.uint64:
-                assert arg == 0, f"{where}: a pointer from an integer"
-            elif kind != "value":
-                assert isinstance(arg, FakeArray), f"{where}: {type(arg).__name__} is not a device array"
-                assert arg.dtype == expected and arg.flags.c_contiguous, f"{where}: {arg.dtype}, contiguous {arg.flags.c_contiguous}"
-                assert kind == "pointer" or arg.size == 1, f"{where}: a device scalar of {arg.size} elements"
-            else:
-                assert type(arg) is expected, f"{where}: {type(arg).__name__}, expected {expected.__name__}"
-
-        def run():
-            flat = [None if type(a) is numpy.uint64 and kind == "pointer" else a.reshape(-1)[0] if kind == "scalar pointer"
-                    else a.reshape(-1) if kind == "pointer" else a for a, (kind, _, _) in zip(args, self.signature)]
-            getattr(Emulated, self.name)(self.T, grid[0], block[0], *flat)
-
-        _enqueue(run)
-
-
-def _activate(v, code):
-    if code == 1:
-        return numpy.where(v < 0, 0, v)
-    if code == 2:
-        return numpy.tanh(v * v.dtype.type(0.5)) * v.dtype.type(0.5) + v.dtype.type(0.5)
-    if code == 3:
-        return numpy.tanh(v)
-    if code == 4:
-        return numpy.where(v > 0, v, 0) + numpy.log1p(numpy.exp(-numpy.abs(v)))
-    return v
-
-
-def _mix64(z):
-    with numpy.errstate(over="ignore"):
-        z = (z ^ (z >> numpy.uint64(30))) * numpy.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> numpy.uint64(27))) * numpy.uint64(0x94D049BB133111EB)
-    return z ^ (z >> numpy.uint64(31))
-
-
-class Emulated:
-    """kernels.cu, line by line in NumPy (vectorised over the grid-stride loop); arrays arrive flattened."""
-
-    @staticmethod
-    def bias_activation(T, grid, block, y, bias, n, cols, use_bias, code):
-        v = y[:n] + (bias[numpy.arange(n) % cols] if use_bias else T(0))
-        y[:n] = _activate(v, code)
-
-    @staticmethod
-    def activation_backward(T, grid, block, g, y, out, n, code):
-        g, y = g[:n], y[:n]
-        out[:n] = {1: numpy.where(y > 0, g, T(0) * g), 2: (T(1) - y) * y * g, 3: (T(1) - y * y) * g,
-                   4: (T(1) - numpy.exp(-y)) * g}.get(code, g)
-
-    @staticmethod
-    def column_sums(T, grid, block, x, out, rows, cols):
-        assert block == 256 and grid * 32 >= cols, "column_sums: 8 lanes of 32 columns per block, every column"
-        out[:cols] = x[:rows * cols].reshape(rows, cols).sum(axis=0, dtype=T)
-
-    @staticmethod
-    def softmax_ce_forward(T, grid, block, x, labels, targets, p, row_cost, rows, cols):
-        assert block % 32 == 0 and grid * block // 32 >= rows, "softmax_ce_forward: a warp for every row"
-        x = x[:rows * cols].reshape(rows, cols)
-        s = x - x.max(axis=1, keepdims=True)
-        e = numpy.exp(s)
-        z = e.sum(axis=1, keepdims=True)
-        p[:rows * cols] = (e * (T(1) / z)).reshape(-1)
-        if labels is not None:
-            t = labels[:rows].astype(numpy.int64)
-            bad = (t < 0) | (t >= cols)
-            picked = s[numpy.arange(rows), numpy.where(bad, 0, t)]
-            row_cost[:rows] = numpy.where(bad, T(numpy.nan), numpy.log(z[:, 0]) - picked)
-        else:
-            t = targets[:rows * cols].reshape(rows, cols)
-            row_cost[:rows] = t.sum(axis=1) * numpy.log(z[:, 0]) - (t * s).sum(axis=1)
-
-    @staticmethod
-    def mean_of_rows(T, grid, block, row_cost, cost, rows):
-        assert grid == 1 and block == 256, "mean_of_rows: one block of 256 threads"
-        cost[0] = T(row_cost[:rows].astype(numpy.float64).sum() / rows)
-
-    @staticmethod
-    def softmax_ce_backward(T, grid, block, p, labels, targets, g, out, rows, cols, inverse_rows):
-        assert block % 32 == 0 and grid * block // 32 >= rows, "softmax_ce_backward: a warp for every row"
-        p = p[:rows * cols].reshape(rows, cols)
-        scale = g[0] * inverse_rows
-        if labels is not None:
-            onehot = numpy.arange(cols) == labels[:rows, None].astype(numpy.int64)
-            out[:rows * cols] = ((p - onehot.astype(T)) * scale).reshape(-1)
-        else:
-            t = targets[:rows * cols].reshape(rows, cols)
-            out[:rows * cols] = ((p * t.sum(axis=1, keepdims=True) - t) * scale).reshape(-1)
-
-    @staticmethod
-    def dropout(T, grid, block, x, y, mask, n, stream, threshold, scale):
-        with numpy.errstate(over="ignore"):
-            z = _mix64(stream + (numpy.arange(n, dtype=numpy.uint64) + numpy.uint64(1)) * numpy.uint64(0x9E3779B97F4A7C15))
-        m = numpy.where((z >> numpy.uint64(11)) < threshold, scale, T(0) * scale)
-        mask[:n] = m
-        y[:n] = x[:n] * m
-
-    @staticmethod
-    def flag_non_finite(T, grid, block, x, bad):
-        if not numpy.isfinite(x[0]):
-            bad[0] = 1
-
-    @staticmethod
-    def l2_gradient(T, grid, block, grad, param, out, n, weight_decay):
-        out[:n] = grad[:n] + weight_decay * param[:n]
-
-    @staticmethod
-    def sgd(T, grid, block, param, grad, n, lr, bad):
-        if not bad[0]:
-            param[:n] -= lr * grad[:n]
-
-    @staticmethod
-    def momentum(T, grid, block, param, grad, velocity, n, lr, mu, nesterov, bad):
-        if not bad[0]:
-            v = mu * velocity[:n] + grad[:n]
-            velocity[:n] = v
-            param[:n] -= lr * (grad[:n] + mu * v) if nesterov != 0 else lr * v
-
-    @staticmethod
-    def adagrad(T, grid, block, param, grad, sq, n, lr, eps, bad):
-        if not bad[0]:
-            sq[:n] += grad[:n] * grad[:n]
-            param[:n] -= lr * (grad[:n] / (numpy.sqrt(sq[:n]) + eps))
-
-    @staticmethod
-    def rmsprop(T, grid, block, param, grad, sq, n, lr, rho, rest, eps, bad):
-        if not bad[0]:
-            sq[:n] = rho * sq[:n] + rest * (grad[:n] * grad[:n])
-            param[:n] -= lr * (grad[:n] / (numpy.sqrt(sq[:n]) + eps))
-
-    @staticmethod
-    def adadelta(T, grid, block, param, grad, acc_grad, acc_update, n, lr, rho, rest, eps, bad):
-        if not bad[0]:
-            acc_grad[:n] = rho * acc_grad[:n] + rest * (grad[:n] * grad[:n])
-            delta = numpy.sqrt(acc_update[:n] + eps) / numpy.sqrt(acc_grad[:n] + eps) * grad[:n]
-            acc_update[:n] = rho * acc_update[:n] + rest * (delta * delta)
-            param[:n] -= lr * delta
-
-    @staticmethod
-    def adam(T, grid, block, param, grad, m, v, n, step_size, beta1, rest1, beta2, rest2, root_correction, eps, bad):
-        if not bad[0]:
-            m[:n] = beta1 * m[:n] + rest1 * grad[:n]
-            v[:n] = beta2 * v[:n] + rest2 * (grad[:n] * grad[:n])
-            param[:n] -= step_size * (m[:n] / (numpy.sqrt(v[:n]) * root_correction + eps))
-
-
-def fake_modules() -> dict:
-    cupy = types.ModuleType("cupy")
-    cupy.__getattr__ = lambda name: _wrapped(name, getattr(numpy, name))  # every other function: NumPy's, on device arrays
-    cupy.ndarray = FakeArray
-    cupy.RawModule = _RawModule
-    cupy.get_default_memory_pool = lambda: types.SimpleNamespace(total_bytes=lambda: 0, malloc=None)
-    runtime = types.SimpleNamespace(getDeviceCount=lambda: 1, memGetInfo=lambda: (2**30, 2**34),
-                                    CUDARuntimeError=RuntimeError)
-    cupy.cuda = types.SimpleNamespace(Device=_Device, Stream=_Stream, Event=lambda disable_timing=False: _Event(),
-                                      get_current_stream=_current_stream, using_allocator=_using_allocator,
-                                      runtime=runtime, PinnedMemoryPointer=PinnedMemoryPointer,
-                                      memory=types.SimpleNamespace(OutOfMemoryError=OutOfMemoryError))
-    cupyx = types.ModuleType("cupyx")
-    cupyx.empty_pinned = _empty_pinned
-    cupyx.scatter_add = lambda a, index, values: numpy.add.at(a, index, values)
-    return {"cupy": cupy, "cupyx": cupyx}
-
-
-_OURS = ("sigma_cuda.upload", "sigma_cuda.kernels", "sigma_cuda.graphs", "sigma_cuda.handler")
-
-
-@pytest.fixture(autouse=True)
-def emulated_cupy(monkeypatch):
-    """The stand-in in sys.modules for one test, and sigma_cuda's device modules imported afresh on it; afterwards
-    whatever was there before (the real ones, where a GPU test ran first in this process) comes back."""
-    import sigma_cuda
-
-    for name, module in fake_modules().items():
-        monkeypatch.setitem(sys.modules, name, module)
-    saved = {name: (sys.modules.pop(name, None), getattr(sigma_cuda, name.rsplit(".", 1)[1], None)) for name in _OURS}
-    for name in _OURS:
-        if hasattr(sigma_cuda, name.rsplit(".", 1)[1]):
-            delattr(sigma_cuda, name.rsplit(".", 1)[1])
-    yield
-    for name, (module, attribute) in saved.items():
-        sys.modules.pop(name, None)
-        if module is not None:
-            sys.modules[name] = module
-        short = name.rsplit(".", 1)[1]
-        if attribute is not None:
-            setattr(sigma_cuda, short, attribute)
-        elif hasattr(sigma_cuda, short):
-            delattr(sigma_cuda, short)
-
-
-def emulated_cuda(dtype="float32", seed=0):
+def emulated_cuda(dtype="float32", seed=0, device=0):
     from sigma_cuda.handler import CudaHandler
 
-    return CudaHandler(dtype, seed)
+    return CudaHandler(dtype, seed, device)
 
 
 class TestEmulatedCudaConformance(HandlerConformance):
@@ -452,8 +37,6 @@ def _trainer(handler, dropout=0.2, *, replay=False, optimiser=None, size=50, las
              shape=(64,)):
     """A trainer on the digits (1,797 records of ``shape``, in batches of ``size``) and an iterator over its first
     epoch. Records are never reshaped for an input layer, so an 8×8 input gets the digits reshaped here."""
-    from sigma_core.data import MinibatchIterator
-
     if layers is None:
         layers = Input(64) + Construct("dense", size=32, activation="relu")
         if dropout:
@@ -584,3 +167,114 @@ def test_the_launch_checker_catches_a_wrong_argument():
         kernel((1,), (256,), (param, param, 4, numpy.float32(0.1), handler.kernels._bad))
     with pytest.raises(AssertionError, match=r"sgd argument 1 \(T\*\): float64"):
         kernel((1,), (256,), (param, param.astype(numpy.float64), numpy.int64(4), numpy.float32(0.1), handler.kernels._bad))
+
+
+# -- the stand-in refuses what real CuPy refuses ---------------------------------------------------------------
+def test_the_stand_in_refuses_host_conversions_numpy_operands_and_names_cupy_lacks():
+    import cupy
+
+    x = cupy.asarray(numpy.ones((2, 3)))
+    with pytest.raises(TypeError, match="Implicit conversion to a NumPy array is not allowed"):
+        numpy.asarray(x)
+    with pytest.raises(TypeError):
+        float(x)  # more than one element
+    assert float(x.sum()) == 6.0 and isinstance(x.sum(), cupy.ndarray)  # reductions give 0-d device arrays
+    assert isinstance(numpy.exp(x), cupy.ndarray)  # NumPy's functions dispatch to CuPy's, as __array_ufunc__ does
+    with pytest.raises(TypeError, match="Unsupported type"):
+        cupy.add(x, numpy.ones(3))
+    with pytest.raises(ValueError, match="non-scalar numpy.ndarray"):
+        x[...] = numpy.ones((2, 3))  # host data comes in through set() only
+    with pytest.raises(NotImplementedError, match="maximum.reduce"):
+        cupy.maximum.reduce(x, 1)
+    with pytest.raises(AttributeError):
+        cupy.busday_count  # noqa: B018 (NumPy has it, CuPy does not)
+    with pytest.raises(ValueError, match="out= with a 1-D operand"):
+        cupy.matmul(cupy.ones(2), x, out=cupy.empty(3))
+
+
+def test_the_stand_in_sends_every_allocation_during_a_capture_to_the_allocator_in_use():
+    import cupy
+
+    x, out, asked = cupy.ones((4, 3)), cupy.empty((3, 3)), []
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with cupy.cuda.using_allocator(asked.append), stream:
+        stream.begin_capture()
+        cupy.matmul(x.T, x, out=out)  # an F-contiguous operand, a C-contiguous out: cuBLAS takes them as they are
+        assert asked == []
+        y = x * 2  # an operator: a new buffer
+        columns = x[:, ::2]  # neither C- nor F-contiguous: copied by matmul, as is its product for a strided out
+        cupy.matmul(columns.T, columns, out=out[:2, ::2])
+        with pytest.raises(RuntimeError, match="capturing"):
+            y.get()
+        graph = stream.end_capture()
+    assert asked == [y.nbytes, columns.nbytes, columns.nbytes, 2 * 2 * out.itemsize]
+    x.fill(3.0)
+    graph.launch()  # the graph computes y from x as it is at launch
+    numpy.testing.assert_array_equal(y.get(), numpy.full((4, 3), 6.0))
+
+
+def test_the_current_device_is_per_thread_in_the_stand_in():
+    import cupy
+
+    cupy.cuda.Device(1).use()
+    seen = []
+    worker = threading.Thread(target=lambda: seen.append(cupy.cuda.Device().id))
+    worker.start()
+    worker.join()
+    assert seen == [0] and cupy.cuda.Device().id == 1
+
+
+# -- what real CuPy refuses, done otherwise -------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shapes", [((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)), ((2, 3, 4), (4,)), ((4,), (2, 4, 5))],
+                         ids=["vector-matrix", "matrix-vector", "vector-vector", "batch-vector", "vector-batch"])
+def test_matmul_with_a_vector_matches_numpy_without_cupys_refused_call(dtype, shapes):
+    rng = numpy.random.default_rng(0)
+    x, y = (rng.standard_normal(shape) for shape in shapes)
+    handler = emulated_cuda(dtype)
+    product = handler.matmul(handler.asarray(x), handler.asarray(y)).to_numpy()
+    expected = numpy.matmul(x.astype(dtype), y.astype(dtype))
+    assert product.shape == expected.shape
+    numpy.testing.assert_allclose(product, expected, rtol=16 * numpy.finfo(dtype).eps, atol=16 * numpy.finfo(dtype).eps)
+
+
+def test_a_handler_on_device_1_trains_and_reads_on_other_threads():
+    """The loop's own thread trains, a hook's thread reads: each must make device 1 current on itself, as
+    ``Device.use()`` applies to the calling thread only."""
+    import cupy
+
+    def train(handler, costs):
+        trainer, batches = _trainer(handler, dropout=0.0)
+        costs.extend(float(trainer.run_iteration(next(batches))) for _ in range(3))
+        batch = next(batches)
+        costs.append(trainer.run_iteration(dict(batch, inputs=batch["inputs"] * numpy.nan)))  # read below
+
+    here, there = [], []
+    train(emulated_cuda("float64"), here)
+    handler = emulated_cuda("float64", device=1)
+    cupy.cuda.Device(0).use()  # this thread's device from now: not the handler's
+    worker = threading.Thread(target=train, args=(handler, there))
+    worker.start()
+    worker.join()
+    assert there[:3] == here[:3]
+    errors = []  # reading the non-finite cost clears the flag on device 1
+    reader = threading.Thread(target=lambda: errors.append(pytest.raises(NonFiniteError, float, there[-1]).value))
+    reader.start()
+    reader.join()
+    assert len(errors) == 1 and "cost became non-finite" in str(errors[0])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_where_allocates_only_its_pooled_output(dtype):
+    """What lets a step with where (maximum's VJP) be captured: no buffer but the pool's."""
+    import cupy
+
+    rng = numpy.random.default_rng(0)
+    condition, x = rng.random((3, 4)) < 0.5, rng.standard_normal((3, 4))
+    k = emulated_cuda(dtype).kernels
+    device_condition, device_x = k.asarray(condition), k.asarray(x)
+    asked = []
+    with cupy.cuda.using_allocator(asked.append):
+        out = k.where(device_condition, device_x, 0.5)
+    assert asked == [out.nbytes]
+    numpy.testing.assert_array_equal(out.get(), numpy.where(condition, x.astype(dtype), numpy.dtype(dtype).type(0.5)))

@@ -28,9 +28,11 @@ stream for the graph after it, so a replayed step is ordered with all other
 work; the copies wait only for the previous graph (the same stream), so the host
 may queue steps behind a busy device, as with :mod:`sigma_cuda.upload`.
 
-A step that cannot be captured (a kernel that makes its own result buffer, an
-update on CuPy's generic path, CUDA refusing something while capturing) is not
-replayed, and the log says why.
+A step that cannot be captured (a kernel that allocates while captured, one that
+makes its own result buffer, an update on CuPy's generic path, CUDA refusing
+something while capturing) declines: its steps run normally, unrecorded, and the
+log says why once, as ``not captured: <op> <why>`` (sigmann-replay logs each
+reason once).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ import numpy
 from sigma_core import UPDATE_SCALARS
 from sigmann_replay import NotReplayable, ReplayPool
 
+from .kernels import use_device
 from .upload import is_pinned
 
 SLOT = 8  #: bytes per device scalar: a double or dropout's 64-bit key
@@ -98,12 +101,23 @@ class GraphStep:
         except NotReplayable:
             raise
         except Exception as error:  # CUDA or CuPy refused something: the steps run normally, the log says why
-            raise NotReplayable(f"capturing it as a CUDA graph failed ({type(error).__name__}: {error})") from error
+            raise NotReplayable(f"not captured: {self.current} failed while captured as a CUDA graph "
+                                f"({type(error).__name__}: {error})") from error
         finally:
             kernels.pool = pool
 
     def _refuse(self, size):
-        raise NotReplayable(f"kernel {self.current} allocates device memory while captured as a CUDA graph")
+        """The allocator while capturing: a graph would keep the memory, which CuPy's pool would hand out again.
+        The reason names the op only (no size: each batch shape would make another reason, logged again)."""
+        raise NotReplayable(f"not captured: {self.current} allocates device memory while captured as a CUDA graph")
+
+    @staticmethod
+    def _name(record) -> str:
+        """A record's name in messages: ``part.kernel``, or a plugin op's rule (``run_op`` runs every one)."""
+        part, name, args = record[0], record[1], record[3]
+        if name == "run_op" and args:
+            name = getattr(args[0], "__qualname__", name)
+        return f"{part}.{name}" if part else name
 
     @staticmethod
     def _scalars(record, call) -> int:
@@ -111,7 +125,7 @@ class GraphStep:
         part, name = record[0], record[1]
         if part == "updates" and name != "l2_gradient":
             if name not in UPDATE_SCALARS:
-                raise NotReplayable(f"update rule {name!r} has no CUDA kernel reading its hyperparameters")
+                raise NotReplayable(f"not captured: updates.{name} has no CUDA kernel reading its hyperparameters")
             return len(UPDATE_SCALARS[name](**call[2]))
         return int(call is not None and name in ("l2_gradient", "dropout") and part in ("updates", ""))
 
@@ -124,13 +138,14 @@ class GraphStep:
     def _add(self, record, form, call, count):
         """Capture one recorded call (or keep it for the host: a check)."""
         part, name, _, args, _, new, result = record
-        k, self.current = self.kernels, f"{part}.{name}" if part else name
+        k, self.current = self.kernels, self._name(record)
         if call is None:  # a view: later calls hold it
             return
         if form == "check":
             self.checks.append(call)
         elif form not in ("kernel", "array module"):
-            raise NotReplayable(f"kernel {name} makes its own result buffer, which a CUDA graph cannot allocate")
+            raise NotReplayable(f"not captured: {self.current} makes its own result buffer, which a CUDA graph "
+                                "cannot allocate")
         elif not count:
             call[0](*call[1], **call[2])
         else:
@@ -148,12 +163,13 @@ class GraphStep:
                 fits = k.updates._run(name, tuple(call[1]), *device)
                 self.rules.append((host, lambda call=call, rule=UPDATE_SCALARS[name]: rule(**call[2])))  # as the prologue sets
             if not fits:
-                raise NotReplayable(f"{part + '.' if part else ''}{name} took CuPy's generic path, "
+                raise NotReplayable(f"not captured: {self.current} took CuPy's generic path, "
                                     "whose scalars a CUDA graph would fix")
 
     def replay(self, batch: dict):
         """One step on ``batch`` (see the module docstring); returns the cost, a handler number."""
         k, stream = self.kernels, self.stream
+        use_device(k.device_id)  # replays begin no session: the handler's begin_session has not set it
         turn = self.turns[self.turn % TURNS]
         self.turn += 1
         turn.copied.synchronize()  # its copies (TURNS steps ago) have read its pinned arrays: they may change

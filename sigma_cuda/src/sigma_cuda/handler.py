@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+
 import cupy
 import numpy
 
 from sigma_core import Handler, SigmaError
 
 from . import devices, upload
-from .kernels import CudaKernels
+from .kernels import CudaKernels, use_device
 
 
 class CudaHandler(Handler):
@@ -48,6 +51,10 @@ class CudaHandler(Handler):
     def __repr__(self):
         return f"<CudaHandler cuda:{self.device.id} {self.dtype}>"
 
+    def begin_session(self):
+        super().begin_session()
+        self.kernels.uploader.begin_session()
+
     def pin_batch(self, batch: dict) -> dict:
         """``batch`` with its numeric arrays copied into pinned memory, floats in the handler's dtype: the
         prefetching iterator calls this on its worker thread, so :meth:`adopt` uploads without a host copy."""
@@ -55,6 +62,21 @@ class CudaHandler(Handler):
                 if isinstance(value, numpy.ndarray) and value.dtype.kind in "fiub" else value
                 for key, value in batch.items()}
 
-    def begin_session(self):
-        super().begin_session()
-        self.kernels.uploader.begin_session()
+
+def _on_its_device(method):
+    """``method``, first making the handler's device current on the calling thread (:func:`~.kernels.use_device`):
+    ``Device.use()`` in ``__init__`` applies to that thread only, and the loop's own thread (``Loop.start``),
+    threaded hooks and the prefetching worker call the handler too."""
+
+    @functools.wraps(method)
+    def on_device(self, *args, **kwargs):
+        use_device(self.device.id)
+        return method(self, *args, **kwargs)
+
+    return on_device
+
+
+# Every public method of the handler contract: any of them may be a thread's first call.
+for _name, _method in inspect.getmembers(CudaHandler, inspect.isfunction):
+    if not _name.startswith("_"):
+        setattr(CudaHandler, _name, _on_its_device(_method))

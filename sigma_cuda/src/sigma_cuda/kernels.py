@@ -76,6 +76,14 @@ def compile_module(ctype: str, device: int) -> tuple[dict, dict, dict]:
     return tuple({k: module.get_function(v) for k, v in d.items()} for d in (plain, read, labelled))
 
 
+def use_device(index: int):
+    """Make device ``index`` current on the calling thread, if it is not: CUDA's current device (and so CuPy's,
+    ``Device.use()``) is per thread, and the training loop, threaded hooks and the prefetching worker each run
+    on their own; on another device a kernel would not find its module and new buffers would land elsewhere."""
+    if cupy.cuda.runtime.getDevice() != index:
+        cupy.cuda.runtime.setDevice(index)
+
+
 def _blocks(n: int) -> tuple:
     return (min((n + _THREADS - 1) // _THREADS, _MAX_BLOCKS),)
 
@@ -125,7 +133,8 @@ class CudaKernels(ArrayKernels):
     def __init__(self, dtype, seed=None):
         self._scalar = numpy.dtype(dtype).type
         ctype = "float" if numpy.dtype(dtype) == numpy.float32 else "double"
-        self._k, self._read, self._labelled = (dict(d) for d in compile_module(ctype, cupy.cuda.Device().id))  # own copies
+        self.device_id = cupy.cuda.Device().id  # the handler made its device current on this thread
+        self._k, self._read, self._labelled = (dict(d) for d in compile_module(ctype, self.device_id))  # own copies
         self._bad = cupy.zeros(1, numpy.int32)  # the deferred non-finite flag (see all_finite)
         self._checks_pending = False
         super().__init__(dtype, seed)
@@ -212,6 +221,30 @@ class CudaKernels(ArrayKernels):
             if a.dtype != self.dtype or not a.flags.c_contiguous:
                 return False
         return True
+
+    def where(self, condition, x, y):
+        """The core's, without the result buffer ``cupy.where`` makes: ``y``, then ``x`` where ``condition``,
+        copied into the pooled output, so a step with it (the VJPs of maximum and where) can be captured as a CUDA
+        graph (:mod:`sigma_cuda.graphs` refuses allocations while capturing)."""
+        try:
+            shape = numpy.broadcast_shapes(*(getattr(v, "shape", ()) for v in (condition, x, y)))
+        except ValueError:
+            return super().where(condition, x, y)  # the core's ShapeError
+        out = self.empty(shape)
+        cupy.copyto(out, y)
+        cupy.copyto(out, x, where=condition)
+        return out
+
+    def matmul(self, x, y):
+        """The core's product, a 1-D operand taken as a one-row (or one-column) matrix, the result viewed without
+        that axis: CuPy 13's ``cupy.matmul`` refuses ``out=`` when an operand is 1-D, and the core passes ``out=``."""
+        if not (x.ndim == 1 or y.ndim == 1) or x.ndim == 0 or y.ndim == 0:
+            return super().matmul(x, y)  # no vector (or a 0-d operand, which the core refuses)
+        if x.shape[-1] != y.shape[-2 if y.ndim > 1 else 0]:
+            return super().matmul(x, y)  # the core's shape error, naming the shapes as given
+        out = super().matmul(x.reshape(1, -1) if x.ndim == 1 else x, y.reshape(-1, 1) if y.ndim == 1 else y)
+        rows, cols = out.shape[-2:]
+        return out.reshape(out.shape[:-2] + ((rows,) if x.ndim != 1 else ()) + ((cols,) if y.ndim != 1 else ()))
 
     def dense(self, x, weights, bias, activation):
         out = self.matmul(x, weights)
