@@ -28,7 +28,7 @@ _PROVIDERS = {
     "backend": "create_handler resolve_handler_name available_handlers handler_availability",
     "kernels": "ACTIVATIONS ArrayKernels UpdateKernels CompiledUpdates UPDATE_SCALARS",
     "ndarray": "NDArray ExpiredArrayError",
-    "ops": "Op",
+    "ops.base": "Op",
     "streams": "CounterStreams GOLDEN",
     "memory": "require_memory=require available_memory=available",
     # model: layers, architectures, networks, initialisers

@@ -21,6 +21,14 @@ def register_handlers(register):
 
 
 @hookimpl
+def register_ops(register):
+    from sigma_core.ops import CORE  # a table of strings: importing it imports no op
+
+    for name, target in CORE.items():
+        register(name, f"sigma_core.ops.{target}", description="the core's")
+
+
+@hookimpl
 def register_layers(register):
     _rows(register, [
         ("input", "sigma_core.layers.io:Input", "external data into the network"),

@@ -1,37 +1,39 @@
 """The computation handler: the only thing that touches live data.
 
-Layers, optimisers and hooks call a handler's ops on :class:`~sigma_core.ndarray.NDArray` handles; the handler
-runs them with its kernels (:class:`~sigma_core.kernels.ArrayKernels` or a backend's subclass), records them on
-the active tape so gradients come for free, and recycles buffers between iterations (sessions). A backend sets
-``name`` and ``kernels_class`` and, if it may not run everywhere, overrides :meth:`Handler.availability`.
+Layers, optimisers and hooks call a handler's ops on :class:`~sigma_core.ndarray.NDArray` handles: every
+differentiable one is a registered :class:`~sigma_core.ops.Op`, the core's as a plugin's, run by :meth:`Handler.op`
+(``handler.add(a, b)`` is a shorthand for ``handler.op("add", a, b)``). The handler runs an op's rules with its
+kernels (:class:`~sigma_core.kernels.ArrayKernels` or a backend's subclass), records it on the active tape so
+gradients come for free, and recycles buffers between iterations (sessions). A backend sets ``name`` and
+``kernels_class`` and, if it may not run everywhere, overrides :meth:`Handler.availability`.
 """
 
 import contextlib
+import inspect
 import numbers
 
 import numpy
 
 from . import ops
-from .autodiff import Tape, vjps
+from .autodiff import Tape
 from .errors import ShapeError, SigmaError
-from .kernels import ACTIVATIONS, ArrayKernels
+from .kernels import ArrayKernels
 from .ndarray import NDArray, Number
 
 DTYPES = ("float32", "float64")
 
 
-def _traced(kernel: str, arity=2, vjp=None, doc=""):
-    """A differentiable op: the kernel ``kernel`` on the raw inputs, recorded with ``vjp`` (default: the
-    VJP of that name), documented by ``doc``. One function per arity, not ``*inputs``: ops run on every step."""
-    vjp = vjp or getattr(vjps, kernel)
-    if arity == 1:
-        def op(self, a):
-            return self._apply(getattr(self.kernels, kernel), vjp, (a,))
-    else:
-        def op(self, a, b):
-            return self._apply(getattr(self.kernels, kernel), vjp, (a, b))
-    op.__name__, op.__doc__ = kernel, doc
-    return op
+def _shorthand(name: str, doc: str, inputs: str = "a, b"):
+    """``handler.<name>(a, b)``: :meth:`Handler.op` of the core op ``name`` (:mod:`sigma_core.ops`) on ``inputs``,
+    named in its signature for ``help()`` and docs/ops.md."""
+
+    def shorthand(self, *arrays):
+        return self.op(name, *arrays)
+
+    shorthand.__name__, shorthand.__doc__ = name, doc
+    shorthand.__signature__ = inspect.Signature([inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+                                                 for p in ("self", *inputs.split(", "))])
+    return shorthand
 
 
 def _comparison(name: str, symbol: str):
@@ -65,7 +67,7 @@ class Handler:
         self.version = 0
         self._session_arrays = None  # arrays made in the open session; None while none is open
         self._ended_arrays = ()  # the last ended session's arrays: readable until the next session begins
-        self._ops = {}  # plugin op name -> (Op, its VJP), resolved on first use
+        self._ops = {}  # op name -> (Op, its forward, its VJP), resolved on first use
 
     @classmethod
     def availability(cls) -> tuple[bool, str]:
@@ -92,13 +94,6 @@ class Handler:
             return x
         raise TypeError(f"expected an NDArray of this handler or a Python number, got {type(x).__name__}; "
                         "wrap host data with handler.asarray()")
-
-    def _apply(self, kernel, vjp, inputs, saved=None, **params):
-        """Run ``kernel`` on the raw inputs, wrap the result, record it if traced."""
-        raws = tuple([self._raw(x) for x in inputs])  # a list first: cheaper than a generator
-        out = self._wrap(kernel(*raws, **params))
-        self._record(inputs, raws, out, vjp, saved)
-        return out
 
     # -- creation and copies --------------------------------------------------------------
     def asarray(self, host_array) -> NDArray:
@@ -143,37 +138,37 @@ class Handler:
         """A scalar; ``dtype`` (default: the handler's) may be float64 for an accumulator."""
         return self._wrap(self.kernels.full((), value, dtype))
 
-    # -- elementwise ops (NumPy broadcasting): a kernel and its VJP each -----------------------
-    copy = _traced("copy", 1, vjps.identity, "A new array with ``a``'s values.")
-    add = _traced("add", doc="``a + b``.")
-    subtract = _traced("subtract", doc="``a - b``.")
-    multiply = _traced("multiply", doc="``a * b``, elementwise.")
-    divide = _traced("divide", doc="``a / b``.")
-    power = _traced("power", doc="``a ** b``.")
-    maximum = _traced("maximum", doc="The larger of ``a`` and ``b``, elementwise.")
-    matmul = _traced("matmul", doc="``a @ b``, the matrix product (batched over leading axes).")
-    negative = _traced("negative", 1, doc="``-a``.")
-    exp = _traced("exp", 1, doc="e to the ``a``.")
-    log = _traced("log", 1, doc="The natural logarithm of ``a``.")
-    sqrt = _traced("sqrt", 1, doc="The square root of ``a``.")
-    abs = _traced("abs", 1, doc="``|a|``.")
-    sign = _traced("sign", 1, doc="-1, 0 or 1 by the sign of ``a`` (its gradient is 0).")
-    tanh = _traced("tanh", 1, vjps.activation("tanh"), "The hyperbolic tangent of ``a``.")
-    sigmoid = _traced("sigmoid", 1, vjps.activation("sigmoid"), "``1 / (1 + exp(-a))``.")
-    relu = _traced("relu", 1, vjps.activation("relu"), "``max(a, 0)``.")
-    softplus = _traced("softplus", 1, vjps.activation("softplus"), "``log(1 + exp(a))``, computed stably.")
+    # -- the core's ops by name (sigma_core.ops; NumPy broadcasting) ------------------------------
+    copy = _shorthand("copy", "A new array with ``a``'s values.", "a")
+    add = _shorthand("add", "``a + b``.")
+    subtract = _shorthand("subtract", "``a - b``.")
+    multiply = _shorthand("multiply", "``a * b``, elementwise.")
+    divide = _shorthand("divide", "``a / b``.")
+    power = _shorthand("power", "``a ** b``.")
+    maximum = _shorthand("maximum", "The larger of ``a`` and ``b``, elementwise.")
+    matmul = _shorthand("matmul", "``a @ b``, the matrix product (batched over leading axes).")
+    negative = _shorthand("negative", "``-a``.", "a")
+    exp = _shorthand("exp", "e to the ``a``.", "a")
+    log = _shorthand("log", "The natural logarithm of ``a``.", "a")
+    sqrt = _shorthand("sqrt", "The square root of ``a``.", "a")
+    abs = _shorthand("abs", "``|a|``.", "a")
+    sign = _shorthand("sign", "-1, 0 or 1 by the sign of ``a`` (its gradient is 0).", "a")
+    tanh = _shorthand("tanh", "The hyperbolic tangent of ``a``.", "a")
+    sigmoid = _shorthand("sigmoid", "``1 / (1 + exp(-a))``.", "a")
+    relu = _shorthand("relu", "``max(a, 0)``.", "a")
+    softplus = _shorthand("softplus", "``log(1 + exp(a))``, computed stably.", "a")
 
     def clip(self, a, low, high):
         """``a`` limited to [``low``, ``high``] (its gradient is 0 outside)."""
-        return self._apply(self.kernels.clip, vjps.clip, (a,), saved=(low, high), low=low, high=high)
+        return self.op("clip", a, low=low, high=high)
 
     def softmax(self, a, axis=-1):
         """``exp(a) / sum(exp(a))`` along ``axis``, computed stably."""
-        return self._apply(self.kernels.softmax, vjps.softmax, (a,), saved=axis, axis=axis)
+        return self.op("softmax", a, axis=axis)
 
     def log_softmax(self, a, axis=-1):
         """``log(softmax(a))`` along ``axis``, computed stably."""
-        return self._apply(self.kernels.log_softmax, vjps.log_softmax, (a,), saved=axis, axis=axis)
+        return self.op("log_softmax", a, axis=axis)
 
     # -- comparisons and selection (masks are not differentiable) -------------------------------
     greater = _comparison("greater", ">")
@@ -183,26 +178,24 @@ class Handler:
     equal = _comparison("equal", "==")
     not_equal = _comparison("not_equal", "!=")
 
-    def where(self, condition, a, b):
-        """``a`` where ``condition`` (a mask) holds, else ``b``."""
-        return self._apply(self.kernels.where, vjps.where, (condition, a, b))
+    where = _shorthand("where", "``a`` where ``condition`` (a mask) holds, else ``b``.", "condition, a, b")
 
-    # -- reductions ------------------------------------------------------------------------
+    # -- reductions over an axis (an int, a tuple, or None: every axis) ---------------------------
     def sum(self, a, axis=None, keepdims=False):
-        """The sum over ``axis`` (an int, a tuple, or None: every axis)."""
-        return self._apply(self.kernels.sum, vjps.sum, (a,), saved=(axis, keepdims), axis=axis, keepdims=keepdims)
+        """The sum over ``axis``."""
+        return self.op("sum", a, axis=axis, keepdims=keepdims)
 
     def mean(self, a, axis=None, keepdims=False):
         """The mean over ``axis``."""
-        return self._apply(self.kernels.mean, vjps.mean, (a,), saved=(axis, keepdims), axis=axis, keepdims=keepdims)
+        return self.op("mean", a, axis=axis, keepdims=keepdims)
 
     def max(self, a, axis=None, keepdims=False):
         """The largest element over ``axis`` (the gradient goes to the largest, shared between ties)."""
-        return self._apply(self.kernels.max, vjps.max, (a,), saved=(axis, keepdims), axis=axis, keepdims=keepdims)
+        return self.op("max", a, axis=axis, keepdims=keepdims)
 
     def min(self, a, axis=None, keepdims=False):
         """The smallest element over ``axis``."""
-        return self._apply(self.kernels.min, vjps.min, (a,), saved=(axis, keepdims), axis=axis, keepdims=keepdims)
+        return self.op("min", a, axis=axis, keepdims=keepdims)
 
     def argmax(self, a, axis=None):
         """The index of the largest element over ``axis`` (integers, not differentiable)."""
@@ -211,12 +204,11 @@ class Handler:
     # -- shapes, indexing, joining ------------------------------------------------------------
     def reshape(self, a, shape):
         """``a``'s elements in ``shape`` (one axis may be -1)."""
-        return self._apply(self.kernels.reshape, vjps.reshape, (a,), shape=tuple(shape))
+        return self.op("reshape", a, shape=tuple(shape))
 
     def transpose(self, a, axes=None):
         """``a`` with its axes in the order ``axes`` (None: reversed)."""
-        axes = None if axes is None else tuple(axes)
-        return self._apply(self.kernels.transpose, vjps.transpose, (a,), saved=axes, axes=axes)
+        return self.op("transpose", a, axes=None if axes is None else tuple(axes))
 
     def permute(self, a, *axes):
         """:meth:`transpose` with the axes as arguments: ``permute(a, 0, 2, 1)``."""
@@ -224,46 +216,33 @@ class Handler:
 
     def getitem(self, a, index):
         """``a[index]``: NumPy basic and integer-array indexing."""
-        if isinstance(index, NDArray):
-            index = self._raw(index)
-        return self._apply(self.kernels.getitem, vjps.getitem, (a,), saved=index, index=index)
+        return self.op("getitem", a, index=self._raw(index) if isinstance(index, NDArray) else index)
 
     def concatenate(self, arrays, axis=0):
         """The ``arrays`` joined along an existing ``axis``."""
-        arrays = tuple(arrays)
-        return self._apply(lambda *xs: self.kernels.concatenate(xs, axis), vjps.concatenate, arrays, saved=axis)
+        return self.op("concatenate", *arrays, axis=axis)
 
     def stack(self, arrays, axis=0):
         """The ``arrays`` (of one shape) joined along a new ``axis``."""
-        arrays = tuple(arrays)
-        return self._apply(lambda *xs: self.kernels.stack(xs, axis), vjps.stack, arrays, saved=axis)
+        return self.op("stack", *arrays, axis=axis)
 
-    # -- fused ops: one kernel, one VJP; backends override the kernels --------------------------
+    # -- fused ops: one kernel forward, one back; backends override the kernels ------------------
     def dense(self, x, weights, bias=None, activation="none"):
         """activation(x @ weights + bias), fused. ``activation`` is a built-in name."""
-        if activation not in ACTIVATIONS:
-            raise SigmaError(f"dense: {activation!r} is not a built-in activation ({', '.join(ACTIVATIONS)})")
-        raws = (self._raw(x), self._raw(weights), None if bias is None else self._raw(bias))
-        out = self._wrap(self.kernels.dense(*raws, activation))
-        self._record((x, weights, bias), raws, out, vjps.dense, activation)
-        return out
+        if bias is None:
+            return self.op("dense", x, weights, activation=activation)
+        return self.op("dense", x, weights, bias, activation=activation)
 
     def softmax_cross_entropy(self, logits, targets) -> Number:
         """Mean cross-entropy of row-wise softmax(logits), numerically stable, against class
         probabilities of the logits' shape (e.g. one-hot) or integer class labels, one per row."""
-        raws = (self._raw(logits), self._raw(targets))
-        if raws[1].dtype.kind in "iu":  # checked here, once for every handler: NumPy indexing would wrap -1 silently
+        labels, classes = self._raw(targets), logits.shape[-1]
+        if labels.dtype.kind in "iu":  # checked here, once for every handler: NumPy indexing would wrap -1 silently
             if self.recorder is None:
-                self._check_labels(raws[1], raws[0].shape[-1])
+                self._check_labels(labels, classes)
             else:
-                self.recorder.check(self._check_labels, raws[1], raws[0].shape[-1])
-        elif raws[1].shape != raws[0].shape:
-            raise ShapeError(f"softmax_cross_entropy: logits shape {raws[0].shape} and targets shape "
-                             f"{raws[1].shape} differ")
-        cost, probabilities = self.kernels.softmax_cross_entropy(*raws)
-        out = self._wrap(cost)
-        self._record((logits, targets), raws, out, vjps.softmax_cross_entropy, probabilities)
-        return out
+                self.recorder.check(self._check_labels, labels, classes)
+        return self.op("softmax_cross_entropy", logits, targets)
 
     def _check_labels(self, labels, classes):
         low, high = self.kernels.label_range(labels)
@@ -273,41 +252,45 @@ class Handler:
 
     def dropout(self, x, p):
         """Inverted dropout (training only): zero with probability p, rescale by 1/(1-p)."""
-        if not 0.0 <= p < 1.0:
-            raise SigmaError(f"dropout: probability must be in [0, 1), got {p}")
-        raw = self._raw(x)
-        y, mask = self.kernels.dropout(raw, p)
-        out = self._wrap(y)
-        self._record((x,), (raw,), out, vjps.dropout, mask)
-        return out
+        return self.op("dropout", x, p=p)
 
-    # -- plugin ops (sigma_core.Op, registered through register_ops) --------------------------------
+    # -- every differentiable op (sigma_core.Op, registered through register_ops) ----------------------
     def op(self, name, *inputs, **params):
-        """Run the op a distribution registered as ``name`` on ``inputs`` (arrays or numbers), with ``params``
-        (plain values) as keywords; recorded on the tape with the op's backward rule as its VJP.
+        """Run the op registered as ``name`` (the core's or a distribution's) on ``inputs`` (arrays or numbers),
+        with ``params`` (plain values) as keywords; recorded on the tape with the op's backward rule as its VJP.
 
         Its kernel for this handler if registered, else its portable rule: chosen on first use and kept.
         """
         resolved = self._ops.get(name)
         if resolved is None:
             resolved = self._ops[name] = self._resolve_op(name)
-        op, vjp = resolved
+        op, forward, vjp = resolved
         raws = tuple([self._raw(x) for x in inputs])
         op.check(raws, params)
-        raw_out, saved = self.kernels.run_op(op.forward, *raws, **params)
+        raw_out, saved = forward(self.kernels, *raws, **params)
         out = self._wrap(raw_out)
         self._record(inputs, raws, out, vjp, (saved, params))
         return out
 
     def _resolve_op(self, name):
+        """``(op, forward, vjp)``: the rules called directly where they go through the kernels only (the core's
+        ops: a recorded step sees each kernel call), else through ``kernels.run_op`` as one call."""
         op = ops.resolve(name, self.name)
-        backward = op.backward
+        rules = op.forward, op.backward
+        if op.through_kernels:
+            forward, backward = rules
 
-        def vjp(k, g, raw_inputs, raw_out, saved, needs):
-            return k.run_op(backward, g, raw_inputs, raw_out, saved[0], needs, **saved[1])
+            def vjp(k, g, raw_inputs, raw_out, saved, needs):
+                return backward(k, g, raw_inputs, raw_out, saved[0], needs, **saved[1])
+        else:
+            def forward(k, *raws, **params):
+                return k.run_op(rules[0], *raws, **params)
+
+            def vjp(k, g, raw_inputs, raw_out, saved, needs):
+                return k.run_op(rules[1], g, raw_inputs, raw_out, saved[0], needs, **saved[1])
 
         vjp.__name__ = name
-        return op, vjp
+        return op, forward, vjp
 
     def _record(self, inputs, raws, out, vjp, saved):
         """Put the op on the active tape if one of its inputs is traced (a loop: called for every op)."""

@@ -3,7 +3,7 @@
 :class:`ArrayKernels` is written once over an array module ``xp`` (NumPy here, CuPy for ``cuda``), like Thinc's
 ``Ops``: raw arrays or Python scalars in, raw arrays from the handler's :class:`~sigma_core.buffers.BufferPool`
 out, so a training step reuses its buffers. A backend overrides its hot kernels by name; the VJPs
-(:mod:`sigma_core.autodiff.vjps`) use only kernels, so every backend gets gradients for free.
+(each op's ``backward``, :mod:`sigma_core.ops`) use only kernels, so every backend gets gradients for free.
 """
 
 import math

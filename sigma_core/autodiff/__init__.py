@@ -2,7 +2,7 @@
 
 Arrays on a :class:`Tape` carry a slot number (``NDArray._node``): a watched array gets one, and an op with an
 input in a slot gives its output one and appends a record. ``gradient`` has the handler visit the records in
-reverse (:meth:`Handler.backward`) with the vector-Jacobian products of :mod:`sigma_core.autodiff.vjps`, written
+reverse (:meth:`Handler.backward`) with the vector-Jacobian products of the ops' ``backward`` rules, written
 with kernels only so that a new backend gets gradients without writing any, summing what reaches a slot from
 several uses. The tape is then released (slots cleared, records dropped): nothing keeps buffers into the next pass.
 """

@@ -1,4 +1,4 @@
-"""The cuda handler's Python side on the emulated CuPy of :mod:`.emulated_cupy`. NOT a GPU check: it runs
+"""The cuda handler's Python side on the emulated CuPy of :mod:`sigma_cuda.emulation`. NOT a GPU check: it runs
 everywhere, without CuPy.
 
 The real :mod:`sigma_cuda.handler`, :mod:`sigma_cuda.kernels`, :mod:`sigma_cuda.upload` and
@@ -19,8 +19,8 @@ import pytest
 from sigma_core import Adam, Construct, Input, MinibatchIterator, Network, NonFiniteError, NumpyHandler, SoftmaxCE, Trainer
 from sigmann_testing import HandlerConformance, check_layer
 
-from .emulated_cupy import emulated_cupy  # noqa: F401 (the stand-in, autouse: for every test here)
-from .emulated_cupy import PinnedMemoryPointer
+from sigma_cuda.emulation import PinnedMemoryPointer
+from sigma_cuda.emulation import emulated_cupy  # noqa: F401 (the stand-in, autouse: for every test here)
 
 
 def emulated_cuda(dtype="float32", seed=0, device=0):

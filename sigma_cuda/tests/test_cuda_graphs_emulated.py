@@ -1,4 +1,4 @@
-"""Recorded steps as CUDA graphs (sigma_cuda.graphs) on the emulated CuPy of emulated_cupy. NOT a GPU check.
+"""Recorded steps as CUDA graphs (sigma_cuda.graphs) on the emulated CuPy of sigma_cuda.emulation. NOT a GPU check.
 
 The stand-in's streams keep the work issued while capturing (kernel launches,
 CuPy calls into given buffers, fills and copies) for the graph's launches, and
@@ -20,8 +20,8 @@ from sigma_core import Adam, Construct, Input, SoftmaxCE
 from sigmann_recurrent import LSTM
 from sigmann_replay import Recording, StepReplay
 
-from .emulated_cupy import emulated_cupy  # noqa: F401 (the stand-in, autouse: for every test here)
-from .emulated_cupy import PinnedMemoryPointer
+from sigma_cuda.emulation import PinnedMemoryPointer
+from sigma_cuda.emulation import emulated_cupy  # noqa: F401 (the stand-in, autouse: for every test here)
 from .test_cuda_emulated import _trainer, emulated_cuda
 
 

@@ -113,6 +113,6 @@ def test_an_op_may_move_the_inputs_it_is_told_are_state(scale):
 def test_an_op_without_examples_or_not_registered_fails(scale):
     with pytest.raises(AssertionError, match=r"op 'kit_bare': examples\(\) gives no cases"):
         check_op("kit_bare")
-    with pytest.raises(AssertionError, match=r"no op 'kit_nothing' is registered \(registered: kit_bare, kit_count, "
-                                             r"kit_scale\)"):
+    with pytest.raises(AssertionError, match=r"no op 'kit_nothing' is registered \(registered: .*kit_bare, kit_count, "
+                                             r"kit_scale"):
         check_op("kit_nothing")

@@ -97,7 +97,8 @@ def test_bad_requests_are_one_line_and_status_2(tmp_path, capsys):
              ("layer", "dense"): "error: layer 'dense' exists already (from sigmann); choose another name",
              ("op", "lstm_sequence"): "error: op 'lstm_sequence' exists already (from sigmann-recurrent); choose "
                                       "another name",
-             ("op", "dense"): "error: layer 'dense' exists already (from sigmann); choose another name",  # its layer
+             ("op", "dense"): "error: op 'dense' exists already (from sigmann); choose another name",
+             ("op", "maxout"): "error: layer 'maxout' exists already (from sigmann-maxout); choose another name",
              ("command", "train"): "error: command 'train' is one of sigma's own commands, which a plugin cannot "
                                    "replace; choose another name",
              ("layer", "taken"): f"error: {tmp_path / 'sigmann-taken'} already exists; sigma plugin new never "

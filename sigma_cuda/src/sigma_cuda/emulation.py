@@ -1,4 +1,7 @@
-"""An emulated CuPy for sigma_cuda's tests: strict where real CuPy is strict. NOT a GPU check.
+"""An emulated CuPy for tests (sigma_cuda's, and an op plugin's): strict where real CuPy is strict. NOT a GPU check.
+
+Test code imports it (it imports pytest for the :func:`emulated_cupy` fixture): ``from sigma_cuda.emulation import
+emulated_cupy`` in a test module runs every test there on the stand-in.
 
 It runs the real :mod:`sigma_cuda.handler`, :mod:`sigma_cuda.kernels`, :mod:`sigma_cuda.upload` and
 :mod:`sigma_cuda.graphs` without CuPy or a device, and refuses what real CuPy refuses, so that a test
@@ -43,7 +46,7 @@ from pathlib import Path
 import numpy
 import pytest
 
-SOURCE = Path(__file__).resolve().parents[1] / "src" / "sigma_cuda" / "kernels.cu"
+SOURCE = Path(__file__).resolve().with_name("kernels.cu")
 C_TYPES = {"float": numpy.float32, "double": numpy.float64, "long long": numpy.int64, "int": numpy.int32,
            "unsigned char": numpy.uint8, "short": numpy.int16, "unsigned long long": numpy.uint64}
 
