@@ -45,7 +45,7 @@ import time
 from sigma_core import Hook
 from sigmann_monitors import MetricsHook
 from sigma_core import config as run_config
-from sigma_core.loop import Loop
+from sigma_core.training.loop import Loop
 from sigma_core.run import build_run
 
 RUN = {

@@ -65,7 +65,7 @@ from sigma_core import Loop, strategy_from_config
 from sigma_core import config as run_config
 from sigma_core.hooks import Hook
 from sigma_core.run import build_run
-from sigma_core.trainer import Trainer
+from sigma_core.training.trainer import Trainer
 from sigmann_threads import blas_threads
 
 ROOT = Path(__file__).resolve().parent.parent

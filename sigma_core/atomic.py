@@ -18,8 +18,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .errors import SigmaError
-from .reading import special_kind
+from sigma_core.errors import SigmaError
+from sigma_core.reading import special_kind
 
 PARTIAL = ".partial-"
 _LEFTOVER = re.compile(rf"\..+{re.escape(PARTIAL)}(\d+)-\w+")

@@ -17,64 +17,64 @@ def _rows(register, rows):
 
 @hookimpl
 def register_handlers(register):
-    register("numpy", "sigma_core.handler:NumpyHandler", description="NumPy on the CPU; runs everywhere")
+    register("numpy", "sigma_core.compute.handler:NumpyHandler", description="NumPy on the CPU; runs everywhere")
 
 
 @hookimpl
 def register_ops(register):
-    from sigma_core.ops import CORE  # a table of strings: importing it imports no op
+    from sigma_core.compute.ops import CORE  # a table of strings: importing it imports no op
 
     for name, target in CORE.items():
-        register(name, f"sigma_core.ops.{target}", description="the core's")
+        register(name, f"sigma_core.compute.ops.{target}", description="the core's")
 
 
 @hookimpl
 def register_layers(register):
     _rows(register, [
-        ("input", "sigma_core.layers.io:Input", "external data into the network"),
-        ("output", "sigma_core.layers.io:Output", "publishes its input as an external output"),
-        ("dense", "sigma_core.layers.dense:Dense", "activation(x·W + b)", "fullyconnected", "fc"),
-        ("elementwise", "sigma_core.layers.dense:Elementwise", "activation(x*w + b) per feature"),
-        ("dropout", "sigma_core.layers.dropout:Dropout", "inverted dropout"),
-        ("concatenate", "sigma_core.layers.merge:Concatenate", "joins inputs on the feature axis", "concat"),
-        ("add", "sigma_core.layers.merge:Add", "elementwise sum of inputs (residual)"),
-        ("softmax_ce", "sigma_core.layers.cost:SoftmaxCrossEntropy", "cost", "softmaxce", "softmax_cross_entropy"),
-        ("squared_difference", "sigma_core.layers.cost:SquaredDifference", "cost", "squareddiff", "mse"),
+        ("input", "sigma_core.model.layers.io:Input", "external data into the network"),
+        ("output", "sigma_core.model.layers.io:Output", "publishes its input as an external output"),
+        ("dense", "sigma_core.model.layers.dense:Dense", "activation(x·W + b)", "fullyconnected", "fc"),
+        ("elementwise", "sigma_core.model.layers.dense:Elementwise", "activation(x*w + b) per feature"),
+        ("dropout", "sigma_core.model.layers.dropout:Dropout", "inverted dropout"),
+        ("concatenate", "sigma_core.model.layers.merge:Concatenate", "joins inputs on the feature axis", "concat"),
+        ("add", "sigma_core.model.layers.merge:Add", "elementwise sum of inputs (residual)"),
+        ("softmax_ce", "sigma_core.model.layers.cost:SoftmaxCrossEntropy", "cost", "softmaxce", "softmax_cross_entropy"),
+        ("squared_difference", "sigma_core.model.layers.cost:SquaredDifference", "cost", "squareddiff", "mse"),
     ])
 
 
 @hookimpl
 def register_activations(register):
     _rows(register, [
-        ("relu", "sigma_core.layers.activations:RELU", "max(x, 0)", "rel"),
-        ("sigmoid", "sigma_core.layers.activations:SIGMOID", "1 / (1 + e^-x)"),
-        ("tanh", "sigma_core.layers.activations:TANH", "hyperbolic tangent"),
-        ("softplus", "sigma_core.layers.activations:SOFTPLUS", "log(1 + e^x)"),
-        ("none", "sigma_core.layers.activations:NONE", "identity", "linear", "identity"),
+        ("relu", "sigma_core.model.layers.activations:RELU", "max(x, 0)", "rel"),
+        ("sigmoid", "sigma_core.model.layers.activations:SIGMOID", "1 / (1 + e^-x)"),
+        ("tanh", "sigma_core.model.layers.activations:TANH", "hyperbolic tangent"),
+        ("softplus", "sigma_core.model.layers.activations:SOFTPLUS", "log(1 + e^x)"),
+        ("none", "sigma_core.model.layers.activations:NONE", "identity", "linear", "identity"),
     ])
 
 
 @hookimpl
 def register_optimisers(register):
     _rows(register, [
-        ("sgd", "sigma_core.optimisers:GradientDescent", "param -= lr·g", "gradient_descent"),
-        ("momentum", "sigma_core.optimisers:Momentum", "gradient descent with classical momentum"),
-        ("nesterov", "sigma_core.optimisers:Nesterov", "gradient descent with Nesterov momentum"),
-        ("adagrad", "sigma_core.optimisers:Adagrad", "per-element rates from summed squared gradients"),
-        ("adadelta", "sigma_core.optimisers:Adadelta", "Zeiler's Adadelta (Algorithm 1)"),
-        ("rmsprop", "sigma_core.optimisers:RMSProp", "rates from a running mean of squared gradients"),
-        ("adam", "sigma_core.optimisers:Adam", "Adam with bias correction"),
+        ("sgd", "sigma_core.training.optimisers:GradientDescent", "param -= lr·g", "gradient_descent"),
+        ("momentum", "sigma_core.training.optimisers:Momentum", "gradient descent with classical momentum"),
+        ("nesterov", "sigma_core.training.optimisers:Nesterov", "gradient descent with Nesterov momentum"),
+        ("adagrad", "sigma_core.training.optimisers:Adagrad", "per-element rates from summed squared gradients"),
+        ("adadelta", "sigma_core.training.optimisers:Adadelta", "Zeiler's Adadelta (Algorithm 1)"),
+        ("rmsprop", "sigma_core.training.optimisers:RMSProp", "rates from a running mean of squared gradients"),
+        ("adam", "sigma_core.training.optimisers:Adam", "Adam with bias correction"),
     ])
 
 
 @hookimpl
 def register_initialisers(register):
     _rows(register, [
-        ("constant", "sigma_core.initialisers:Constant", "every element the same value"),
-        ("gaussian", "sigma_core.initialisers:Gaussian", "normal draws (std, mean)", "normal"),
-        ("uniform", "sigma_core.initialisers:Uniform", "uniform draws in [low, high)"),
-        ("xavier", "sigma_core.initialisers:Xavier", "Glorot uniform from fan-in and fan-out", "glorot"),
-        ("he", "sigma_core.initialisers:He", "normal with std √(2/fan_in), for ReLU"),
+        ("constant", "sigma_core.model.initialisers:Constant", "every element the same value"),
+        ("gaussian", "sigma_core.model.initialisers:Gaussian", "normal draws (std, mean)", "normal"),
+        ("uniform", "sigma_core.model.initialisers:Uniform", "uniform draws in [low, high)"),
+        ("xavier", "sigma_core.model.initialisers:Xavier", "Glorot uniform from fan-in and fan-out", "glorot"),
+        ("he", "sigma_core.model.initialisers:He", "normal with std √(2/fan_in), for ReLU"),
     ])
 
 
@@ -100,7 +100,7 @@ def register_hooks(register):
 
 @hookimpl
 def register_operators(register):
-    register("single_worker", "sigma_core.loop:SingleWorker", aliases="single", description="trains on one thread")
+    register("single_worker", "sigma_core.training.loop:SingleWorker", aliases="single", description="trains on one thread")
 
 
 @hookimpl

@@ -18,8 +18,8 @@ import re
 import tomllib
 from numbers import Integral, Real
 
-from .errors import ConfigError
-from .reading import check_readable
+from sigma_core.errors import ConfigError
+from sigma_core.reading import check_readable
 
 #: A string rule's type -> (what a message calls it, whether a value is of it).
 TYPES = {
@@ -270,7 +270,7 @@ def validate(raw: dict, source: str = "config") -> dict:
     """Hold a run file's tables against :data:`SCHEMA` (and plugins' sections) and fill in :data:`DEFAULTS`."""
     schema = dict(SCHEMA)
     if set(raw) - set(SCHEMA):  # a plugin's section (register_sections) or a typo: discovery only then
-        from . import plugins  # plugins imports this module
+        from sigma_core import plugins  # plugins imports this module
 
         sections = {component.name: component for component in plugins.components("section")}
         schema.update((key, sections[key].load()) for key in set(raw) - set(SCHEMA) if key in sections)

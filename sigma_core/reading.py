@@ -9,7 +9,7 @@ import os
 import stat
 from pathlib import Path
 
-from .errors import SigmaError
+from sigma_core.errors import SigmaError
 
 _KINDS = {stat.S_ISDIR: "a directory", stat.S_ISFIFO: "a FIFO (named pipe)", stat.S_ISCHR: "a character device",
           stat.S_ISBLK: "a block device", stat.S_ISSOCK: "a socket"}

@@ -7,17 +7,19 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import backend, plugins
-from .architecture import from_layer_list
-from .checkpoint import Checkpoint, load_checkpoint, restore
-from .data import MinibatchIterator, PrefetchIterator, dataset_from_config
-from .errors import ConfigError, UnknownComponentError
-from .hooks.checkpoints import checkpoint_hooks_from_config
-from .hooks.tables import hooks_from_tables
-from .initialisers import check_patterns
-from .loop import Loop, strategy_from_config
-from .network import Network
-from .trainer import Trainer
+from sigma_core import plugins
+
+from sigma_core.compute import backend
+from sigma_core.model.architecture import from_layer_list
+from sigma_core.training.checkpoint import Checkpoint, load_checkpoint, restore
+from sigma_core.data import MinibatchIterator, PrefetchIterator, dataset_from_config
+from sigma_core.errors import ConfigError, UnknownComponentError
+from sigma_core.hooks.checkpoints import checkpoint_hooks_from_config
+from sigma_core.hooks.tables import hooks_from_tables
+from sigma_core.model.initialisers import check_patterns
+from sigma_core.training.loop import Loop, strategy_from_config
+from sigma_core.model.network import Network
+from sigma_core.training.trainer import Trainer
 
 log = logging.getLogger("sigma")
 
@@ -33,7 +35,7 @@ class Run:
     hooks: list = field(default_factory=list)  # [[hooks]], [checkpoint]'s and [[monitors]], attached by train()
     history: list = field(default_factory=list)  # the last train()'s epoch reports
     seconds: float = 0.0
-    directory: Path | None = None  # runs/<name>/version_N; None: made when a hook first asks (sigma_core.rundir)
+    directory: Path | None = None  # runs/<name>/version_N; None: made when a hook first asks (sigma_core.training.rundir)
     command_line: list | None = None  # what started the run (without --resume), for the resume commands printed
     loop: Loop | None = None  # the last train()'s: its ``stopped`` says why it ended
 

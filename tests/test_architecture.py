@@ -6,10 +6,10 @@ import numpy
 import pytest
 
 from sigma_core import NumpyHandler
-from sigma_core.architecture import Architecture, Construct, from_layer_list
-from sigma_core.constructs import Add, Concatenate, Dense, Dropout, Input, SoftmaxCE
+from sigma_core.model.architecture import Architecture, Construct, from_layer_list
+from sigma_core.model.constructs import Add, Concatenate, Dense, Dropout, Input, SoftmaxCE
 from sigma_core.errors import ArchitectureError, ConfigError, ShapeError, SigmaError
-from sigma_core.network import Network
+from sigma_core.model.network import Network
 
 
 def initialised(architecture, dtype="float64", seed=0):

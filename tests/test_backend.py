@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from sigma_core import backend
+from sigma_core.compute import backend
 from sigma_core.errors import HandlerUnavailableError, UnknownComponentError
 
 # Fake handlers: ``gpu`` ranks highest but its registry check fails; ``picky``

@@ -13,7 +13,7 @@ import pytest
 
 from sigma_core import CheckpointHook, Hook, NumpyHandler, build
 from sigma_core import config as run_config
-from sigma_core.checkpoint import (
+from sigma_core.training.checkpoint import (
     CheckpointError,
     checkpoints,
     latest_checkpoint,
@@ -22,12 +22,12 @@ from sigma_core.checkpoint import (
     save_checkpoint,
 )
 from sigma_core.cli import main
-from sigma_core.constructs import Dense, Input, SquaredDifference
+from sigma_core.model.constructs import Dense, Input, SquaredDifference
 from sigma_core.data import MinibatchIterator, from_arrays
 from sigma_core.errors import ConfigError, SigmaError
-from sigma_core.network import Network
+from sigma_core.model.network import Network
 from sigma_core.run import build_run
-from sigma_core.trainer import Trainer
+from sigma_core.training.trainer import Trainer
 
 DIGITS = Path(__file__).resolve().parent.parent / "examples" / "digits.toml"
 BATCHES = 45  # digits: 1437 training records in batches of 32, the last one kept
@@ -211,7 +211,7 @@ def test_missing_file_and_foreign_zip(tmp_path):
 
 
 def test_checkpoint_hooks_name_and_keep_the_newest(tmp_path):
-    from sigma_core.loop import Loop
+    from sigma_core.training.loop import Loop
 
     trainer = tiny_trainer()  # 3 batches an epoch
     hooks = [CheckpointHook(tmp_path, keep=3, every=2), CheckpointHook(tmp_path, keep=3)]  # 2 iterations, 1 epoch
@@ -336,10 +336,10 @@ def test_resume_with_nothing_left_to_train_says_so(tmp_path, capsys):
 
 def test_rotation_keeps_the_checkpoint_written_last_even_after_a_reset(tmp_path):
     """After a reset epochs count from 1 again; the new e1 file is the newest, not the oldest."""
-    from sigma_core.backend import create_handler
-    from sigma_core.constructs import SoftmaxCE
+    from sigma_core.compute.backend import create_handler
+    from sigma_core.model.constructs import SoftmaxCE
     from sigma_core.data import synthetic_classification
-    from sigma_core.optimisers import GradientDescent
+    from sigma_core.training.optimisers import GradientDescent
 
     trainer = Trainer(Network(Input(64) + Dense(10) + SoftmaxCE()), GradientDescent(0.01),
                       MinibatchIterator(synthetic_classification(1800, 64, 10), 600, seed=0))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy
 
-from sigma_core.checkpoint import checkpoints, latest_checkpoint, load_checkpoint
+from sigma_core.training.checkpoint import checkpoints, latest_checkpoint, load_checkpoint
 from sigma_core.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent

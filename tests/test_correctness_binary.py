@@ -12,12 +12,12 @@ import pytest
 from sklearn import datasets
 
 from sigma_core import NumpyHandler
-from sigma_core.constructs import Dense, Input, SquaredDifference
+from sigma_core.model.constructs import Dense, Input, SquaredDifference
 from sigma_core.data.dataset import Dataset
 from sigma_core.data.iterators import MinibatchIterator, UndividedIterator
-from sigma_core.network import Network
-from sigma_core.optimisers import Adam
-from sigma_core.trainer import Trainer
+from sigma_core.model.network import Network
+from sigma_core.training.optimisers import Adam
+from sigma_core.training.trainer import Trainer
 
 
 @pytest.mark.parametrize("handler_name", ["numpy", "cpu"])

@@ -12,9 +12,9 @@ import numpy
 import pytest
 
 from sigma_core import NumpyHandler
-from sigma_core.constructs import Dense, Input, SoftmaxCE, SquaredDifference
-from sigma_core.network import Network
-from sigma_core.optimisers import Adam
+from sigma_core.model.constructs import Dense, Input, SoftmaxCE, SquaredDifference
+from sigma_core.model.network import Network
+from sigma_core.training.optimisers import Adam
 
 HANDLERS = ["numpy", "cpu"]
 
@@ -110,10 +110,10 @@ def test_adam_per_parameter_steps_survive_a_checkpoint_and_old_states_load():
 
 
 def test_adam_per_parameter_steps_survive_a_checkpoint_file(tmp_path):
-    from sigma_core.checkpoint import load_checkpoint, restore, save_checkpoint
+    from sigma_core.training.checkpoint import load_checkpoint, restore, save_checkpoint
     from sigma_core.data.dataset import Dataset
     from sigma_core.data.iterators import MinibatchIterator
-    from sigma_core.trainer import Trainer
+    from sigma_core.training.trainer import Trainer
 
     rng = numpy.random.default_rng(5)
     records = Dataset({"inputs": rng.normal(size=(24, 4)), "targets": rng.normal(size=(24, 3))})

@@ -14,13 +14,13 @@ import threading
 
 import numpy
 
-from sigma_core.constructs import Dense, Dropout, Input, SoftmaxCE
+from sigma_core.model.constructs import Dense, Dropout, Input, SoftmaxCE
 from sigma_core.data.dataset import Dataset
 from sigma_core.data.iterators import MinibatchIterator
-from sigma_core.network import Network
+from sigma_core.model.network import Network
 from sigma_core import Loop
-from sigma_core.optimisers import Adagrad
-from sigma_core.trainer import Trainer
+from sigma_core.training.optimisers import Adagrad
+from sigma_core.training.trainer import Trainer
 from sigma_cpu.handler import NumbaHandler
 
 

@@ -13,7 +13,9 @@ from pathlib import Path
 import numpy
 import pytest
 
-from sigma_core import NumpyHandler, backend, cli, plugins
+from sigma_core import NumpyHandler, cli, plugins
+
+from sigma_core.compute import backend
 from sigma_cpu import numba_cache
 from sigma_cpu.handler import NumbaHandler
 from sigma_cpu.kernels import NumbaKernels
@@ -98,10 +100,10 @@ def test_dropout_keeps_the_expected_fraction():
 
 # -- training --------------------------------------------------------------------------------------------
 def _mlp_trainer(handler, dropout=True):
-    from sigma_core.constructs import Dense, Dropout, Input, SoftmaxCE
-    from sigma_core.network import Network
-    from sigma_core.optimisers import Adagrad
-    from sigma_core.trainer import Trainer
+    from sigma_core.model.constructs import Dense, Dropout, Input, SoftmaxCE
+    from sigma_core.model.network import Network
+    from sigma_core.training.optimisers import Adagrad
+    from sigma_core.training.trainer import Trainer
 
     layers = Input(200)
     if dropout:
@@ -154,10 +156,10 @@ def test_without_the_cpu_plugin_the_core_still_trains_and_names_the_missing_hand
 _POOL_RUN = """
 import numpy
 from sigma_cpu import blas_pool
-from sigma_core.constructs import Dense, Dropout, Input, SoftmaxCE
-from sigma_core.network import Network
-from sigma_core.optimisers import Adagrad
-from sigma_core.trainer import Trainer
+from sigma_core.model.constructs import Dense, Dropout, Input, SoftmaxCE
+from sigma_core.model.network import Network
+from sigma_core.training.optimisers import Adagrad
+from sigma_core.training.trainer import Trainer
 from sigma_cpu.handler import NumbaHandler
 network = Network(Input(784) + Dropout(0.2) + Dense(1000, "relu") + Dense(800, "relu") + Dense(10) + SoftmaxCE())
 trainer = Trainer(network, Adagrad(0.02), training_iterator=[])
@@ -243,10 +245,10 @@ from numba.core import base
 refreshes = []
 refresh = base.BaseContext.refresh
 base.BaseContext.refresh = lambda self: (refreshes.append(1), refresh(self))[1]
-from sigma_core.constructs import Dense, Dropout, Input, SoftmaxCE
-from sigma_core.network import Network
-from sigma_core.optimisers import Adam
-from sigma_core.trainer import Trainer
+from sigma_core.model.constructs import Dense, Dropout, Input, SoftmaxCE
+from sigma_core.model.network import Network
+from sigma_core.training.optimisers import Adam
+from sigma_core.training.trainer import Trainer
 from sigma_cpu.handler import NumbaHandler
 network = Network(Input(64) + Dense(32, "relu") + Dropout(0.1) + Dense(10) + SoftmaxCE())
 trainer = Trainer(network, Adam(0.003), training_iterator=[])

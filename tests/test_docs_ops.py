@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from sigma_core.handler import Handler
+from sigma_core.compute.handler import Handler
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sigma_core.checkpoint import load_checkpoint
+from sigma_core.training.checkpoint import load_checkpoint
 
 GUIDE = Path(__file__).resolve().parents[1] / "docs" / "plugins.md"
 

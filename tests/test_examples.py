@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from sigma_core import plugins
-from sigma_core.architecture import Construct
-from sigma_core.backend import create_handler
+from sigma_core.model.architecture import Construct
+from sigma_core.compute.backend import create_handler
 from sigma_core.cli import main
-from sigma_core.constructs import Input, SoftmaxCE
+from sigma_core.model.constructs import Input, SoftmaxCE
 from sigma_core.data import MinibatchIterator
-from sigma_core.network import Network
-from sigma_core.optimisers import Adam
-from sigma_core.trainer import Trainer
+from sigma_core.model.network import Network
+from sigma_core.training.optimisers import Adam
+from sigma_core.training.trainer import Trainer
 from sigmann_sklearn.datasets import load_sklearn
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,7 +14,7 @@ from sigma_core import Hook, HookError, config as run_config, plugins
 from sigma_core.cli import main
 from sigma_core.errors import ConfigError, SigmaError, UnknownComponentError
 from sigma_core.hooks.tables import parse_hook_option
-from sigma_core.loop import Loop, State
+from sigma_core.training.loop import Loop, State
 from sigma_core.run import build_run
 
 
@@ -126,7 +126,7 @@ def test_a_bad_every_is_refused_naming_the_hook(run_file):
 
 
 def test_values_are_flat_and_the_cost_is_read_from_the_device_only_when_a_hook_asks(run_file, monkeypatch):
-    from sigma_core.trainer import Trainer
+    from sigma_core.training.trainer import Trainer
 
     reads = []
     cost = Trainer.last_cost
@@ -692,7 +692,7 @@ def test_learning_rate_schedules(run_file):
 
 
 def test_the_checkpoint_hook_keeps_the_best_epochs_by_a_run_value(run_file, tmp_path):
-    from sigma_core.checkpoint import checkpoints, load_checkpoint
+    from sigma_core.training.checkpoint import checkpoints, load_checkpoint
 
     class Scores(Hook):  # a score that peaks at epoch 2 of 4
         def on_epoch(self, report):
@@ -720,7 +720,7 @@ def test_hook_option_parses_toml_values_and_keeps_lists():
 
 PLUGIN = """
     from sigma_core import Hook, hookimpl
-    from sigma_core.loop import SingleWorker
+    from sigma_core.training.loop import SingleWorker
 
     SEEN = []
 

@@ -9,7 +9,7 @@ import pytest
 
 from sigma_core import NumpyHandler, build
 from sigma_core.errors import ConfigError, ShapeError
-from sigma_core.initialisers import (
+from sigma_core.model.initialisers import (
     Constant,
     Custom,
     Gaussian,

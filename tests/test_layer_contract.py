@@ -82,7 +82,7 @@ def test_a_layer_that_breaks_its_declarations_is_one_line_and_status_2(fake_site
 
 def test_the_output_shape_is_checked_once_per_layer_not_every_step(monkeypatch):
     from sigma_core import Dense, Input, Network, create_handler
-    from sigma_core import network as network_module
+    from sigma_core.model import network as network_module
 
     checked = []
     monkeypatch.setattr(network_module, "check_output_shape", lambda layer, out: checked.append(layer.name))

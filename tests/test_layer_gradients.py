@@ -12,8 +12,8 @@ import numpy
 import pytest
 
 from sigma_core import NumpyHandler
-from sigma_core.architecture import Architecture, Construct
-from sigma_core.constructs import (
+from sigma_core.model.architecture import Architecture, Construct
+from sigma_core.model.constructs import (
     Add,
     Concatenate,
     Dense,
@@ -23,7 +23,7 @@ from sigma_core.constructs import (
     SoftmaxCE,
     SquaredDifference,
 )
-from sigma_core.network import Network
+from sigma_core.model.network import Network
 
 EPS = 1e-6
 RTOL = 1e-5
@@ -141,7 +141,7 @@ def test_checker_detects_a_wrong_gradient(monkeypatch):
     externals = {"inputs": data(BATCH, 4), "targets": data(BATCH, 3, seed=1)}
     check_gradients(handler, network, externals)  # passes as is
 
-    from sigma_core.ops.fused import Dense as DenseOp
+    from sigma_core.compute.ops.fused import Dense as DenseOp
 
     real = DenseOp.backward
 
@@ -250,7 +250,7 @@ def test_elementwise(activation):
 
 def test_elementwise_states_saved_under_the_old_name_bias_still_load():
     """Every bias is named "biases"; Elementwise's was "bias" until then, and its old checkpoints load."""
-    from sigma_core.optimisers import Adam
+    from sigma_core.training.optimisers import Adam
 
     handler, network = build(Input(2, 3) + Elementwise("tanh", name="ew") + SquaredDifference())
     state = network.state_dict()

@@ -321,12 +321,12 @@ def test_two_loops_train_concurrently_as_they_would_alone():
 
 
 def test_a_run_stopped_mid_epoch_finishes_that_epoch_when_started_again():
-    from sigma_core.backend import create_handler
-    from sigma_core.constructs import Dense, Input, SoftmaxCE
+    from sigma_core.compute.backend import create_handler
+    from sigma_core.model.constructs import Dense, Input, SoftmaxCE
     from sigma_core.data import MinibatchIterator
-    from sigma_core.network import Network
-    from sigma_core.optimisers import GradientDescent
-    from sigma_core.trainer import Trainer
+    from sigma_core.model.network import Network
+    from sigma_core.training.optimisers import GradientDescent
+    from sigma_core.training.trainer import Trainer
     from sigmann_sklearn.datasets import load_sklearn
 
     iterator = MinibatchIterator(load_sklearn("digits"), 120, seed=0)

@@ -97,7 +97,7 @@ def test_a_handler_runs_the_kernel_registered_for_it_and_others_the_rule(fake_si
 
 
 def test_the_op_is_resolved_once_per_handler(fake_site, monkeypatch):
-    from sigma_core import ops
+    from sigma_core.compute import ops
 
     _install(fake_site)
     resolved = []

@@ -7,7 +7,7 @@ import pytest
 
 from sigma_core import NumpyHandler, build
 from sigma_core.errors import ConfigError, ShapeError, SigmaError, UnknownComponentError
-from sigma_core.optimisers import (
+from sigma_core.training.optimisers import (
     Adadelta,
     Adagrad,
     Adam,
@@ -281,7 +281,7 @@ def test_hyperparameters_and_repr():
 
 def test_an_optimiser_without_a_handler_rule_updates_through_handler_ops():
     """A plugin optimiser overrides update(); the built-ins' rules are handler ops a backend compiles."""
-    from sigma_core.optimisers import Optimiser
+    from sigma_core.training.optimisers import Optimiser
 
     class SignDescent(Optimiser):
         def update(self, handler, param, grad, memory, step):

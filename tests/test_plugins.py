@@ -25,7 +25,7 @@ def test_builtin_numpy_handler_is_registered_available_and_attributed_to_sigmann
     numpy_handler = plugins.get("handler", "numpy")
     assert numpy_handler.distribution == "sigmann"
     assert numpy_handler.version == metadata.version("sigmann")
-    assert numpy_handler.implementation == "sigma_core.handler:NumpyHandler"
+    assert numpy_handler.implementation == "sigma_core.compute.handler:NumpyHandler"
     assert numpy_handler.availability() == (True, "")
     assert numpy_handler in plugins.components("handler")
 

@@ -12,7 +12,7 @@ import pytest
 from sigma_core import Hook, load_checkpoint
 from sigma_core.cli import main
 from sigma_core.errors import SigmaError
-from sigma_core.loop import Loop, Stop
+from sigma_core.training.loop import Loop, Stop
 
 
 def ending(capsys, *argv) -> tuple[int, list[str]]:

@@ -15,7 +15,7 @@ from sigma_core import (CheckpointHook, Dense, Dropout, ExpiredArrayError, Input
 from sigmann_monitors import MetricsHook
 from sigma_core.data.dataset import from_arrays
 from sigma_core.data.iterators import MinibatchIterator
-from sigma_core.optimisers import Adagrad
+from sigma_core.training.optimisers import Adagrad
 
 HANDLERS = ["numpy", "cpu"]
 

@@ -19,14 +19,14 @@ from pathlib import Path
 import numpy
 import pytest
 
-from sigma_core.checkpoint import CheckpointError, checkpoints, latest_checkpoint, load_checkpoint, restore, save_checkpoint
+from sigma_core.training.checkpoint import CheckpointError, checkpoints, latest_checkpoint, load_checkpoint, restore, save_checkpoint
 from sigma_core.cli import main
-from sigma_core.constructs import Dense, Input, SquaredDifference
+from sigma_core.model.constructs import Dense, Input, SquaredDifference
 from sigma_core.data import MinibatchIterator, from_arrays
 from sigma_core.errors import NonFiniteError
 from sigma_core import CheckpointHook, NumpyHandler, build
-from sigma_core.network import Network
-from sigma_core.trainer import Trainer
+from sigma_core.model.network import Network
+from sigma_core.training.trainer import Trainer
 
 CHECKSUM, METADATA, WEIGHTS = "checksum.json", "metadata.json", "parameters/2-dense.weights.npy"
 
@@ -234,7 +234,7 @@ def test_a_zip_bomb_is_refused_before_it_is_inflated(saved, tmp_path):
 
 
 def test_a_checkpoint_larger_than_available_memory_is_refused(saved, monkeypatch):
-    monkeypatch.setattr("sigma_core.memory.available", lambda: 1000)
+    monkeypatch.setattr("sigma_core.compute.memory.available", lambda: 1000)
     refused(saved, "its members need", "bytes, more than the 1,000 bytes of memory available")
 
 

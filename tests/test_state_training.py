@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from sigma_core.atomic import PARTIAL, remove_stale
-from sigma_core.checkpoint import checkpoints, latest_checkpoint, load_checkpoint, run_lock
+from sigma_core.training.checkpoint import checkpoints, latest_checkpoint, load_checkpoint, run_lock
 from sigma_core.cli import main
-from sigma_core.trainer import Trainer
+from sigma_core.training.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,11 +12,11 @@ import pytest
 from sigma_core import Hook, NumpyHandler, build
 from sigma_core import config as run_config
 from sigma_core.cli import main
-from sigma_core.constructs import Dense, Input, SoftmaxCE, SquaredDifference
+from sigma_core.model.constructs import Dense, Input, SoftmaxCE, SquaredDifference
 from sigma_core.errors import ArchitectureError, ConfigError, NonFiniteError, SigmaError
-from sigma_core.network import Network
+from sigma_core.model.network import Network
 from sigma_core.run import build_run
-from sigma_core.trainer import Trainer
+from sigma_core.training.trainer import Trainer
 
 DIGITS = Path(__file__).resolve().parent.parent / "examples" / "digits.toml"
 

@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from sigma_core import NumpyHandler, cli, memory
+from sigma_core import NumpyHandler, cli
+
+from sigma_core.compute import memory
 from sigma_core.errors import ArchitectureError
-from sigma_core.network import Network
-from sigma_core.constructs import Dense, Input
+from sigma_core.model.network import Network
+from sigma_core.model.constructs import Dense, Input
 
 RUN_FILE = """
 name = "probe"

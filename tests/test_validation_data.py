@@ -10,7 +10,9 @@ import zipfile
 import numpy as np
 import pytest
 
-from sigma_core import cli, memory
+from sigma_core import cli
+
+from sigma_core.compute import memory
 from sigma_core.data import DataError, dataset_from_config, load_npz, load_numpy, numpy_files
 from sigmann_csv import extractor as csv_extractor, read_csv
 

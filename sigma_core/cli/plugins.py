@@ -4,7 +4,7 @@ import contextlib
 import json
 import sys
 
-from . import options
+from sigma_core.cli import options
 
 #: Seconds of plugin loading worth pointing out: every ``sigma`` command pays them.
 SLOW_SECONDS = 0.5

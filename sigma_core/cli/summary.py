@@ -3,7 +3,7 @@ its data."""
 
 from pathlib import Path
 
-from . import options
+from sigma_core.cli import options
 
 
 def add_parser(subparsers):
@@ -19,16 +19,16 @@ def add_parser(subparsers):
 
 def main(args) -> int:
     from sigma_core import config, plugins
-    from sigma_core.architecture import from_layer_list
+    from sigma_core.model.architecture import from_layer_list
     from sigma_core.errors import SigmaError
-    from sigma_core.network import Network
+    from sigma_core.model.network import Network
 
     saved_suffixes = {".ckpt", *(f".{c.name}" for c in plugins.components("loader"))}  # a checkpoint or an export
     if Path(args.config).suffix not in saved_suffixes:
         cfg = config.load(args.config, args.overrides)
         print(Network(from_layer_list(cfg["network"]["layers"]), name=cfg["name"]).summary())
         return 0
-    from sigma_core.inference import read_saved  # checkpoints: only when one is read
+    from sigma_core.model.inference import read_saved  # checkpoints: only when one is read
 
     if args.overrides:
         raise SigmaError(f"--set changes a run file; {args.config} is a saved network")

@@ -1,6 +1,6 @@
 """``sigma train``: train the run a TOML file describes.
 
-Each run writes into its own directory, ``runs/<name>/version_N`` (:mod:`sigma_core.rundir`); a resumed run
+Each run writes into its own directory, ``runs/<name>/version_N`` (:mod:`sigma_core.training.rundir`); a resumed run
 continues in its checkpoint's. However the run ends, it saves a checkpoint (where ``[checkpoint]`` saves, else in the
 run directory's ``checkpoints/``) and prints one line on stderr: what ended it, the checkpoint, the command that
 resumes from it. Exit status (README.md too): 0 when the epochs ran out or a hook's criterion stopped the run,
@@ -18,9 +18,9 @@ from sigma_core import config as run_config
 from sigma_core.atomic import atomic_write, check_writable
 from sigma_core.errors import SigmaError, one_line
 from sigma_core.hooks import Hook
-from sigma_core.rundir import ROOT, new_version, versions
+from sigma_core.training.rundir import ROOT, new_version, versions
 
-from . import options
+from sigma_core.cli import options
 
 
 #: sigma train --strict's exit status when a run trained to its end but a hook failed and was detached on the way.
@@ -57,7 +57,7 @@ def main(args) -> int:
 
         if "config" not in {c.name for c in plugins.components("command")}:
             raise SigmaError(f"--print-config needs the `sigma config` command, which is not installed; {plugins.MORE}")
-        from . import build_parser
+        from sigma_core.cli import build_parser
 
         flags = [*(f"--set={o}" for o in args.overrides), *(f"--monitor={m}" for m in args.monitors),
                  *(f"--{key}={getattr(args, key)}" for key in ("handler", "dtype") if getattr(args, key))]
@@ -99,7 +99,7 @@ def main(args) -> int:
 def _checkpoint_to_resume(resume: str, cfg: dict):
     """The checkpoint ``--resume`` names: a file, or the newest one of this run that loads in a folder, its
     ``checkpoints/`` or its versions' (``last``: the run file's checkpoint.directory and ``runs/<name>``)."""
-    from sigma_core.checkpoint import CheckpointError, checkpoints, load_checkpoint
+    from sigma_core.training.checkpoint import CheckpointError, checkpoints, load_checkpoint
 
     if resume != "last" and not Path(resume).is_dir():
         return load_checkpoint(resume)
@@ -137,7 +137,7 @@ def _train_guarded(run, hooks) -> tuple[dict, int]:
     stops the run at the next iteration boundary, the second aborts at once (writes are atomic: files stay whole)."""
     import numpy
 
-    from sigma_core.checkpoint import run_lock
+    from sigma_core.training.checkpoint import run_lock
     from sigma_core.hooks.checkpoints import CheckpointHook, checkpoint_now
 
     folders = [hook.directory for hook in run.hooks if isinstance(hook, CheckpointHook)]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sigma_core import memory
+from sigma_core.compute import memory
 from sigma_core.data.dataset import DataError, Dataset, check_finite
 from sigma_core.errors import ConfigError
 from sigma_core.reading import check_readable

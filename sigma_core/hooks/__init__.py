@@ -3,6 +3,6 @@ the run's values, and the core's own hooks (checkpoints, a plain line per epoch;
 package is cheap (no NumPy): ``sigma`` commands that build no run pay nothing for it.
 """
 
-from .base import EVENTS, Hook, HookError
+from sigma_core.hooks.base import EVENTS, Hook, HookError
 
 __all__ = ["EVENTS", "Hook", "HookError"]

@@ -15,8 +15,8 @@ docs/plugins.md ("Hook") is the full contract: threads, values, commands, failur
 import signal
 import threading
 
-from ..config import accepts, describe_rule
-from ..errors import SigmaError, describe
+from sigma_core.config import accepts, describe_rule
+from sigma_core.errors import SigmaError, describe
 
 #: The events of a run, in the order a run meets them first; a hook overrides ``on_<event>``.
 EVENTS = ("start", "iteration", "epoch", "pause", "resume", "reset", "stop")
@@ -67,7 +67,7 @@ class Hook:
     def on_iteration(self) -> None: ...
 
     def on_epoch(self, report) -> None:
-        """``report`` is the :class:`~sigma_core.loop.EpochReport` of the epoch just ended."""
+        """``report`` is the :class:`~sigma_core.training.loop.EpochReport` of the epoch just ended."""
 
     def on_pause(self) -> None: ...
 

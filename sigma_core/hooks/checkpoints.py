@@ -1,4 +1,4 @@
-"""The ``checkpoint`` hook: the one way a run writes checkpoints (:mod:`sigma_core.checkpoint`) as it trains.
+"""The ``checkpoint`` hook: the one way a run writes checkpoints (:mod:`sigma_core.training.checkpoint`) as it trains.
 
 A run file's ``[checkpoint]`` section becomes these hooks; a ``[[hooks]]`` table adds more
 (``{ type = "checkpoint", best = "validation.accuracy" }`` keeps the best epochs so far).
@@ -7,10 +7,10 @@ A run file's ``[checkpoint]`` section becomes these hooks; a ``[[hooks]]`` table
 
 from pathlib import Path
 
-from ..checkpoint import checkpoint_path, checkpoints, save_checkpoint
-from ..config import require
-from .base import Hook, schedule
-from .values import Best
+from sigma_core.training.checkpoint import checkpoint_path, checkpoints, save_checkpoint
+from sigma_core.config import require
+from sigma_core.hooks.base import Hook, schedule
+from sigma_core.hooks.values import Best
 
 
 class CheckpointHook(Hook):

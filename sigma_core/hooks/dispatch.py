@@ -14,9 +14,9 @@ import sys
 import threading
 import time
 
-from ..errors import SigmaError
-from .base import EVENTS, Hook, HookError, check, could_be_ctrl_c, failure, overrides, schedule
-from .values import RunView, epoch_values
+from sigma_core.errors import SigmaError
+from sigma_core.hooks.base import EVENTS, Hook, HookError, check, could_be_ctrl_c, failure, overrides, schedule
+from sigma_core.hooks.values import RunView, epoch_values
 
 log = logging.getLogger("sigma")
 
@@ -53,7 +53,7 @@ class Dispatcher:
         self.hooks.extend(hooks)
 
     def start(self, loop, started: float | None = None) -> None:
-        """Attach every hook, in ``order``, to a new run of ``loop`` (a :class:`~sigma_core.loop.Loop`).
+        """Attach every hook, in ``order``, to a new run of ``loop`` (a :class:`~sigma_core.training.loop.Loop`).
 
         A hook whose ``attach`` raises a :class:`SigmaError` (or what may be Ctrl-C) ends the run before it
         starts, after detaching those attached before it; anything else detaches only that hook.

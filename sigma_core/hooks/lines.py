@@ -6,7 +6,7 @@ and prints the same line through :func:`epoch_line`).
 
 import sys
 
-from .base import Hook
+from sigma_core.hooks.base import Hook
 
 
 def epoch_line(report, epochs: int) -> str:

@@ -4,10 +4,10 @@ the other keys are its constructor's arguments, checked by name."""
 
 import re
 
-from .. import plugins
-from ..config import parse_value
-from ..errors import ConfigError, SigmaError
-from .base import Hook, HookError, could_be_ctrl_c, failure, schedule
+from sigma_core import plugins
+from sigma_core.config import parse_value
+from sigma_core.errors import ConfigError, SigmaError
+from sigma_core.hooks.base import Hook, HookError, could_be_ctrl_c, failure, schedule
 
 
 def hooks_from_tables(tables: list[dict], where: str = "hooks") -> list[Hook]:

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 
 import numpy
 
-from ..config import require
-from .base import HookError
+from sigma_core.config import require
+from sigma_core.hooks.base import HookError
 
 #: Host values every event has, and how to read each from a live view.
 HOST = {
@@ -41,7 +41,7 @@ class ValueNotFound(HookError, KeyError):
 
 
 def epoch_values(report) -> dict:
-    """The values an ``on_epoch`` event adds, from its :class:`~sigma_core.loop.EpochReport`."""
+    """The values an ``on_epoch`` event adds, from its :class:`~sigma_core.training.loop.EpochReport`."""
     values = {"cost": report.cost, "seconds": report.seconds,
               "iterations_per_s": report.iterations / max(report.seconds, 1e-9)}
     values.update((f"{name}.{score}", float(value)) for name, scores in report.validation.items()
@@ -130,7 +130,7 @@ class RunView:
     """The run as a hook sees it: ``values`` at the current event, commands, published values, live objects.
 
     One live view per run, on the training thread; a threaded hook gets per event a view over its copy of the
-    values (:meth:`for_thread`), which refuses the live objects. ``loop`` is the :class:`~sigma_core.loop.Loop`.
+    values (:meth:`for_thread`), which refuses the live objects. ``loop`` is the :class:`~sigma_core.training.loop.Loop`.
     """
 
     def __init__(self, loop, started: float | None = None, *, values: Values | None = None, published=None):
@@ -138,7 +138,7 @@ class RunView:
         self.started = time.perf_counter() if started is None else started
         self.published = {} if published is None else published  # shared by a run's views; see publish()
         self.values = Values("start", {}, self) if values is None else values  # a threaded hook's: its copy
-        #: Any thread: steer the run (:meth:`Loop.command <sigma_core.loop.Loop.command>`: stop, pause, set, ...),
+        #: Any thread: steer the run (:meth:`Loop.command <sigma_core.training.loop.Loop.command>`: stop, pause, set, ...),
         #: and the shell command that continues it from a checkpoint (None for a run started in code).
         self.command, self.resume_command = loop.command, loop.resume_command
 

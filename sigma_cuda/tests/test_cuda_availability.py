@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from sigma_core import backend, cli, plugins
+from sigma_core import cli, plugins
+
+from sigma_core.compute import backend
 from sigma_core.errors import SigmaError
 from sigma_cuda import devices
 

@@ -19,14 +19,16 @@ from pathlib import Path
 import numpy
 import pytest
 
-from sigma_core import backend, cli, plugins
-from sigma_core.architecture import Construct
-from sigma_core.constructs import Input, SoftmaxCE
+from sigma_core import cli, plugins
+
+from sigma_core.compute import backend
+from sigma_core.model.architecture import Construct
+from sigma_core.model.constructs import Input, SoftmaxCE
 from sigma_core.errors import NonFiniteError, ShapeError, SigmaError
-from sigma_core.kernels import ArrayKernels
-from sigma_core.network import Network
-from sigma_core.optimisers import Adam
-from sigma_core.trainer import Trainer
+from sigma_core.compute.kernels import ArrayKernels
+from sigma_core.model.network import Network
+from sigma_core.training.optimisers import Adam
+from sigma_core.training.trainer import Trainer
 from sigmann_testing import HandlerConformance, check_layer
 
 

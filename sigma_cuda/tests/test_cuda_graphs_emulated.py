@@ -196,7 +196,7 @@ def test_pinned_batches_from_the_prefetching_iterator_are_copied_from_where_they
 def test_sigma_explain_shows_the_step_a_cuda_graph_replays(monkeypatch, capsys):
     from pathlib import Path
 
-    from sigma_core import backend
+    from sigma_core.compute import backend
     from sigma_core import cli_main
 
     monkeypatch.setattr(backend, "handler_availability", lambda name: (True, ""))  # the stand-in is no driver

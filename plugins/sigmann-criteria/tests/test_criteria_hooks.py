@@ -16,7 +16,7 @@ import pytest
 from sigma_core import ConfigError, Hook, HookError, build_run
 from sigma_core import config as run_config
 from sigma_core.cli import main
-from sigma_core.loop import Loop
+from sigma_core.training.loop import Loop
 from sigmann_criteria.access import write
 from sigmann_criteria.criteria import Extrema, External, Threshold
 from sigmann_criteria.hook import CriteriaHook, dependency_order
@@ -227,7 +227,7 @@ def test_accuracy_reporter_writes_shared_values_and_logs_and_core_hooks_read_the
 
 
 def test_the_core_checkpoint_hook_keeps_the_best_epochs_by_a_scorer_result(tmp_path):
-    from sigma_core.checkpoint import checkpoints, load_checkpoint
+    from sigma_core.training.checkpoint import checkpoints, load_checkpoint
 
     run = blobs(epochs=4, hooks=[
         {"type": "accuracy_scorer", "iterator": "validation", "tops": [1]},

@@ -11,7 +11,7 @@ from sigma_core import config as run_config
 from sigma_core.cli import main
 from sigma_core import Hook
 from sigmann_monitors.metrics import HEADER, MetricsHook
-from sigma_core.loop import Loop
+from sigma_core.training.loop import Loop
 from sigma_core.run import build_run
 
 def read_csv(directory):

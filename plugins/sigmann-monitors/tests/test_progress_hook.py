@@ -14,7 +14,7 @@ from rich.console import Console
 from sigma_core import Hook
 from sigma_core import config as run_config
 from sigmann_monitors.progress import COMPILING, ProgressHook
-from sigma_core.loop import EpochReport, Loop, State
+from sigma_core.training.loop import EpochReport, Loop, State
 from sigma_core.run import build_run
 
 
@@ -131,7 +131,7 @@ def test_the_loop_reports_what_a_resumed_epoch_trained_and_leaves_pauses_out(run
     run = build_run(run_config.load(run_file, []))  # blobs: 9 iterations an epoch
     run.trainer.initialise(run.handler)
     clock = Clock()
-    monkeypatch.setattr("sigma_core.loop.time", SimpleNamespace(perf_counter=clock))
+    monkeypatch.setattr("sigma_core.training.loop.time", SimpleNamespace(perf_counter=clock))
 
     class Tick(Hook):  # each iteration takes half a second; it stops, or pauses, at a step
         def __init__(self, command, at):

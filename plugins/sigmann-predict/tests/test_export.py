@@ -6,7 +6,7 @@ import numpy as np
 
 import sigma_core
 from sigma_core import plugins
-from sigma_core.checkpoint import load_checkpoint
+from sigma_core.training.checkpoint import load_checkpoint
 from sigma_core.cli import main
 
 RUN = """

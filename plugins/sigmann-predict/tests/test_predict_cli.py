@@ -235,7 +235,7 @@ def test_an_unwritable_out_is_one_line_before_any_work(trained, capsys, tmp_path
     def no_work(*args, **kwargs):
         raise AssertionError("the checkpoint was read before --out was checked")
 
-    monkeypatch.setattr("sigma_core.checkpoint.load_checkpoint", no_work)
+    monkeypatch.setattr("sigma_core.training.checkpoint.load_checkpoint", no_work)
     argv = [a.format(checkpoint=checkpoint, inputs=checkpoint.parent / "x.npy") for a in command]
     status, stdout, err = sigma(capsys, *argv, "--out", out)
     assert (status, stdout) == (2, "")

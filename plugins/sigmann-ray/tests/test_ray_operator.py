@@ -19,7 +19,7 @@ import pytest
 
 from sigma_core import ConfigError, Loop, NonFiniteError, SigmaError, build_run, load, strategy_from_config
 from sigma_core import config as run_config
-from sigma_core.checkpoint import checkpoints
+from sigma_core.training.checkpoint import checkpoints
 from sigma_core.hooks import Hook
 from sigma_core.hooks.checkpoints import CheckpointHook
 

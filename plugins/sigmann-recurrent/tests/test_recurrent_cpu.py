@@ -9,7 +9,7 @@ import numpy
 import pytest
 
 from sigma_core import NumpyHandler
-from sigma_core.ops import resolve
+from sigma_core.compute.ops import resolve
 
 pytest.importorskip("numba")
 from sigma_cpu.handler import NumbaHandler  # noqa: E402

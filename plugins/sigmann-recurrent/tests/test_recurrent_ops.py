@@ -154,7 +154,7 @@ def test_sequence_ops_name_the_op_on_shape_errors():
 @pytest.mark.parametrize("sequences", [True, False])
 def test_training_steps_after_warm_up_allocate_no_buffers(sequences):
     from sigma_core import Dense, SoftmaxCE, Trainer
-    from sigma_core.optimisers import GradientDescent
+    from sigma_core.training.optimisers import GradientDescent
 
     layers = Input(STEPS, FEATURES) + LSTM(SIZE, sequences=sequences)
     if sequences:

@@ -16,7 +16,7 @@ from sigma_core import config as run_config
 from sigma_core.cli import main
 from sigma_core.data.dataset import from_arrays
 from sigma_core.data.iterators import MinibatchIterator
-from sigma_core.optimisers import Adagrad, Adam, GradientDescent, Momentum, Optimiser
+from sigma_core.training.optimisers import Adagrad, Adam, GradientDescent, Momentum, Optimiser
 from sigmann_recurrent import LSTM
 from sigmann_replay import Recording, StepReplay
 from sigmann_replay.explain import explain
@@ -346,7 +346,7 @@ def test_sigma_explain_prints_every_kernel_with_buffers_bytes_and_flops(capsys):
 
 
 def test_sigma_train_explain_prints_the_recorded_step_once_and_trains_on(tmp_path, capsys, monkeypatch):
-    from sigma_core.layers.dropout import Dropout as DropoutLayer
+    from sigma_core.model.layers.dropout import Dropout as DropoutLayer
 
     assert main(["explain", str(DIGITS), "--handler", "numpy"]) == 0
     table = capsys.readouterr().out.strip()

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from sigma_core import plugins
-from sigma_core.backend import create_handler
+from sigma_core.compute.backend import create_handler
 from sigma_core.data import DataError, dataset_from_config
 from sigma_core.errors import ShapeError
-from sigma_core.layers.base import ForwardContext
+from sigma_core.model.layers.base import ForwardContext
 from sigmann_text import chars as chars_module
 from sigmann_text.chars import build_vocabulary, chars, decode, encode
 from sigmann_text.layers import OneHot

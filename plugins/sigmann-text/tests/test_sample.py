@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from sigma_core.cli import main
-from sigma_core.inference import load
+from sigma_core.model.inference import load
 from sigmann_text.chars import build_vocabulary, encode
 
 ROOT = Path(__file__).resolve().parents[3]

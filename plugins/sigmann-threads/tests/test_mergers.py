@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sigma_core.backend import create_handler
-from sigma_core.constructs import Dense, Input, Output
+from sigma_core.compute.backend import create_handler
+from sigma_core.model.constructs import Dense, Input, Output
 from sigma_core.errors import SigmaError
-from sigma_core.network import Network
+from sigma_core.model.network import Network
 from sigmann_threads import AverageMerger, WeightedMerger
 
 

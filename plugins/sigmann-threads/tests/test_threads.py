@@ -13,7 +13,7 @@ import threadpoolctl
 
 from sigma_core import ConfigError, Loop, NonFiniteError, SigmaError, State, load
 from sigma_core import config as run_config
-from sigma_core.checkpoint import checkpoints
+from sigma_core.training.checkpoint import checkpoints
 from sigma_core.hooks import Hook
 from sigma_core.hooks.checkpoints import CheckpointHook
 from sigma_core.run import build_run

@@ -13,13 +13,13 @@ import pytest
 import sigma_core
 from sigma_core import NumpyHandler, build
 from sigma_core import config as run_config
-from sigma_core.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from sigma_core.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from sigma_core.cli import main
-from sigma_core.constructs import Dense, Input, SquaredDifference
+from sigma_core.model.constructs import Dense, Input, SquaredDifference
 from sigma_core.data import DataError, Dataset, MinibatchIterator, Preprocessing, from_arrays
 from sigma_core.errors import ConfigError, SigmaError
-from sigma_core.network import Network
-from sigma_core.trainer import Trainer
+from sigma_core.model.network import Network
+from sigma_core.training.trainer import Trainer
 
 DIGITS = Path(__file__).resolve().parents[3] / "examples" / "digits.toml"
 

@@ -125,7 +125,7 @@ def test_sigma_plugins_lists_the_layers_and_ops_from_this_distribution(capsys):
 def test_the_web_dashboard_shows_the_first_convolutions_filters():
     hook = pytest.importorskip("sigmann_web.hook", reason="sigmann-web draws the weight images")
     from sigma_core import Trainer
-    from sigma_core.optimisers import GradientDescent
+    from sigma_core.training.optimisers import GradientDescent
 
     trainer = Trainer(Network(Input(28, 28) + Reshape([1, 28, 28]) + Conv2D(6, [3, 2], name="conv") + Flatten()
                               + Dense(10) + SoftmaxCE()), GradientDescent(0.1), training_iterator=[])

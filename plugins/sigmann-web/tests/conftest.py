@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from sigma_core import config as run_config
-from sigma_core.loop import Loop
+from sigma_core.training.loop import Loop
 from sigma_core.run import build_run
 from sigmann_web.hook import WebHook
 

@@ -18,9 +18,9 @@ import numpy
 import pytest
 
 from sigma_core import ConfigError, plugins
-from sigma_core.checkpoint import load_checkpoint
+from sigma_core.training.checkpoint import load_checkpoint
 from sigma_core.cli import main
-from sigma_core.loop import EpochReport, Loop
+from sigma_core.training.loop import EpochReport, Loop
 from sigmann_web.board import PER_FLUSH, Board
 from sigmann_web.hook import WebHook, bounds, guess_image
 from sigmann_web.server import Server

@@ -320,7 +320,7 @@ def _c_contiguous(*arrays) -> bool:
     return True
 
 
-#: Update rule -> its compiled loop, which takes the rule's ``UPDATE_SCALARS`` (sigma_core.kernels).
+#: Update rule -> its compiled loop, which takes the rule's ``UPDATE_SCALARS`` (sigma_core.compute.kernels).
 LOOPS = {"sgd": _sgd, "momentum": _momentum, "adagrad": _adagrad, "adadelta": _adadelta, "rmsprop": _rmsprop,
          "adam": _adam}
 

@@ -1,4 +1,4 @@
-"""The CUDA kernels: :class:`~sigma_core.kernels.ArrayKernels` over CuPy, hot paths hand-written.
+"""The CUDA kernels: :class:`~sigma_core.compute.kernels.ArrayKernels` over CuPy, hot paths hand-written.
 
 Everything is inherited with ``xp = cupy`` (CuPy's ufuncs and reductions on
 pooled buffers); what a training step spends its time on is replaced by the

@@ -31,6 +31,7 @@ import socket
 import sys
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 from sigma_core import SigmaError
 
@@ -75,8 +76,9 @@ def join(address: str | None, *, token_file: str | None = None, connect_timeout:
     if not address:
         settings["_system_config"] = LOCAL_RAY
     wait = {"RAY_gcs_server_port_wait_time_s": str(max(1, round(connect_timeout)))}  # Ray's retries, bounded
+    wait = {name: value for name, value in wait.items() if name not in os.environ}  # the user's settings win
     try:
-        with _stderr_to(path), _environment(wait):
+        with _stderr_to(path), mock.patch.dict(os.environ, wait):  # set meanwhile, restored after
             ray.init(address=address, **settings)
     except (ConnectionError, RuntimeError) as error:
         raise SigmaError(_why_not(address, where, token, connect_timeout, path, error)) from None
@@ -154,18 +156,6 @@ def _stderr_to(path: Path):
         os.dup2(saved, 2)
         os.close(saved)
         os.close(log)
-
-
-@contextlib.contextmanager
-def _environment(values: dict):
-    """Environment variables set meanwhile, unless already set (the user's settings win)."""
-    added = {name: value for name, value in values.items() if name not in os.environ}
-    os.environ.update(added)
-    try:
-        yield
-    finally:
-        for name in added:
-            os.environ.pop(name, None)
 
 
 def _ray_logging_to(path: Path) -> None:

@@ -9,7 +9,6 @@ not threads: each trial has its own interpreter and BLAS pool, sized so that
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import multiprocessing
 import multiprocessing.connection
@@ -17,6 +16,7 @@ import os
 import re
 import signal
 import socket
+from unittest import mock
 
 from sigma_core import SigmaError, describe
 
@@ -73,7 +73,8 @@ class _Process:
         context = multiprocessing.get_context("spawn")
         self.connection, theirs = context.Pipe()
         self.process = context.Process(target=serve, args=(theirs,), daemon=True, name="sigma-tune-worker")
-        with _environment(dict.fromkeys(THREADS, str(threads))):  # read by the worker's BLAS as it loads
+        unset = {name: str(threads) for name in THREADS if name not in os.environ}  # the user's settings win
+        with mock.patch.dict(os.environ, unset):  # read by the worker's BLAS as it loads
             self.process.start()
         theirs.close()
 
@@ -94,18 +95,6 @@ class _Process:
         if self.process.is_alive():
             self.process.kill()
         self.process.join()
-
-
-@contextlib.contextmanager
-def _environment(values: dict):
-    """Set environment variables that are not set yet, for the processes started meanwhile."""
-    added = {name: value for name, value in values.items() if name not in os.environ}
-    os.environ.update(added)
-    try:
-        yield
-    finally:
-        for name in added:
-            os.environ.pop(name, None)
 
 
 class RayWorkers:
