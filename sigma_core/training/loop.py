@@ -81,9 +81,8 @@ class Strategy:
         """A run starts, before its ``start`` event: get workers ready (they take the trainer's state)."""
 
     def step(self, batch: dict):
-        """Train one iteration on ``batch`` (NumPy arrays, ``inputs`` and ``targets``), count it on the trainer
-        (:meth:`~Trainer.run_iteration`, :meth:`~Trainer.apply_gradients` or :meth:`~Trainer.count_iteration`
-        do) and return its cost, a handler number or a float."""
+        """Train one iteration on ``batch`` (NumPy arrays, ``inputs`` and ``targets``) and return its cost, a
+        handler number or a float; the loop counts it (:meth:`~Trainer.train_batch`)."""
         raise NotImplementedError(f"{type(self).__name__} must implement step(batch)")
 
     def merge(self) -> None:
@@ -101,7 +100,7 @@ class SingleWorker(Strategy):
     """The trainer's own step, on the training thread."""
 
     def step(self, batch: dict):
-        return self.trainer.run_iteration(batch)
+        return self.trainer.compiled_step(batch)
 
 
 def strategy_from_config(trainer, table: dict) -> Strategy:

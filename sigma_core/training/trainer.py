@@ -164,11 +164,12 @@ class Trainer:
                                  f"iteration {self.iteration + 1}")
 
     def apply_gradients(self, grads: dict, cost: float) -> float:
-        """One step from gradients computed elsewhere (data-parallel workers: host arrays by id); returns ``cost``."""
+        """One step from gradients computed elsewhere (data-parallel workers: host arrays by id); returns ``cost``,
+        not counted (the loop counts: :meth:`train_batch`)."""
         h = self.handler
         with h.session():
             self.optimiser.step(h, self._trainable, {pid: h.adopt(grad) for pid, grad in grads.items()})
-        return self.count_iteration(cost)
+        return cost
 
     def count_iteration(self, cost):
         """Record one finished step and its cost (a handler number or a float)."""
@@ -205,11 +206,13 @@ class Trainer:
 
     def train_batch(self, batch: dict, step=None):
         """One iteration on ``batch`` by ``step(batch)`` (a :class:`~sigma_core.training.loop.Strategy`'s; default
-        :meth:`run_iteration`), its cost added to the epoch's; a non-finite cost's error says where it came from."""
+        :attr:`compiled_step`), counted here, its cost added to the epoch's; a non-finite cost's error says where
+        it came from."""
         try:
-            cost = (step or self.run_iteration)(batch)
+            cost = (step or self.compiled_step)(batch)
         except NonFiniteError as error:
             raise NonFiniteError(f"{error}; {self._non_finite_source(batch)}") from None
+        self.count_iteration(cost)
         self.handler.add_(self._costs[1], cost)
         return cost
 

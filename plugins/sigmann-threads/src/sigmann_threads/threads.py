@@ -131,7 +131,7 @@ class ThreadWorkers(Strategy):
         self._unmerged += 1
         if self._unmerged >= self.every:
             self.merge()
-        return trainer.count_iteration(cost)
+        return cost
 
     def merge(self) -> None:
         """Model averaging: workers' parameters, layer state and optimiser memory into the trainer, and back (if
