@@ -59,8 +59,11 @@ def test_every_public_name_resolves():
 
 #: The most lines ``sigma_core`` may hold: every line of every ``.py`` under it, as
 #: ``find sigma_core -name '*.py' | xargs cat | wc -l`` counts. The goal is 7,000 (the core holds interfaces and
-#: what every run needs; components are distributions). Raising the limit is a commit of its own that says why.
-CORE_LINE_LIMIT = 7_000
+#: what every run needs; components are distributions). Raising the limit is a commit of its own that says why:
+#: 8,150 since the op table (2026-11-28) put the core's ops, their VJPs and their conformance examples into
+#: sigma_core/compute/ops/ (+430 lines, of which ~110 are the examples sigmann-testing held before), after the
+#: batteries ring had taken 8,644 down to 7,668. What is left to reach 7,000 is not a component the issue lists.
+CORE_LINE_LIMIT = 8_150
 
 
 def test_the_core_stays_within_its_line_limit():
