@@ -6,14 +6,19 @@ from __future__ import annotations
 import importlib.util
 import math
 import sys
+import tomllib
 from pathlib import Path
 
 import numpy
 import pytest
 
+from sigma_core import config_toml
+
 #: The handlers every op and layer is checked on: the reference and the numba one (skipped without numba).
 HANDLERS = ["numpy", pytest.param("cpu", marks=pytest.mark.skipif(importlib.util.find_spec("numba") is None,
                                                                   reason="the cpu handler needs numba"))]
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "gpt_chars.toml"
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # torch_gpt, the twin
 
@@ -54,3 +59,36 @@ def _taped(handler, name, values, seed, watched=None, **params):
         out = handler.op(name, *arrays, **params)
         grads = tape.gradient(out, [arrays[i] for i in watched], seed=handler.asarray(seed(out.shape)))
     return out.to_numpy(), [g.to_numpy() for g in grads]
+
+
+@pytest.fixture
+def text_file():
+    """``text_file(path, size=3000, alphabet=...)``: writes seeded random text of the alphabet there."""
+    return _text_file
+
+
+@pytest.fixture
+def example_run():
+    """``example_run(directory, text, layer=None, **changes)``: examples/gpt_chars.toml on ``text``, changed."""
+    return _example_run
+
+
+def _text_file(path, size=3000, alphabet="abcdefgh \n"):
+    rng = numpy.random.default_rng(0)
+    path.write_text("".join(rng.choice(list(alphabet), size)))
+    return path
+
+
+def _example_run(directory, text, layer=None, **changes):
+    """examples/gpt_chars.toml on ``text``, checkpoints in ``directory``, with ``changes`` to the layer named
+    ``layer``, written to ``directory/run.toml``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    config = tomllib.loads(EXAMPLE.read_text())
+    config["data"]["path"] = str(text)
+    config["checkpoint"]["directory"] = str(directory / "checkpoints")
+    for spec in config["network"]["layers"]:
+        if spec.get("name") == layer:
+            spec.update(changes)
+    path = directory / "run.toml"
+    path.write_text(config_toml(config))
+    return path

@@ -4,17 +4,12 @@ the layer with exit status 2 from ``sigma train``."""
 from __future__ import annotations
 
 import json
-import tomllib
-from pathlib import Path
-
 import numpy
 import pytest
 
-from sigma_core import Architecture, Input, Network, NumpyHandler, SquaredDifference, cli_main, config_toml
+from sigma_core import Architecture, Input, Network, NumpyHandler, SquaredDifference, cli_main
 from sigmann_attention import GPT, Attention, Embedding, Positional, TokenNorm
 from sigmann_testing import check_layer
-
-EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "gpt_chars.toml"
 
 #: (layer, its input's record shape, arguments, the output's record shape)
 LAYERS = [
@@ -87,26 +82,6 @@ def test_gpt_construct_has_nanogpts_parameter_count():
     assert network.parameter_count == blocks + (vocabulary + context) * width + 2 * width + (width + 1) * vocabulary
 
 
-def write_text(path, size=3000, alphabet="abcdefgh \n"):
-    rng = numpy.random.default_rng(0)
-    path.write_text("".join(rng.choice(list(alphabet), size)))
-    return path
-
-
-def example(tmp_path, text, layer=None, **changes):
-    """examples/gpt_chars.toml on ``text``, checkpoints in ``tmp_path``, with ``changes`` to the layer named
-    ``layer``, written to ``tmp_path/run.toml``."""
-    config = tomllib.loads(EXAMPLE.read_text())
-    config["data"]["path"] = str(text)
-    config["checkpoint"]["directory"] = str(tmp_path / "checkpoints")
-    for spec in config["network"]["layers"]:
-        if spec.get("name") == layer:
-            spec.update(changes)
-    path = tmp_path / "run.toml"
-    path.write_text(config_toml(config))
-    return path
-
-
 BAD_GEOMETRY = [
     ("block0-attention", {"heads": 3}, "layer 'block0-attention': width 128 is not divisible by heads = 3"),
     ("positional", {"context": 32}, "layer 'positional': sequences of 64 positions are longer than its table of "
@@ -116,8 +91,9 @@ BAD_GEOMETRY = [
 
 
 @pytest.mark.parametrize("layer, changes, message", BAD_GEOMETRY, ids=["heads", "context", "vocabulary"])
-def test_bad_geometry_is_one_line_naming_the_layer_and_exit_2(tmp_path, capsys, layer, changes, message):
-    run = example(tmp_path, write_text(tmp_path / "text.txt"), layer, **changes)
+def test_bad_geometry_is_one_line_naming_the_layer_and_exit_2(tmp_path, capsys, example_run, text_file, layer, changes,
+                                                              message):
+    run = example_run(tmp_path, text_file(tmp_path / "text.txt"), layer, **changes)
     assert cli_main(["train", str(run), "--quiet", "--handler", "numpy"]) == 2
     err = capsys.readouterr().err.strip().splitlines()  # the run's own log lines, then the error
     assert [line for line in err if line.startswith("error:")] == err[-1:] and message in err[-1], err
