@@ -20,6 +20,21 @@ import torch
 from torch import nn
 
 
+def packed_sdpa(qkv, heads, mask=None, causal=True):
+    """PyTorch's SDPA on packed (batch, T, 3·width) projections, heads side by side, as Sigma's ``attention`` op
+    takes them; ``mask`` (batch, T) hides the keys where it is 0."""
+    batch, steps, width3 = qkv.shape
+    q, k, v = (t.transpose(1, 2) for t in qkv.reshape(batch, steps, 3, heads, width3 // (3 * heads)).unbind(2))
+    if mask is None:
+        out = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    else:
+        keep = torch.as_tensor(mask, dtype=torch.bool)[:, None, None, :]
+        if causal:
+            keep = keep & torch.ones(steps, steps, dtype=torch.bool).tril()
+        out = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+    return out.transpose(1, 2).reshape(batch, steps, width3 // 3)
+
+
 class Block(nn.Module):
     def __init__(self, width, heads):
         super().__init__()
@@ -29,11 +44,7 @@ class Block(nn.Module):
         self.up, self.down = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
 
     def forward(self, x):
-        batch, steps, width = x.shape
-        q, k, v = (t.transpose(1, 2) for t in
-                   self.qkv(self.norm1(x)).reshape(batch, steps, 3, self.heads, width // self.heads).unbind(2))
-        mixed = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.out(mixed.transpose(1, 2).reshape(batch, steps, width))
+        x = x + self.out(packed_sdpa(self.qkv(self.norm1(x)), self.heads))
         return x + self.down(nn.functional.gelu(self.up(self.norm2(x))))
 
 

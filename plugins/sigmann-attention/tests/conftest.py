@@ -62,6 +62,27 @@ def _taped(handler, name, values, seed, watched=None, **params):
 
 
 @pytest.fixture
+def seeded():
+    """``seeded(dtype)(shape)``: the same standard-normal draws (an incoming gradient) for Sigma and PyTorch."""
+    return lambda dtype: lambda shape: numpy.random.default_rng(7).standard_normal(shape).astype(dtype)
+
+
+@pytest.fixture
+def torch_grads():
+    """``torch_grads(fn, values, seed, watched)``: PyTorch's ``fn(*values)`` and the gradients of
+    sum(output · seed) for the values at the positions ``watched``, as NumPy."""
+    import torch
+
+    def run(fn, values, seed, watched):
+        tensors = [torch.tensor(v, requires_grad=i in watched) for i, v in enumerate(values)]
+        out = fn(*tensors)
+        out.backward(torch.tensor(seed))
+        return out.detach().numpy(), [tensors[i].grad.numpy() for i in watched]
+
+    return run
+
+
+@pytest.fixture
 def text_file():
     """``text_file(path, size=3000, alphabet=...)``: writes seeded random text of the alphabet there."""
     return _text_file

@@ -12,45 +12,21 @@ from sigma_core import ShapeError, create_handler
 from sigmann_testing import HandlerConformance, op_cases
 
 torch = pytest.importorskip("torch", reason="PyTorch is the reference these tests compare with")
+packed_sdpa = pytest.importorskip("torch_gpt").packed_sdpa
 
 OPS = ("embedding", "gelu", "attention")
 
 
-def seeded(dtype):
-    return lambda shape: numpy.random.default_rng(7).standard_normal(shape).astype(dtype)
-
-
-def torch_attention(qkv, heads, mask=None, causal=True):
-    """PyTorch's SDPA on packed (B, T, 3C) projections, heads side by side; ``mask`` (B, T) hides padding keys."""
-    batch, steps, width3 = qkv.shape
-    q, k, v = (t.transpose(1, 2) for t in qkv.reshape(batch, steps, 3, heads, width3 // (3 * heads)).unbind(2))
-    if mask is None:
-        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    else:
-        keep = torch.tensor(mask, dtype=torch.bool)[:, None, None, :]
-        if causal:
-            keep = keep & torch.ones(steps, steps, dtype=torch.bool).tril()
-        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)
-    return out.transpose(1, 2).reshape(batch, steps, width3 // 3)
-
-
-def torch_grads(fn, values, seed, watched):
-    tensors = [torch.tensor(v, requires_grad=i in watched) for i, v in enumerate(values)]
-    out = fn(*tensors)
-    out.backward(torch.tensor(seed))
-    return out.detach().numpy(), [tensors[i].grad.numpy() for i in watched]
-
-
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("case", range(5))
-def test_attention_matches_torch_sdpa(handler_name, dtype, case, taped, close):
+def test_attention_matches_torch_sdpa(handler_name, dtype, case, taped, close, seeded, torch_grads):
     rng = numpy.random.default_rng(300 + case)
     heads, head_width = int(rng.integers(1, 4)), int(rng.integers(1, 9))
     batch, steps = int(rng.integers(1, 4)), int(rng.choice([1, 2, 7, 16, 33]))
     qkv = rng.standard_normal((batch, steps, 3 * heads * head_width)).astype(dtype)
     handler = create_handler(handler_name, dtype=dtype)
     out, (grad,) = taped(handler, "attention", [qkv], seeded(dtype), heads=heads)
-    expected, (expected_grad,) = torch_grads(lambda t: torch_attention(t, heads), [qkv], seeded(dtype)(out.shape), [0])
+    expected, (expected_grad,) = torch_grads(lambda t: packed_sdpa(t, heads), [qkv], seeded(dtype)(out.shape), [0])
     depth = steps * head_width * 4  # a query's scores and weighted sum, and their gradients through the softmax
     assert out.dtype == grad.dtype == dtype
     close(out, expected, dtype, depth, "output")
@@ -58,13 +34,13 @@ def test_attention_matches_torch_sdpa(handler_name, dtype, case, taped, close):
 
 
 @pytest.mark.parametrize("causal", [True, False])
-def test_attention_padding_mask_matches_torch(handler_name, causal, taped, close):
+def test_attention_padding_mask_matches_torch(handler_name, causal, taped, close, seeded, torch_grads):
     rng = numpy.random.default_rng(5)
     qkv = rng.standard_normal((3, 6, 12))
     mask = numpy.array([[1] * 6, [1, 1, 1, 1, 0, 0], [1, 0, 0, 0, 0, 0]], dtype=float)  # padding on the right
     handler = create_handler(handler_name, dtype="float64")
     out, (grad,) = taped(handler, "attention", [qkv, mask], seeded("float64"), watched=[0], heads=2, causal=causal)
-    expected, (expected_grad,) = torch_grads(lambda t, m: torch_attention(t, 2, mask, causal), [qkv, mask],
+    expected, (expected_grad,) = torch_grads(lambda t, m: packed_sdpa(t, 2, mask, causal), [qkv, mask],
                                              seeded("float64")(out.shape), [0])
     close(out, expected, "float64", 6 * 2 * 4, "output")
     close(grad, expected_grad, "float64", 6 * 2 * 4, "gradient of qkv")
@@ -102,7 +78,7 @@ def test_attention_dropout_drops_weights_and_keeps_the_gradient_exact(handler_na
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_embedding_matches_torch(handler_name, dtype, taped, close):
+def test_embedding_matches_torch(handler_name, dtype, taped, close, seeded, torch_grads):
     rng = numpy.random.default_rng(11)
     ids, table = rng.integers(0, 9, (4, 7)), rng.standard_normal((9, 5)).astype(dtype)
     handler = create_handler(handler_name, dtype=dtype)
@@ -115,7 +91,7 @@ def test_embedding_matches_torch(handler_name, dtype, taped, close):
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("approximate", ["tanh", "none"])
-def test_gelu_matches_torch(handler_name, dtype, approximate, taped, close):
+def test_gelu_matches_torch(handler_name, dtype, approximate, taped, close, seeded, torch_grads):
     x = (numpy.random.default_rng(2).standard_normal((6, 9)) * 3).astype(dtype)
     handler = create_handler(handler_name, dtype=dtype)
     out, (grad,) = taped(handler, "gelu", [x], seeded(dtype), approximate=approximate)

@@ -33,7 +33,8 @@ def register_layers(register):
 def register_ops(register):
     register("embedding", "sigmann_attention.ops:Embedding", description="rows of a table by id; scatter gradient")
     register("gelu", "sigmann_attention.ops:GELU", description="x·Φ(x), exact or tanh-approximated")
-    register("attention", "sigmann_attention.ops:Attention", description="scaled dot-product attention of every head")
+    register("attention", "sigmann_attention.ops:Attention", kernels={"cpu": "sigmann_attention.cpu:FlashAttention"},
+             description="scaled dot-product attention of every head; tiled numba loops on the cpu handler")
 
 
 def gelu(handler, x):
