@@ -43,112 +43,96 @@ def _hidden(causal, masked, keep, b, i, j):
 
 
 def _forward(qkv, keep, masked, heads, causal, scale, out, lse):
-    """out[b, i, head] = Σ_j softmax_j(q_i·k_j·scale) v_j, key block by key block; lse[b, h, i] = log Σ_j exp(...)."""
+    """out[b, i, head] = Σ_j softmax_j(q_i·k_j·scale) v_j, key block by key block; lse[b, h, i] = log Σ_j exp(...).
+
+    Each tile's scores and weighted values are small GEMMs (numba's np.dot: BLAS) on contiguous copies of the
+    block's rows; the mask and the online softmax are loops over the tile."""
     batch, steps, width3 = qkv.shape
     width = width3 // 3
     d = width // heads
     for pair in numba.prange(batch * heads):
         b, h = pair // heads, pair % heads
         qo, ko, vo = h * d, width + h * d, 2 * width + h * d
-        scores = np.empty((BLOCK, BLOCK), qkv.dtype)  # the one tile of this head's scores
-        acc = np.empty((BLOCK, d), qkv.dtype)
-        top = np.empty(BLOCK, qkv.dtype)
-        total = np.empty(BLOCK, qkv.dtype)
         for i0 in range(0, steps, BLOCK):
             rows = min(BLOCK, steps - i0)
-            top[:] = -np.inf
-            total[:] = 0
-            acc[:] = 0
-            for j0 in range(0, min(i0 + rows, steps) if causal else steps, BLOCK):
-                cols = min(BLOCK, steps - j0)
+            q = np.ascontiguousarray(qkv[b, i0 : i0 + rows, qo : qo + d]) * scale
+            top = np.full(rows, -np.inf, qkv.dtype)  # each query's running maximum,
+            total = np.zeros(rows, qkv.dtype)  # the sum of exp(score − maximum),
+            acc = np.zeros((rows, d), qkv.dtype)  # and the values weighted by them
+            end = i0 + rows if causal else steps
+            for j0 in range(0, end, BLOCK):
+                cols = min(BLOCK, end - j0)
+                k = np.ascontiguousarray(qkv[b, j0 : j0 + cols, ko : ko + d])
+                v = np.ascontiguousarray(qkv[b, j0 : j0 + cols, vo : vo + d])
+                scores = np.dot(q, k.T)  # the one tile of this head's scores
                 for r in range(rows):
                     i = i0 + r
-                    q = qkv[b, i, qo : qo + d]
                     block_top = top[r]
                     for c in range(cols):
-                        j = j0 + c
-                        if _hidden(causal, masked, keep, b, i, j):
+                        if _hidden(causal, masked, keep, b, i, j0 + c):
                             scores[r, c] = -np.inf
-                            continue
-                        k = qkv[b, j, ko : ko + d]
-                        dot = q[0] * k[0]
-                        for e in range(1, d):
-                            dot += q[e] * k[e]
-                        scores[r, c] = dot * scale
-                        block_top = max(block_top, scores[r, c])
-                    if block_top == -np.inf:  # no key of this block is visible to query i
+                        elif scores[r, c] > block_top:
+                            block_top = scores[r, c]
+                    if block_top == -np.inf:  # nothing visible yet: weights 0
+                        scores[r, :] = 0
                         continue
-                    shrink = np.exp(top[r] - block_top)  # rescale what came before to the new maximum
+                    shrink = np.exp(top[r] - block_top)  # what came before, rescaled to the new maximum
                     total[r] *= shrink
-                    for e in range(d):
-                        acc[r, e] *= shrink
+                    acc[r, :] *= shrink
                     for c in range(cols):
-                        if scores[r, c] != -np.inf:
-                            p = np.exp(scores[r, c] - block_top)
-                            total[r] += p
-                            v = qkv[b, j0 + c, vo : vo + d]
-                            for e in range(d):
-                                acc[r, e] += p * v[e]
+                        scores[r, c] = np.exp(scores[r, c] - block_top)  # exp(−inf) = 0 where hidden
+                        total[r] += scores[r, c]
                     top[r] = block_top
+                acc += np.dot(scores, v)
             for r in range(rows):
                 i = i0 + r
                 if total[r] > 0:
-                    for e in range(d):
-                        out[b, i, qo + e] = acc[r, e] / total[r]
+                    out[b, i, qo : qo + d] = acc[r] / total[r]
                     lse[b, h, i] = top[r] + np.log(total[r])
                 else:  # every key hidden: zeros, and weights exp(s − inf) = 0 in the backward pass
-                    for e in range(d):
-                        out[b, i, qo + e] = 0
+                    out[b, i, qo : qo + d] = 0
                     lse[b, h, i] = np.inf
 
 
 def _backward(qkv, keep, masked, heads, causal, scale, out, g, lse, grad):
-    """``grad`` (zeros on entry) becomes d qkv: each weight p = exp(q·k·scale − lse) recomputed, then
-    dv_j += p·g_i, ds = p·(g_i·v_j − g_i·out_i)·scale, dq_i += ds·k_j, dk_j += ds·q_i."""
+    """``grad`` becomes d qkv: per tile, the weights P = exp(Q·Kᵀ·scale − lse) recomputed, then dV += Pᵀ·dO,
+    dS = P ⊙ (dO·Vᵀ − rowsum(dO ⊙ O))·scale, dQ += dS·K, dK += dSᵀ·Q, the GEMMs through np.dot."""
     batch, steps, width3 = qkv.shape
     width = width3 // 3
     d = width // heads
     for pair in numba.prange(batch * heads):
         b, h = pair // heads, pair % heads
         qo, ko, vo = h * d, width + h * d, 2 * width + h * d
-        delta = np.empty(steps, qkv.dtype)  # g_i·out_i: the softmax VJP's row term
-        for i in range(steps):
-            gi, oi = g[b, i, qo : qo + d], out[b, i, qo : qo + d]
-            s = gi[0] * oi[0]
-            for e in range(1, d):
-                s += gi[e] * oi[e]
-            delta[i] = s
-        dk = np.empty((BLOCK, d), qkv.dtype)
-        dv = np.empty((BLOCK, d), qkv.dtype)
+        q = np.ascontiguousarray(qkv[b, :, qo : qo + d])  # this head's rows: (T, d), linear in T
+        k = np.ascontiguousarray(qkv[b, :, ko : ko + d])
+        v = np.ascontiguousarray(qkv[b, :, vo : vo + d])
+        go = np.ascontiguousarray(g[b, :, qo : qo + d])
+        delta = (go * out[b, :, qo : qo + d]).sum(axis=1)  # rowsum(dO ⊙ O): the softmax VJP's row term
+        dq = np.zeros((steps, d), qkv.dtype)
         for j0 in range(0, steps, BLOCK):
             cols = min(BLOCK, steps - j0)
-            dk[:] = 0
-            dv[:] = 0
-            for i in range(j0 if causal else 0, steps):
-                if lse[b, h, i] == np.inf:
-                    continue
-                q, gi = qkv[b, i, qo : qo + d], g[b, i, qo : qo + d]
-                dq = grad[b, i, qo : qo + d]
-                for c in range(cols):
-                    j = j0 + c
-                    if _hidden(causal, masked, keep, b, i, j):
-                        continue
-                    k, v = qkv[b, j, ko : ko + d], qkv[b, j, vo : vo + d]
-                    dot = q[0] * k[0]
-                    dp = gi[0] * v[0]
-                    for e in range(1, d):
-                        dot += q[e] * k[e]
-                        dp += gi[e] * v[e]
-                    p = np.exp(dot * scale - lse[b, h, i])
-                    ds = p * (dp - delta[i]) * scale
-                    for e in range(d):
-                        dv[c, e] += p * gi[e]
-                        dq[e] += ds * k[e]
-                        dk[c, e] += ds * q[e]
-            for c in range(cols):
-                for e in range(d):
-                    grad[b, j0 + c, ko + e] = dk[c, e]
-                    grad[b, j0 + c, vo + e] = dv[c, e]
+            kb, vb = k[j0 : j0 + cols], v[j0 : j0 + cols]
+            dk = np.zeros((cols, d), qkv.dtype)
+            dv = np.zeros((cols, d), qkv.dtype)
+            for i0 in range(j0 if causal else 0, steps, BLOCK):  # causal: earlier queries see none of these keys
+                rows = min(BLOCK, steps - i0)
+                qb, gb = q[i0 : i0 + rows], go[i0 : i0 + rows]
+                p = np.dot(qb, kb.T)
+                dp = np.dot(gb, vb.T)
+                for r in range(rows):
+                    i = i0 + r
+                    for c in range(cols):
+                        if _hidden(causal, masked, keep, b, i, j0 + c):
+                            p[r, c] = 0
+                        else:
+                            p[r, c] = np.exp(p[r, c] * scale - lse[b, h, i])  # 0 where lse is inf
+                        dp[r, c] = p[r, c] * (dp[r, c] - delta[i]) * scale  # now dS
+                dv += np.dot(p.T, gb)
+                dq[i0 : i0 + rows] += np.dot(dp, kb)
+                dk += np.dot(dp.T, qb)
+            grad[b, j0 : j0 + cols, ko : ko + d] = dk
+            grad[b, j0 : j0 + cols, vo : vo + d] = dv
+        grad[b, :, qo : qo + d] = dq
 
 
 _FORWARD, _BACKWARD = serial_and_parallel(_forward), serial_and_parallel(_backward)
@@ -174,7 +158,7 @@ class FlashAttention(Attention):
         batch, steps, width3 = qkv.shape
         out, lse = k.empty((batch, steps, width3 // 3)), k.empty((batch, heads, steps))
         keep = self.everyone if mask is None else mask.astype(k.dtype, copy=False)
-        scale = 1.0 / np.sqrt(width3 // (3 * heads))
+        scale = k.dtype.type(1.0 / np.sqrt(width3 // (3 * heads)))  # in the dtype: a float64 would promote the tiles
         pick(_FORWARD, qkv.size * steps)(qkv, keep, mask is not None, heads, causal, scale, out, lse)
         return out, lse
 
@@ -182,9 +166,9 @@ class FlashAttention(Attention):
         if isinstance(saved, tuple):  # the portable rule's (weights, kept): it ran the forward pass
             return super().backward(k, g, inputs, out, saved, needs, heads, causal, dropout, training)
         qkv, mask = inputs[0], (inputs[1] if len(inputs) > 1 else None)
-        grad = k.full(qkv.shape, 0.0)
+        grad = k.empty(qkv.shape)
         keep = self.everyone if mask is None else mask.astype(k.dtype, copy=False)
-        scale = 1.0 / np.sqrt(qkv.shape[2] // (3 * heads))
+        scale = k.dtype.type(1.0 / np.sqrt(qkv.shape[2] // (3 * heads)))
         g = np.ascontiguousarray(g)
         pick(_BACKWARD, qkv.size * qkv.shape[1])(qkv, keep, mask is not None, heads, causal, scale, out, g, saved,
                                                  grad)
