@@ -4,8 +4,9 @@ The layers (:mod:`sigmann_attention.layers`: ``embedding``, ``positional``,
 ``attention``, ``token_norm``) run the ops of :mod:`sigmann_attention.ops`
 (``embedding``, ``gelu``, ``attention``: forward rules and VJPs over any
 handler's array module), which this distribution registers through
-``register_ops`` together with the ``cpu`` handler's tiled attention
-(:mod:`sigmann_attention.cpu`, numba). ``gelu`` and ``gelu_tanh`` are
+``register_ops`` together with the ``cpu`` handler's numba kernels: tiled
+attention (:mod:`sigmann_attention.cpu`) and exact GELU
+(:mod:`sigmann_attention.cpu_gelu`). ``gelu`` and ``gelu_tanh`` are
 activations for dense layers; ``adamw`` (:mod:`sigmann_attention.adamw`) and the
 ``warm_up_cosine`` schedule (:mod:`sigmann_attention.schedule`) train them.
 Registering imports neither NumPy nor numba. :func:`TransformerBlock` and
@@ -32,7 +33,8 @@ def register_layers(register):
 @hookimpl
 def register_ops(register):
     register("embedding", "sigmann_attention.ops:Embedding", description="rows of a table by id; scatter gradient")
-    register("gelu", "sigmann_attention.ops:GELU", description="x·Φ(x), exact or tanh-approximated")
+    register("gelu", "sigmann_attention.ops:GELU", kernels={"cpu": "sigmann_attention.cpu_gelu:FusedGELU"},
+             description="x·Φ(x), exact or tanh-approximated; one numba loop each way on the cpu handler")
     register("attention", "sigmann_attention.ops:Attention", kernels={"cpu": "sigmann_attention.cpu:FlashAttention"},
              description="scaled dot-product attention of every head; tiled numba loops on the cpu handler")
 
