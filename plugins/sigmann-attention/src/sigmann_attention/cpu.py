@@ -16,9 +16,14 @@ block passes (so they stay in cache). Heads are independent: the loops run
 over (batch, head) pairs, split between the shared pool's threads
 (``sigma_cpu.pick``) when it is on.
 
+Sequences of at most :data:`BLOCK` positions are one tile already, so the
+portable rule holds no more than the loops would; it also runs faster there
+(benchmarks/attention.py: the rule is faster up to T = 256, the loops at
+T = 1024). The likely reason, not yet profiled: the rule's exponentials are
+NumPy's SIMD ones, the loops' libm's scalar ``exp`` (numba has no SVML here).
 Dropout in training needs the weights' random mask in both passes, so
 training with ``dropout > 0`` (and buffers the loops were not compiled for)
-runs the portable rule.
+runs the portable rule too.
 """
 
 from __future__ import annotations
@@ -139,14 +144,14 @@ _FORWARD, _BACKWARD = serial_and_parallel(_forward), serial_and_parallel(_backwa
 
 
 class FlashAttention(Attention):
-    """:class:`~sigmann_attention.ops.Attention` tiled (see the module docstring); the portable rule runs where
-    dropout is on in training or the buffers are not what the loops were compiled for."""
+    """:class:`~sigmann_attention.ops.Attention` tiled (see the module docstring); the portable rule runs sequences
+    of one tile, dropout in training, and buffers the loops were not compiled for."""
 
     def __init__(self):
         self.everyone = None  # a (1, 1) mask the loops are given, and never read, when there is none
 
     def tiled(self, qkv, mask, dropout, training):
-        return (qkv.dtype.itemsize in (4, 8) and not (training and dropout)
+        return (qkv.shape[1] > BLOCK and qkv.dtype.itemsize in (4, 8) and not (training and dropout)
                 and c_contiguous(qkv, *([] if mask is None else [mask])))
 
     def forward(self, k, qkv, mask=None, heads=1, causal=True, dropout=0.0, training=False):
