@@ -44,7 +44,7 @@ class Embedding(Op):
     def forward(self, k, ids, weights):
         """Saved: the ids as integers (a buffer of their own, for the scatter)."""
         xp = k.xp
-        rows = k.empty(ids.shape, dtype=xp.intp)
+        rows = k.empty(ids.shape, dtype="intp")  # a dtype name: every array module reads it
         if ids.dtype.kind == "f":
             xp.rint(ids, out=rows, casting="unsafe")
         else:
@@ -74,13 +74,20 @@ class Embedding(Op):
 _TANH_SCALE, _CUBIC = math.sqrt(2.0 / math.pi), 0.044715
 
 
-def erf(xp):
-    """The error function of the array module ``xp`` (NumPy has none: SciPy's; CuPy's from cupyx)."""
-    if xp.__name__ == "numpy":
-        from scipy.special import erf as function
-    else:
-        from cupyx.scipy.special import erf as function
-    return function
+def erf(k, x, out):
+    """``out`` = erf(x) on the handler's array module: SciPy's for NumPy (which has none), cupyx's for CuPy, and
+    through the host (SciPy's, one copy each way) for an array module with neither."""
+    from scipy.special import erf as host_erf
+
+    if k.xp.__name__ == "numpy":
+        host_erf(x, out=out)
+        return
+    try:
+        from cupyx.scipy.special import erf as device_erf
+    except ImportError:
+        out[...] = k.asarray(host_erf(k.to_host(x)))
+        return
+    device_erf(x, out=out)
 
 
 class GELU(Op):
@@ -108,7 +115,7 @@ class GELU(Op):
             xp.multiply(out, 0.5, out=out)
         else:
             xp.multiply(x, 1.0 / math.sqrt(2.0), out=saved)
-            erf(xp)(saved, out=saved)
+            erf(k, saved, saved)
             xp.add(saved, 1.0, out=saved)
             xp.multiply(saved, 0.5, out=saved)
             out[...] = saved
@@ -206,7 +213,7 @@ class Attention(Op):
         xp.multiply(weights, 1.0 / math.sqrt(width3 // (3 * heads)), out=weights)
         hidden = self.hidden(k, steps, mask, causal)
         if hidden is not None:
-            xp.copyto(weights, -xp.inf, where=hidden)
+            xp.copyto(weights, -math.inf, where=hidden)
         top = xp.max(weights, axis=-1, keepdims=True)
         xp.copyto(top, 0.0, where=~xp.isfinite(top))  # a row with every key hidden: exp(−inf − 0) = 0
         xp.subtract(weights, top, out=weights)
