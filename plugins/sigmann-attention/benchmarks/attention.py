@@ -7,8 +7,8 @@
 2. The ``attention`` op alone, forward and backward (batch 4, 4 heads of 32), at T = 64, 256 and 1024, against
    PyTorch's ``scaled_dot_product_attention(is_causal=True)``.
 3. Peak memory of one forward and backward of the op at T = 256 and 1024: how far the process's peak RSS rises
-   over a warmed-up baseline, each in a fresh process (numba's buffers are invisible to tracemalloc; Linux only). The tiled
-   ``cpu`` kernel keeps O(T) per head, the portable rule the (T, T) weights.
+   over a warmed-up baseline, each in a fresh process (numba's buffers are invisible to tracemalloc; Linux
+   only). The tiled ``cpu`` kernel keeps O(T) per head, the portable rule the (T, T) weights.
 
 Each time is the best of ``--rounds`` round medians (``--iterations`` calls each; systems alternate within a
 round): the machine this was written on is shared, so the best round is the least disturbed one.

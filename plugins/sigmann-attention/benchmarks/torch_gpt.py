@@ -101,7 +101,8 @@ def load_sigma(model: TorchGPT, parameters: dict) -> None:
 
 def read_sigma(model: TorchGPT) -> dict:
     """``model``'s parameters by Sigma's id, laid out as Sigma's (NumPy)."""
-    return {pid: (t.T if transposed else t).detach().numpy().copy() for pid, (t, transposed) in sigma_view(model).items()}
+    return {pid: (t.T if transposed else t).detach().numpy().copy()
+            for pid, (t, transposed) in sigma_view(model).items()}
 
 
 def adamw(model: TorchGPT, learning_rate, weight_decay, no_decay, betas=(0.9, 0.999), eps=1e-8):

@@ -114,7 +114,8 @@ def GPT(vocabulary, context, width, heads, layers, dropout=0.0):
     softmax cross-entropy cost over every position."""
     from sigma_core import Dense, Input, SoftmaxCE
 
-    architecture = Input(context) + Embedding(vocabulary, width, name="embedding") + Positional(context, name="positional")
+    architecture = (Input(context) + Embedding(vocabulary, width, name="embedding")
+                    + Positional(context, name="positional"))
     for block in range(layers):
         architecture = architecture + TransformerBlock(architecture.constructs[-1], width, heads, f"block{block}",
                                                        dropout)
