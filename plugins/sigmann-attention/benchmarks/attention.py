@@ -148,9 +148,10 @@ def _status(field):
 
 def peak_rss_growth(handler_name, steps):
     """KiB the peak RSS rises above the resident size in one forward and backward at ``steps``, after the same
-    at T = 16 (compiled kernels loaded, pools started) and a reset of the peak (Linux's clear_refs 5, so that
-    importing and compiling do not hide it); run by this script in a fresh process."""
-    sigma_attention(handler_name, 16)(None)
+    at T = 128 (longer than one tile: the cpu handler's tiled kernel compiled and loaded, pools started) and a
+    reset of the peak (Linux's clear_refs 5, so that importing and compiling do not hide it); run by this script
+    in a fresh process."""
+    sigma_attention(handler_name, 128)(None)
     Path("/proc/self/clear_refs").write_text("5")
     before = _status("VmRSS")
     sigma_attention(handler_name, steps)(None)
@@ -198,9 +199,14 @@ def main(argv=None):
     for steps, row in report["attention_ms"].items():
         ratios = "  ".join(f"{n} {v / row['torch']:.2f}x" for n, v in row.items() if n != "torch" and "torch" in row)
         print(f"  T={steps:5d}  " + "  ".join(f"{n} {v:8.2f}" for n, v in row.items()) + f"   ({ratios} torch)")
+    width = HEADS * HEAD_WIDTH  # qkv and its gradient (3·width each), the output and its gradient (width each)
+    linear = {steps: ATTENTION_BATCH * steps * 8 * width * 4 / 2**20 for steps in (256, 1024)}
+    weights = {steps: ATTENTION_BATCH * HEADS * steps * steps * 4 / 2**20 for steps in (256, 1024)}
+    print("peak RSS rise of one forward + backward, MiB (the op's inputs, outputs and gradients: "
+          f"{linear[256]:.0f} and {linear[1024]:.0f}; one (B, H, T, T) array: {weights[256]:.0f} and "
+          f"{weights[1024]:.0f}):")
     for name, row in report["peak_rss_growth_kib"].items():
-        print(f"peak RSS growth of one forward + backward ({name}): T=256 {row[256] / 1024:.1f} MiB, "
-              f"T=1024 {row[1024] / 1024:.1f} MiB, ratio {row[1024] / max(row[256], 1):.1f} (T ratio 4, T² ratio 16)")
+        print(f"  {name:6s} T=256 {row[256] / 1024:6.1f}  T=1024 {row[1024] / 1024:6.1f}")
 
 
 if __name__ == "__main__":
