@@ -47,3 +47,11 @@ def test_a_resumed_run_ends_where_an_uninterrupted_one_does(tmp_path, text, exam
     for pid, value in ours.parameters.items():
         numpy.testing.assert_array_equal(value, theirs.parameters[pid], err_msg=pid)
     assert ours.optimiser["steps"] == theirs.optimiser["steps"] == 4
+
+
+def test_the_threads_operator_trains_it(tmp_path, text, example_run):
+    """Two data-parallel workers (sigmann-threads): their gradients merged, one AdamW step on them."""
+    run = example_run(tmp_path, text)
+    assert train(run, "--set", "operator.type=threads", "--set", "operator.workers=2", "--quiet") == 0
+    (checkpoint,) = (tmp_path / "checkpoints").glob("gpt_chars-e1-*.ckpt")
+    assert load_checkpoint(checkpoint).optimiser["steps"] == 2
