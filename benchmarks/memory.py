@@ -45,7 +45,7 @@ def run_file(data: str, handler: str, compile_: str, operator: str) -> dict:
     """Issue 24's run, as a validated run file."""
     return run_config.validate({
         "name": "memory", "seed": 0, "handler": {"name": handler, "dtype": "float32"},
-        "data": {"source": "mnist", "directory": data, "train": False, "download": False},
+        "data": {"extractor": "mnist", "directory": data, "train": False, "download": False},
         "split": {"train": [0, 8000], "validation": [8000, 10000]},
         "network": {"layers": LAYERS},
         "initialisers": {"*.weights": {"type": "gaussian", "std": 0.1}, "*.biases": {"type": "gaussian", "std": 0.05}},

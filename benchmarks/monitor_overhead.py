@@ -50,7 +50,7 @@ from sigma_core.run import build_run
 
 RUN = {
     "name": "overhead", "seed": 0,
-    "data": {"source": "synthetic", "n": 6000, "shape": 64, "classes": 10},
+    "data": {"extractor": "synthetic", "n": 6000, "shape": 64, "classes": 10},
     "split": {"validation": 0.25},
     "network": {"layers": [{"type": "input", "shape": [64]}, {"type": "dense", "size": 256, "activation": "relu"},
                            {"type": "dense", "size": 10}, {"type": "softmax_ce"}]},

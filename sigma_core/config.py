@@ -11,6 +11,7 @@ not a traceback from deep inside. A rule is
 """
 
 import copy
+import logging
 import inspect
 import math
 import operator
@@ -291,4 +292,17 @@ def validate(raw: dict, source: str = "config") -> dict:
         if "compile" in raw["training"]:
             raise ConfigError(f"{source}: training.replay is the older spelling of training.compile; give only compile")
         config["training"]["compile"] = "auto" if config["training"].pop("replay") else "none"
+    config["data"] = data_table(config["data"], source)
     return config
+
+
+def data_table(table, source: str = "config"):
+    """A ``[data]`` table with the extractor under ``extractor``: ``source``, its older name (``register_sources``
+    registers URL fetchers, which a data ``path`` uses), is still read, with a one-line note."""
+    if not isinstance(table, dict) or "source" not in table:
+        return table
+    if "extractor" in table:
+        raise ConfigError(f"{source}: data.source is the older name of data.extractor; give only extractor")
+    logging.getLogger("sigma").warning("%s: [data] source = %r is read as extractor = %r (its newer name)", source,
+                                       table["source"], table["source"])
+    return {("extractor" if key == "source" else key): value for key, value in table.items()}

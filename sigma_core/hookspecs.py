@@ -74,7 +74,7 @@ def register_hooks(register: Register) -> None:
 
 @hookspec
 def register_extractors(register: Register) -> None:
-    """Data extractors for ``[data] source``: callables of the table's other keys returning a
+    """Data extractors for ``[data] extractor``: callables of the table's other keys returning a
     ``sigma_core.Dataset``, a ``{"inputs": ..., "targets": ...}`` dict of arrays or an iterable of such dicts."""
 
 
@@ -96,8 +96,8 @@ def register_sources(register: Register) -> None:
 @hookspec
 def register_caches(register: Register) -> None:
     """Dataset caches for the ``[data]`` key of their name (``blocks = {...}``), called as
-    ``cache(settings, source=, config=, arguments=, read=, preprocessing=)``: the key's value, the rest of the table,
-    the extractor's arguments, ``read()`` yielding ``Dataset`` chunks and the table's ``sigma_core.Preprocessing``
+    ``cache(settings, extractor=, config=, arguments=, read=, preprocessing=)``: the key's value, the extractor's
+    name, the rest of the table, its arguments, ``read()`` yielding ``Dataset`` chunks and the table's ``sigma_core.Preprocessing``
     (fitted chunk by chunk). Returns the dataset to train on."""
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tomllib
+
 import numpy as np
 import pytest
 
@@ -16,7 +18,7 @@ from sigma_core.data import (
     synthetic_classification,
     xor,
 )
-from sigma_core import plugins
+from sigma_core import config, plugins
 from sigma_core.errors import ConfigError, SigmaError
 
 
@@ -157,28 +159,28 @@ def test_synthetic_datasets():
 
 
 def test_config_sources_and_preprocessing(tmp_path):
-    assert len(dataset_from_config({"source": "xor"})) == 4
-    digits = dataset_from_config({"source": "sklearn", "name": "digits", "preprocess": [{"normalise": [0, 1]}],
+    assert len(dataset_from_config({"extractor": "xor"})) == 4
+    digits = dataset_from_config({"extractor": "sklearn", "name": "digits", "preprocess": [{"normalise": [0, 1]}],
                                   "one_hot": 10})
     assert digits.section("inputs").min() == 0 and digits.section("inputs").max() == 1
     assert digits.section("targets").shape == (1797, 10)
-    iris = dataset_from_config({"source": "sklearn", "name": "iris", "preprocess": {"standardise": True}})
+    iris = dataset_from_config({"extractor": "sklearn", "name": "iris", "preprocess": {"standardise": True}})
     np.testing.assert_allclose(iris.section("inputs").mean(axis=0), 0, atol=1e-9)
     np.savez(tmp_path / "d.npz", x=np.ones((5, 2)), y=np.arange(5))
-    npz = dataset_from_config({"source": "npz", "path": str(tmp_path / "d.npz"), "inputs": "x", "targets": "y"})
+    npz = dataset_from_config({"extractor": "npz", "path": str(tmp_path / "d.npz"), "inputs": "x", "targets": "y"})
     np.testing.assert_array_equal(npz.section("targets"), np.arange(5))
 
 
 @pytest.mark.parametrize(
     "cfg, message",
     [
-        ({"source": "parquet"}, r"data.source: unknown extractor 'parquet' \(available: and, .*csv, .*xor\)"),
-        ({"name": "digits"}, r"data.source is missing"),
-        ({"source": "sklearn", "name": "digits", "nmae": 1}, r"unknown key data.nmae .*allowed: .*name"),
-        ({"source": "sklearn"}, r"data.name is required"),
-        ({"source": "xor", "preprocess": [{"whiten": True}]},
+        ({"extractor": "parquet"}, r"data.extractor: unknown extractor 'parquet' \(available: and, .*csv, .*xor\)"),
+        ({"name": "digits"}, r"data.extractor is missing"),
+        ({"extractor": "sklearn", "name": "digits", "nmae": 1}, r"unknown key data.nmae .*allowed: .*name"),
+        ({"extractor": "sklearn"}, r"data.name is required"),
+        ({"extractor": "xor", "preprocess": [{"whiten": True}]},
          r"data.preprocess: unknown transform 'whiten' \(available: normalise, permute, shuffle, standardise\)"),
-        ({"source": "xor", "preprocess": [{"normalise": 1}]}, r"data.preprocess.normalise must be \[min, max\]"),
+        ({"extractor": "xor", "preprocess": [{"normalise": 1}]}, r"data.preprocess.normalise must be \[min, max\]"),
     ],
 )
 def test_config_errors_name_the_key(cfg, message):
@@ -189,7 +191,7 @@ def test_config_errors_name_the_key(cfg, message):
 def test_config_npz_missing_array_names_the_key(tmp_path):
     np.savez(tmp_path / "d.npz", x=np.ones((5, 2)), y=np.arange(5))
     with pytest.raises(ConfigError, match=r"data.targets: .*no array 'labels'"):
-        dataset_from_config({"source": "npz", "path": str(tmp_path / "d.npz"), "inputs": "x", "targets": "labels"})
+        dataset_from_config({"extractor": "npz", "path": str(tmp_path / "d.npz"), "inputs": "x", "targets": "labels"})
 
 
 # --- Paths: the core reads local files; URLs, archives, checksums and [data] blocks go through plugins ---------
@@ -207,7 +209,7 @@ def test_without_a_source_plugin_a_path_the_core_cannot_read_is_one_line(monkeyp
     monkeypatch.setenv("SIGMA_PLUGINS", "csv")  # the core and an extractor that reads files, no sources
     plugins.reset()
     with pytest.raises(DataError) as caught:
-        dataset_from_config({"source": "csv", "path": path, **extra})
+        dataset_from_config({"extractor": "csv", "path": path, **extra})
     # The core names no distribution: the README's table says which plugin provides a source.
     assert str(caught.value) == f"data.path {message} (installed sources: none); {plugins.MORE}"
 
@@ -216,17 +218,17 @@ def test_the_core_reads_a_local_path_and_names_a_missing_one(tmp_path, monkeypat
     monkeypatch.setenv("SIGMA_PLUGINS", "csv")  # the core and an extractor that reads files
     plugins.reset()
     (tmp_path / "a.csv").write_text("1,2,0\n3,4,1\n")
-    assert len(dataset_from_config({"source": "csv", "path": str(tmp_path / "a.csv")})) == 2
+    assert len(dataset_from_config({"extractor": "csv", "path": str(tmp_path / "a.csv")})) == 2
     with pytest.raises(DataError, match=r"^data.path: file not found: .*gone.csv$"):
-        dataset_from_config({"source": "csv", "path": str(tmp_path / "gone.csv")})
+        dataset_from_config({"extractor": "csv", "path": str(tmp_path / "gone.csv")})
     monkeypatch.chdir(tmp_path)  # a relative path says where it was looked for, and relative to what
     with pytest.raises(DataError) as caught:
-        dataset_from_config({"source": "csv", "path": "data/gone.csv"})
+        dataset_from_config({"extractor": "csv", "path": "data/gone.csv"})
     assert str(caught.value) == (f"data.path: file not found: data/gone.csv (looked for {tmp_path}/data/gone.csv: "
                                  f"a relative path is relative to the working directory, {tmp_path})")
     with pytest.raises(ConfigError, match=r"^data.blocks needs a cache registered as 'blocks', and none is installed; "
                                           r"the README lists the plugins that provide more$"):
-        dataset_from_config({"source": "csv", "path": str(tmp_path / "a.csv"), "blocks": {"records": 1}})
+        dataset_from_config({"extractor": "csv", "path": str(tmp_path / "a.csv"), "blocks": {"records": 1}})
 
 
 def test_a_plugin_source_resolves_its_scheme(fake_site, tmp_path):
@@ -244,4 +246,20 @@ def test_a_plugin_source_resolves_its_scheme(fake_site, tmp_path):
             register("s3", fetch)
     """})
     plugins.reset()
-    assert len(dataset_from_config({"source": "csv", "path": "s3://bucket/x.csv", "md5": "abc"})) == 3
+    assert len(dataset_from_config({"extractor": "csv", "path": "s3://bucket/x.csv", "md5": "abc"})) == 3
+
+
+def test_the_older_data_source_key_is_read_as_extractor_with_a_one_line_note(sigma_run_file, caplog):
+    path = sigma_run_file()
+    text = path.read_text()
+    assert "extractor = " in text
+    path.write_text(text.replace("extractor = ", "source = ", 1))
+    with caplog.at_level("WARNING", logger="sigma"):
+        cfg = config.load(path)
+    assert "source" not in cfg["data"] and cfg["data"]["extractor"] == tomllib.loads(text)["data"]["extractor"]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}: [data] source = {cfg['data']['extractor']!r} is read as extractor = {cfg['data']['extractor']!r} "
+        "(its newer name)"]
+    path.write_text(text.replace("extractor = ", "source = 'xor'\nextractor = ", 1))
+    with pytest.raises(ConfigError, match="data.source is the older name of data.extractor; give only extractor"):
+        config.load(path)

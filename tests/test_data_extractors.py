@@ -42,7 +42,7 @@ def test_csv_sections_header_and_value_mapping(tmp_path):
                         mappings={"4": ["setosa", "versicolor", "virginica"]})
     np.testing.assert_array_equal(chunk["inputs"][:, 0], [5.1, 4.9, 4.7])
     np.testing.assert_array_equal(chunk["targets"], [[0], [1], [2]])
-    dataset = dataset_from_config({"source": "csv", "path": str(path), "skip_header": 1,
+    dataset = dataset_from_config({"extractor": "csv", "path": str(path), "skip_header": 1,
                                    "mappings": {"4": {"setosa": 2, "versicolor": 1, "virginica": 0}}, "one_hot": 3})
     np.testing.assert_array_equal(dataset.section("targets")[0], [0, 0, 1])  # default: last column is the target
     assert dataset.section("inputs").shape == (3, 4)
@@ -72,7 +72,7 @@ def test_missing_file_is_named(tmp_path):
     with pytest.raises(DataError, match=r"cannot read CSV file .*absent.csv"):
         list(read_csv(tmp_path / "absent.csv"))
     with pytest.raises(DataError, match=r"file not found: .*absent.npy"):
-        dataset_from_config({"source": "npy", "path": str(tmp_path / "absent.npy")})
+        dataset_from_config({"extractor": "npy", "path": str(tmp_path / "absent.npy")})
 
 
 # --- NumPy, IDX, synthetic --------------------------------------------------------
@@ -121,7 +121,7 @@ def test_one_hot_label_outside_range_names_label_and_record():
 
 def test_shuffle_keeps_sections_aligned_and_is_seeded():
     dataset = Dataset({"inputs": np.arange(50.0)[:, None], "targets": np.arange(50)})
-    shuffled = dataset_from_config({"source": "xor", "preprocess": [{"shuffle": 3}]})
+    shuffled = dataset_from_config({"extractor": "xor", "preprocess": [{"shuffle": 3}]})
     assert len(shuffled) == 4
     a, b = dataset.shuffle(5), dataset.shuffle(5)
     np.testing.assert_array_equal(a.section("inputs")[:, 0], a.section("targets"))
@@ -136,13 +136,13 @@ def test_permute_axes_of_each_record():
 
 
 def test_config_preprocess_steps():
-    digits = dataset_from_config({"source": "digits", "preprocess": [
+    digits = dataset_from_config({"extractor": "digits", "preprocess": [
         {"normalise": {"range": [0, 1], "input_range": [0, 16]}}, {"permute": [0]}]})
     assert digits.section("inputs").max() == 1.0
-    iris = dataset_from_config({"source": "iris", "preprocess": [{"normalise": {"per_feature": True}}]})
+    iris = dataset_from_config({"extractor": "iris", "preprocess": [{"normalise": {"per_feature": True}}]})
     np.testing.assert_allclose(iris.section("inputs").max(axis=0), 1)
     with pytest.raises(ConfigError, match=r"data.preprocess.normalise.input_range: expected \[min, max\]"):
-        dataset_from_config({"source": "iris", "preprocess": [{"normalise": {"input_range": 3}}]})
+        dataset_from_config({"extractor": "iris", "preprocess": [{"normalise": {"input_range": 3}}]})
 
 
 def test_streamed_statistics_match_numpy_whatever_the_chunking():

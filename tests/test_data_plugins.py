@@ -37,7 +37,7 @@ name = "rings"
 seed = 0
 
 [data]
-source = "rings"
+extractor = "rings"
 n = 40
 
 [split]
@@ -76,7 +76,7 @@ def test_an_extractor_of_an_uninstalled_plugin_points_to_the_readme_which_names_
         monkeypatch, source, distribution):
     monkeypatch.setenv("SIGMA_PLUGINS", "")  # the core alone, as after a bare ``pip install .``
     plugins.reset()
-    with pytest.raises(ConfigError, match=rf"^data.source: unknown extractor '{source}' \(available: .*npz.*\); "
+    with pytest.raises(ConfigError, match=rf"^data.extractor: unknown extractor '{source}' \(available: .*npz.*\); "
                                           "the README lists the plugins that provide more$"):
         dataset_from_config({"source": source})
     rows = [line for line in (ROOT / "README.md").read_text().splitlines() if f"`{distribution}`" in line]
@@ -88,7 +88,7 @@ def test_training_the_main_job_without_sigmann_sklearn_is_one_line_naming_it(mon
     plugins.reset()
     assert cli.main(["train", str(ROOT / "examples" / "digits.toml"), "--quiet"]) == 2
     assert capsys.readouterr().err.splitlines() == [
-        "error: data.source: unknown extractor 'sklearn' (available: and, npy, npz, synthetic, xor); "
+        "error: data.extractor: unknown extractor 'sklearn' (available: and, npy, npz, synthetic, xor); "
         "the README lists the plugins that provide more"]
 
 
@@ -96,9 +96,9 @@ def test_third_party_extractor_is_usable_by_name_from_a_run_file(fake_site, tmp_
     fake_site.add("sigmann-rings", entry_points={"rings": "rings_plugin"}, modules={"rings_plugin": RING_PLUGIN})
     plugins.reset()
     assert plugins.get("extractor", "rings").distribution == "sigmann-rings"
-    assert len(dataset_from_config({"source": "rings", "n": 12})) == 12
+    assert len(dataset_from_config({"extractor": "rings", "n": 12})) == 12
     with pytest.raises(ConfigError, match=r"unknown key data.radius for source 'rings'; allowed: .*n, seed"):
-        dataset_from_config({"source": "rings", "radius": 2})
+        dataset_from_config({"extractor": "rings", "radius": 2})
 
     run_file = tmp_path / "rings.toml"
     run_file.write_text(RUN_FILE)
@@ -123,6 +123,6 @@ def test_an_extractor_may_return_a_plain_dict_of_arrays(fake_site):
         def register_extractors(register):
             register("squares", squares)
     """})
-    dataset = dataset_from_config({"source": "squares", "n": 5})
+    dataset = dataset_from_config({"extractor": "squares", "n": 5})
     assert len(dataset) == 5
     assert dataset.section("targets")[:, 0].tolist() == [0.0, 1.0, 4.0, 9.0, 16.0]

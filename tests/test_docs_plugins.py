@@ -27,7 +27,7 @@ name = "guide"
 name = "counting"
 dtype = "float64"
 [data]
-source = "spirals"
+extractor = "spirals"
 n = 96
 noise = 0.1
 [[network.layers]]

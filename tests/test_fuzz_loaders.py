@@ -34,7 +34,7 @@ seed = 0
 name = "numpy"
 dtype = "float32"
 [data]
-source = "synthetic"
+extractor = "synthetic"
 n = 40
 shape = [2, 2]
 classes = 3

@@ -44,7 +44,7 @@ RUN_FILE = """
 [handler]
 name = "numpy"
 [data]
-source = "synthetic"
+extractor = "synthetic"
 n = 32
 shape = 5
 classes = 3

@@ -267,8 +267,8 @@ def test_an_optimiser_is_built_from_its_table():
         build("optimiser", {"type": "adam", "lerning_rate": 0.1})
     with pytest.raises(ConfigError, match="'type'"):
         build("optimiser", {"learning_rate": 0.1})
-    with pytest.raises(UnknownComponentError, match="adamw"):
-        build("optimiser", {"type": "adamw"})
+    with pytest.raises(UnknownComponentError, match="adamx"):
+        build("optimiser", {"type": "adamx"})
 
 
 def test_hyperparameters_and_repr():

@@ -40,7 +40,7 @@ def test_print_config_fills_in_every_default_and_trains_nothing(run_file, capsys
     assert printed["network"]["layers"][1] == {"type": "dense", "size": 3, "activation": "none", "bias": True,
                                                "time_distributed": False}
     assert printed["initialisers"] == {"*.weights": {"type": "gaussian", "std": 0.1, "mean": 0.0}}
-    assert printed["data"] == {"source": "synthetic", "n": 40, "shape": 5, "classes": 3, "seed": 0,
+    assert printed["data"] == {"extractor": "synthetic", "n": 40, "shape": 5, "classes": 3, "seed": 0,
                                "preprocess": [{"standardise": True}]}
     assert printed["training"]["batch_size"] == 4 and printed["training"]["validation_batch_size"] == 1000
     assert printed["checkpoint"] == {"directory": "checkpoints", "every_iterations": 0, "every_epochs": 0, "keep": 3}

@@ -134,7 +134,7 @@ seed = 0
 [handler]
 name = "numpy"
 [data]
-source = "synthetic"
+extractor = "synthetic"
 n = 256
 shape = [16]
 classes = 4

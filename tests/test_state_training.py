@@ -29,7 +29,7 @@ seed = 0
 [handler]
 name = "numpy"
 [data]
-source = "synthetic"
+extractor = "synthetic"
 n = {records}
 shape = [16]
 classes = 4

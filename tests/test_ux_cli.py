@@ -86,7 +86,7 @@ def test_mnist_example_takes_its_data_from_the_mnist_plugin():
     from sigma_core import plugins
 
     data = tomllib.loads((ROOT / "examples" / "mnist.toml").read_text())["data"]
-    assert data["source"] == "mnist" and "directory" not in data  # found or downloaded by the extractor
+    assert data["extractor"] == "mnist" and "directory" not in data  # found or downloaded by the extractor
     assert plugins.get("extractor", "mnist").distribution == "sigmann-mnist"
 
 

@@ -22,7 +22,7 @@ RUN_FILE = """
 name = "probe"
 seed = 0
 [data]
-source = "synthetic"
+extractor = "synthetic"
 n = 100
 shape = 4
 classes = 3
@@ -146,7 +146,7 @@ def test_a_run_file_that_is_not_a_regular_file_is_one_line_not_a_hang(tmp_path, 
 
 def test_arguments_are_checked_before_any_data_is_read(tmp_path, capsys):
     missing = tmp_path / "absent.csv"
-    text = RUN_FILE.replace('source = "synthetic"\nn = 100\nshape = 4\nclasses = 3', f'source = "csv"\npath = "{missing}"')
+    text = RUN_FILE.replace('extractor = "synthetic"\nn = 100\nshape = 4\nclasses = 3', f'extractor = "csv"\npath = "{missing}"')
     status, lines = sigma_train(tmp_path, capsys, "optimiser.learning_rate=-1", text=text)
     assert status == 2 and "optimiser.learning_rate" in lines[0]
     status, lines = sigma_train(tmp_path, capsys, text=text)  # the same run file does read the data

@@ -145,8 +145,8 @@ def test_a_nan_cell_in_a_csv_names_the_file_and_line_unless_allowed(tmp_path):
     path = tmp_path / "values.csv"
     path.write_text("1,2,0\n3,nan,1\n5,6,0\n")
     with pytest.raises(DataError, match=rf"{path} line 2, column 1: 'nan' is not finite; set data.allow_non_finite"):
-        dataset_from_config({"source": "csv", "path": str(path)})
-    allowed = dataset_from_config({"source": "csv", "path": str(path), "allow_non_finite": True})
+        dataset_from_config({"extractor": "csv", "path": str(path)})
+    allowed = dataset_from_config({"extractor": "csv", "path": str(path), "allow_non_finite": True})
     assert np.isnan(allowed.section("inputs")[1, 1])
 
 
@@ -162,7 +162,7 @@ def test_sigma_train_on_a_bad_data_file_prints_one_line(tmp_path, capsys):
     run_file = tmp_path / "run.toml"
     run_file.write_text(f"""
 [data]
-source = "numpy"  # the older name of the npy extractor, still read
+extractor = "numpy"  # the older name of the npy extractor, still read
 path = "{tmp_path / 'notes.npy'}"
 [[network.layers]]
 type = "input"

@@ -65,7 +65,7 @@ def resolved_config(config: dict) -> dict:
 def _completed(kind: str, table, where: str):
     """``table`` with the defaults of the component it names that it leaves out."""
     others = component_table_keys(kind)
-    key = others[0]  # "type", or the data table's "source"
+    key = others[0]  # "type", or the data table's "extractor"
     if not isinstance(table, dict) or not isinstance(table.get(key), str):
         return table  # refused, in its own words, where it is built
     try:

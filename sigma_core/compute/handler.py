@@ -67,7 +67,7 @@ class Handler:
         self.version = 0
         self._session_arrays = None  # arrays made in the open session; None while none is open
         self._ended_arrays = ()  # the last ended session's arrays: readable until the next session begins
-        self._ops = {}  # op name -> (Op, its forward, its VJP), resolved on first use
+        self._ops = {}  # op name -> (its check or None, its forward, its VJP), resolved on first use
 
     @classmethod
     def availability(cls) -> tuple[bool, str]:
@@ -264,18 +264,21 @@ class Handler:
         resolved = self._ops.get(name)
         if resolved is None:
             resolved = self._ops[name] = self._resolve_op(name)
-        op, forward, vjp = resolved
+        check, forward, vjp = resolved
         raws = tuple([self._raw(x) for x in inputs])
-        op.check(raws, params)
+        if check is not None:
+            check(raws, params)
         raw_out, saved = forward(self.kernels, *raws, **params)
         out = self._wrap(raw_out)
         self._record(inputs, raws, out, vjp, (saved, params))
         return out
 
     def _resolve_op(self, name):
-        """``(op, forward, vjp)``: the rules called directly where they go through the kernels only (the core's
-        ops: a recorded step sees each kernel call), else through ``kernels.run_op`` as one call."""
+        """``(check, forward, vjp)``: the rules called directly where they go through the kernels only (the core's
+        ops: a recorded step sees each kernel call), else through ``kernels.run_op`` as one call; no check where
+        the op has none (the base class's does nothing, and ops run on every step)."""
         op = ops.resolve(name, self.name)
+        check = None if type(op).check is ops.Op.check else op.check
         rules = op.forward, op.backward
         if op.through_kernels:
             forward, backward = rules
@@ -290,7 +293,7 @@ class Handler:
                 return k.run_op(rules[1], g, raw_inputs, raw_out, saved[0], needs, **saved[1])
 
         vjp.__name__ = name
-        return op, forward, vjp
+        return check, forward, vjp
 
     def _record(self, inputs, raws, out, vjp, saved):
         """Put the op on the active tape if one of its inputs is traced (a loop: called for every op)."""

@@ -3,9 +3,9 @@
 ``source`` names a registered extractor; the other keys are its keyword arguments (checked against its
 signature) and the keys every source shares (:data:`COMMON_KEYS`)::
 
-    {"source": "csv", "path": ["https://a/x.csv.gz", "mirror/x.csv.gz"], "md5": "...",
+    {"extractor": "csv", "path": ["https://a/x.csv.gz", "mirror/x.csv.gz"], "md5": "...",
      "sections": {"inputs": "0-3", "targets": 4}, "preprocess": [{"normalise": [0, 1]}], "one_hot": 3}
-    {"source": "csv", "path": "big.csv", "blocks": {"records": 10000, "memory_budget": 100000000}}
+    {"extractor": "csv", "path": "big.csv", "blocks": {"records": 10000, "memory_budget": 100000000}}
 
 An extractor returns a :class:`Dataset`, a dict of arrays, or an iterable of such chunks. ``preprocess`` and
 ``one_hot`` make a :class:`Preprocessing`, fitted to the records and kept as the dataset's ``preprocessing``.
@@ -25,12 +25,12 @@ from pathlib import Path
 import numpy as np
 
 from sigma_core import plugins
-from sigma_core.config import check
+from sigma_core.config import check, data_table
 from sigma_core.data.dataset import DataError, Dataset, Records
 from sigma_core.data.preprocessing import Preprocessing
 from sigma_core.errors import ConfigError, UnknownComponentError
 
-COMMON_KEYS = ("source", "preprocess", "one_hot", "md5", "sha256", "blocks")
+COMMON_KEYS = ("extractor", "preprocess", "one_hot", "md5", "sha256", "blocks")
 #: What the ``file`` source unpacks; tar forms come before the plain streams they end with.
 COMPRESSED_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar", ".zip", ".gz", ".bz2", ".xz")
 #: Why a value needs a source, and what the source does with it.
@@ -69,14 +69,15 @@ def resolve_path(value: str | os.PathLike | Sequence[str | os.PathLike], *, md5:
 
 def dataset_from_config(cfg: Mapping) -> Records:
     """The dataset a run file's ``data`` table describes (see the module docstring)."""
-    if "source" not in cfg:
+    cfg = data_table(cfg)
+    if "extractor" not in cfg:
         allowed = ", ".join(component.name for component in plugins.components("extractor"))
-        raise ConfigError(f"data.source is missing; allowed: {allowed}")
-    source = cfg["source"]
+        raise ConfigError(f"data.extractor is missing; allowed: {allowed}")
+    source = cfg["extractor"]
     try:
         extractor = plugins.load("extractor", source)
     except UnknownComponentError as error:  # it lists the extractors
-        raise ConfigError(f"data.source: {error}") from None
+        raise ConfigError(f"data.extractor: {error}") from None
     preprocessing = Preprocessing(cfg.get("preprocess", []), cfg.get("one_hot"))
     cache = None
     if "blocks" in cfg:
@@ -90,11 +91,11 @@ def dataset_from_config(cfg: Mapping) -> Records:
         if cache is None:
             dataset = preprocessing(_in_memory(extractor(**arguments), source), fit=True)
         else:
-            dataset = cache(cfg["blocks"], source=source, config={k: v for k, v in cfg.items() if k != "blocks"},
+            dataset = cache(cfg["blocks"], extractor=source, config={k: v for k, v in cfg.items() if k != "blocks"},
                             arguments=arguments, read=lambda: _chunks(extractor(**arguments), source),
                             preprocessing=preprocessing)
     except MemoryError as error:  # NumPy's message says how much, in what shape
-        raise DataError(f"data.source {source!r}: not enough memory: {error}") from None
+        raise DataError(f"data.extractor {source!r}: not enough memory: {error}") from None
     dataset.preprocessing = preprocessing
     return dataset
 

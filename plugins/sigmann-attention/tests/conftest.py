@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy
 import pytest
 
-from sigma_core import config_toml
+from sigmann_help import config_toml
 
 #: The handlers every op and layer is checked on: the reference and the numba one (skipped without numba).
 HANDLERS = ["numpy", pytest.param("cpu", marks=pytest.mark.skipif(importlib.util.find_spec("numba") is None,

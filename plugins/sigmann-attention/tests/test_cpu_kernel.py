@@ -7,7 +7,7 @@ import numpy
 import pytest
 
 from sigma_core import create_handler
-from sigma_core.ops import resolve
+from sigma_core.compute.ops import resolve
 
 torch = pytest.importorskip("torch", reason="PyTorch is the reference these tests compare with")
 pytest.importorskip("numba")

@@ -29,7 +29,7 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 # 96 synthetic records in 3 classes, 9 batches an epoch, on the numpy handler: no other plugin needed.
 RUN = {"name": "blobs", "seed": 0, "handler": {"name": "numpy"},
-       "data": {"source": "synthetic", "n": 96, "shape": 5, "classes": 3}, "split": {"validation": 0.25},
+       "data": {"extractor": "synthetic", "n": 96, "shape": 5, "classes": 3}, "split": {"validation": 0.25},
        "network": {"layers": [{"type": "input", "shape": [5]}, {"type": "dense", "size": 3}, {"type": "softmax_ce"}]},
        "optimiser": {"type": "sgd", "learning_rate": 0.1}, "training": {"batch_size": 8, "prefetch": 0}}
 

@@ -30,22 +30,22 @@ MAPPING = "an array of values or a table of value -> number"
 def test_a_wrong_argument_is_one_line_naming_its_key(tmp_path, arguments, message):
     (tmp_path / "x.csv").write_text("1,2,a\n3,4,b\n")
     with pytest.raises(ConfigError) as caught:
-        dataset_from_config({"source": "csv", "path": str(tmp_path / "x.csv"), **arguments})
+        dataset_from_config({"extractor": "csv", "path": str(tmp_path / "x.csv"), **arguments})
     assert str(caught.value) == message
 
 
 def test_right_arguments_of_each_form_still_read(tmp_path):
     (tmp_path / "x.csv").write_text("1,2,a\n3,4,b\n")
     for mappings in ({"2": ["a", "b"]}, {"2": {"a": 0, "b": 1}}, {2: ["a", "b"]}):
-        data = dataset_from_config({"source": "csv", "path": str(tmp_path / "x.csv"), "mappings": mappings,
+        data = dataset_from_config({"extractor": "csv", "path": str(tmp_path / "x.csv"), "mappings": mappings,
                                     "sections": {"inputs": [0, "1"], "targets": 2}})
         assert data.section("inputs").tolist() == [[1, 2], [3, 4]] and data.section("targets").tolist() == [[0], [1]]
 
 
 def test_at_the_cli_it_is_one_line_and_status_2(run_file, capsys, monkeypatch):
     monkeypatch.chdir(run_file.parent)
-    run_file.write_text(run_file.read_text().replace('source = "synthetic"\nn = 96\nshape = 5\nclasses = 3\n',
-                                                     f'source = "csv"\npath = "{run_file.parent / "x.csv"}"\nsections = 1\n'))
+    run_file.write_text(run_file.read_text().replace('extractor = "synthetic"\nn = 96\nshape = 5\nclasses = 3\n',
+                                                     f'extractor = "csv"\npath = "{run_file.parent / "x.csv"}"\nsections = 1\n'))
     (run_file.parent / "x.csv").write_text("1,2,0\n3,4,1\n")
     assert main(["train", str(run_file), "--quiet"]) == 2
     err = capsys.readouterr().err

@@ -120,7 +120,7 @@ def test_stale_block_cache_folders_are_removed_when_blocks_are_built(tmp_path):
 def test_config_blocks_cache_a_csv_and_reuse_it(tmp_path):
     path = tmp_path / "d.csv"
     path.write_text("".join(f"{i},{i * 2},{i % 3}\n" for i in range(50)))
-    cfg = {"source": "csv", "path": str(path), "chunk_records": 7, "one_hot": 3,
+    cfg = {"extractor": "csv", "path": str(path), "chunk_records": 7, "one_hot": 3,
            "preprocess": [{"normalise": {"input_range": [0, 100]}}],
            "blocks": {"records": 16, "memory_budget": 1 << 20}}
     dataset = dataset_from_config(cfg)
@@ -158,7 +158,7 @@ def varied_csv(path, records=203, seed=4):
     ([{"standardise": True}, {"normalise": {"range": [0, 2], "per_feature": True}}], False),
 ])
 def test_fitted_preprocessing_over_blocks_equals_the_in_memory_result(tmp_path, preprocess, exact):
-    cfg = {"source": "csv", "path": str(varied_csv(tmp_path / "v.csv")), "chunk_records": 13, "one_hot": 3,
+    cfg = {"extractor": "csv", "path": str(varied_csv(tmp_path / "v.csv")), "chunk_records": 13, "one_hot": 3,
            "sections": {"inputs": "0-3", "targets": 4}, "preprocess": preprocess}
     memory = dataset_from_config(cfg)
     blocks = dataset_from_config({**cfg, "blocks": {"records": 32, "memory_budget": 1 << 20}})
@@ -183,7 +183,7 @@ def test_fitting_streams_over_blocks_of_a_dataset_four_times_the_budget(tmp_path
     rng = np.random.default_rng(0)
     path = tmp_path / "big.csv"
     path.write_text("".join(",".join(f"{v:.4f}" for v in row) + ",1\n" for row in rng.normal(5, 2, (records, features))))
-    cfg = {"source": "csv", "path": str(path), "chunk_records": 10,
+    cfg = {"extractor": "csv", "path": str(path), "chunk_records": 10,
            "sections": {"inputs": f"0-{features - 1}", "targets": features},
            "preprocess": [{"standardise": True}, {"normalise": {"per_feature": True}}],
            "blocks": {"records": 16, "memory_budget": budget}}

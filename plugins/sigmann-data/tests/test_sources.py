@@ -228,9 +228,9 @@ def test_a_run_file_url_archive_or_checksum_reaches_this_source(tmp_path, http_r
     (tmp_path / "d.csv.bz2").write_bytes(bz2.compress(PAYLOAD))
     md5 = hashlib.md5(PAYLOAD).hexdigest()
     for path in (base + "d.csv.gz", str(tmp_path / "d.csv.bz2"), [str(tmp_path / "gone.csv"), str(tmp_path / "d.csv")]):
-        dataset = dataset_from_config({"source": "csv", "path": path})
+        dataset = dataset_from_config({"extractor": "csv", "path": path})
         np.testing.assert_array_equal(dataset.section("inputs"), [[1, 2], [4, 5]])
-    assert len(dataset_from_config({"source": "csv", "path": str(tmp_path / "d.csv"), "md5": md5})) == 2
+    assert len(dataset_from_config({"extractor": "csv", "path": str(tmp_path / "d.csv"), "md5": md5})) == 2
     with pytest.raises(DataError, match=r"d.csv: md5 checksum mismatch"):
-        dataset_from_config({"source": "csv", "path": str(tmp_path / "d.csv"), "md5": "0" * 32})
+        dataset_from_config({"extractor": "csv", "path": str(tmp_path / "d.csv"), "md5": "0" * 32})
     assert len(requests) == 1

@@ -55,7 +55,7 @@ def test_help_shows_rules_from_conventions_and_argument_rules(capsys):
     assert ("freeze", "a string or an array of strings", "default []") in rows(out)
     status, out, _ = shown(capsys, "help", "extractor", "synthetic")
     assert status == 0 and ("n", "an integer >= 1", "required") in rows(out)  # its argument_rules
-    assert "The table's other keys: source, preprocess, one_hot" in out
+    assert "The table's other keys: extractor, preprocess, one_hot" in out
 
 
 def test_help_takes_monitor_for_hook_and_lists_a_kind(capsys):

@@ -27,7 +27,7 @@ def test_image_folder_one_class_per_subfolder(tmp_path):
     dataset = load_image_folder(pets(tmp_path))
     assert dataset.section("inputs").shape == (4, 4, 5) and dataset.section("targets").tolist() == [0, 0, 1, 1]
     assert dataset.section("inputs")[:, 0, 0].tolist() == [0, 1, 50, 51]
-    resized = dataset_from_config({"source": "images", "path": str(tmp_path / "pets"), "size": [3, 2]})
+    resized = dataset_from_config({"extractor": "images", "path": str(tmp_path / "pets"), "size": [3, 2]})
     assert resized.section("inputs").shape == (4, 2, 3)
 
 

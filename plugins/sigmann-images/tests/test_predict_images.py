@@ -21,7 +21,7 @@ seed = 0
 [handler]
 name = "numpy"
 [data]
-source = "npz"
+extractor = "npz"
 path = "{data}"
 preprocess = [{{ normalise = {{ input_range = [0, 255] }} }}]
 [[network.layers]]

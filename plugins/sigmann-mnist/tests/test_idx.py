@@ -61,12 +61,12 @@ def test_bad_idx_magic_names_file_and_bytes(tmp_path):
 def test_idx_extractor_pairs_images_and_labels(tmp_path):
     (tmp_path / "img").write_bytes(idx_bytes(0x08, (3, 2, 2), bytes(range(12))))
     (tmp_path / "lab").write_bytes(idx_bytes(0x08, (3,), bytes([1, 0, 2])))
-    dataset = dataset_from_config({"source": "idx", "path": str(tmp_path / "img"),
+    dataset = dataset_from_config({"extractor": "idx", "path": str(tmp_path / "img"),
                                    "targets_path": str(tmp_path / "lab"), "one_hot": 3})
     assert dataset.section("inputs").shape == (3, 2, 2) and dataset.section("targets").shape == (3, 3)
     (tmp_path / "short-idx").write_bytes(idx_bytes(0x08, (4, 2, 2), bytes(10)))
     with pytest.raises(DataError, match=r"short-idx is truncated: shape \(4, 2, 2\) .* needs 16 data bytes .* found 10"):
-        dataset_from_config({"source": "idx", "path": str(tmp_path / "short-idx")})
+        dataset_from_config({"extractor": "idx", "path": str(tmp_path / "short-idx")})
 
 
 # --- unreadable files, claims the file cannot hold ----------------------------------------------------------
@@ -138,7 +138,7 @@ seed = 0
 [handler]
 name = "numpy"
 [data]
-source = "synthetic"
+extractor = "synthetic"
 n = 40
 shape = [2, 3]
 classes = 3

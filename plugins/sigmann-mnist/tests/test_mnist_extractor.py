@@ -34,7 +34,7 @@ def test_real_test_set_scaled_and_as_uint8():
     scaled = load_mnist(MNIST_DIR, train=False)
     assert scaled.section("inputs").shape == (10_000, 28, 28) and scaled.section("inputs").dtype == np.float32
     assert 0 <= scaled.section("inputs").min() and scaled.section("inputs").max() <= 1
-    raw = dataset_from_config({"source": "mnist", "directory": str(MNIST_DIR), "train": False, "scale": False})
+    raw = dataset_from_config({"extractor": "mnist", "directory": str(MNIST_DIR), "train": False, "scale": False})
     assert raw.section("inputs").dtype == np.uint8
     assert np.bincount(raw.section("targets"), minlength=10).tolist() == TEST_LABEL_COUNTS
 

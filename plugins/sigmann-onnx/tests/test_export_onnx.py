@@ -67,7 +67,7 @@ seed = 0
 name = "numpy"
 dtype = "{dtype}"
 [data]
-source = "synthetic"
+extractor = "synthetic"
 n = 64
 shape = [2, 3]
 classes = 3

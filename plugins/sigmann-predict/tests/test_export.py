@@ -15,7 +15,7 @@ seed = 0
 [handler]
 name = "numpy"
 [data]
-source = "synthetic"
+extractor = "synthetic"
 n = 64
 shape = [2, 3]
 classes = 3

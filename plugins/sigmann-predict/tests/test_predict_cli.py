@@ -70,8 +70,8 @@ def test_a_fitted_run_predicts_from_raw_inputs(tmp_path, capsys, monkeypatch):
     # fitting them anew to these 360 rows would change every input
     np.savetxt(tmp_path / "labelled.csv", np.column_stack([raw.section("inputs"), raw.section("targets")]),
                delimiter=",", fmt="%g")
-    (tmp_path / "other.toml").write_text(DIGITS.read_text().replace('source = "sklearn"\nname = "digits"', (
-        f'source = "csv"\npath = "{(tmp_path / "labelled.csv").as_posix()}"\none_hot = 10')).replace(
+    (tmp_path / "other.toml").write_text(DIGITS.read_text().replace('extractor = "sklearn"\nname = "digits"', (
+        f'extractor = "csv"\npath = "{(tmp_path / "labelled.csv").as_posix()}"\none_hot = 10')).replace(
         "validation = 0.2", "validation = [0, 360]\ntrain = [0, 360]"))
     status, out, err = sigma(capsys, "eval", checkpoint, "--json", "--handler", "numpy", "--data-config",
                              tmp_path / "other.toml")

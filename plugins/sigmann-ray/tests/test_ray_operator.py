@@ -206,7 +206,7 @@ def test_a_worker_error_names_the_worker(ray_instance, tmp_path):
     inputs[6, 3] = np.nan  # rows 4-7 of the first (unshuffled) batch of 8 are worker 1's
     np.savez(tmp_path / "bad.npz", inputs=inputs, targets=np.arange(8) % 10)
     raw = copy.deepcopy(DIGITS)
-    raw["data"] = {"source": "npz", "path": str(tmp_path / "bad.npz"), "allow_non_finite": True}
+    raw["data"] = {"extractor": "npz", "path": str(tmp_path / "bad.npz"), "allow_non_finite": True}
     raw["split"] = {"validation": [0, 2], "train": [0, 8]}
     raw["handler"] = {"name": "numpy", "dtype": "float64"}
     raw["training"].update(batch_size=8, shuffle=False, epochs=1)

@@ -29,7 +29,7 @@ def test_named_datasets_by_source(name, records):
 
 
 def test_sklearn_source_takes_a_name_and_preprocessing():
-    iris = dataset_from_config({"source": "sklearn", "name": "iris", "preprocess": {"standardise": True}, "one_hot": 3})
+    iris = dataset_from_config({"extractor": "sklearn", "name": "iris", "preprocess": {"standardise": True}, "one_hot": 3})
     np.testing.assert_allclose(iris.section("inputs").mean(axis=0), 0, atol=1e-9)
     assert iris.section("targets").shape == (150, 3)
 

@@ -38,7 +38,7 @@ def run_file(handler, *layers) -> str:
 [handler]
 name = "{handler}"
 [data]
-source = "synthetic"
+extractor = "synthetic"
 n = 64
 shape = 5
 classes = 3

@@ -102,7 +102,7 @@ def test_bad_input_is_one_error_naming_the_file(tmp_path, content, arguments, me
 def test_run_file_data_block_in_memory_and_streamed_into_blocks(tmp_path, monkeypatch):
     BlockDataset = pytest.importorskip("sigmann_data.blocks").BlockDataset  # the [data] blocks cache
     path = write(tmp_path, TEXT)
-    cfg = {"source": "chars", "path": str(path), "sequence": 16, "stride": 5}
+    cfg = {"extractor": "chars", "path": str(path), "sequence": 16, "stride": 5}
     dataset = dataset_from_config(cfg)
     assert dataset.section("inputs").shape == (len(dataset), 16)
     assert dataset.section("targets").shape == (len(dataset), 16, 1)

@@ -132,7 +132,7 @@ def test_bad_checkpoints_are_one_line_and_exit_2(trained, capsys, tmp_path):
                  "--set", "checkpoint.every_epochs=1", "--set", f"checkpoint.directory={tmp_path}"]) == 0
     capsys.readouterr()
     code, _, err = sample(capsys, next(tmp_path.glob("xor*.ckpt")))
-    assert code == 2 and "not a character model (its run's data.source is 'xor'" in err
+    assert code == 2 and "not a character model (its run's data.extractor is 'xor'" in err
 
 
 def test_a_moved_training_text_is_named_and_can_be_given(trained, capsys, tmp_path):

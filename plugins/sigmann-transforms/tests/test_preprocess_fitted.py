@@ -115,7 +115,7 @@ name = "tiny"
 [handler]
 name = "numpy"
 [data]
-source = "synthetic"
+extractor = "synthetic"
 n = 32
 shape = [4]
 classes = 3

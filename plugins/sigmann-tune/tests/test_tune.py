@@ -32,7 +32,7 @@ seed = 0
 name = "numpy"
 dtype = "float32"
 [data]
-source = "sklearn"
+extractor = "sklearn"
 name = "digits"
 preprocess = [{{ normalise = {{ input_range = [0, 16] }} }}]
 [[network.layers]]

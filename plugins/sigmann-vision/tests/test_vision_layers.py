@@ -71,7 +71,7 @@ def test_bad_arguments_name_the_layer_and_key(tmp_path, capsys, key, value, mess
     run = tmp_path / "run.toml"
     run.write_text(f"""
 [data]
-source = "synthetic"
+extractor = "synthetic"
 n = 8
 shape = [1, 6, 6]
 classes = 2

@@ -19,7 +19,7 @@ seed = 0
 name = "numpy"
 dtype = "float64"
 [data]
-source = "synthetic"
+extractor = "synthetic"
 n = 60
 shape = [1, 6, 6]
 classes = 3

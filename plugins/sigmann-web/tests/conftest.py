@@ -21,7 +21,7 @@ seed = 0
 [handler]
 name = "numpy"
 [data]
-source = "synthetic"
+extractor = "synthetic"
 n = 400
 shape = [8, 8]
 classes = 10

@@ -15,7 +15,7 @@ from sigmann_monitors import MetricsHook
 from sigmann_web.hook import WebHook
 
 # 8×8 "images" in 10 classes, so that the dashboard can classify drawings; replayed steps.
-RUN = {"name": "memory", "seed": 0, "data": {"source": "synthetic", "n": 400, "shape": [8, 8], "classes": 10},
+RUN = {"name": "memory", "seed": 0, "data": {"extractor": "synthetic", "n": 400, "shape": [8, 8], "classes": 10},
        "split": {"validation": 0.2},
        "network": {"layers": [{"type": "input", "shape": [8, 8]}, {"type": "dense", "size": 16, "activation": "relu"},
                               {"type": "dropout", "p": 0.1}, {"type": "dense", "size": 10}, {"type": "softmax_ce"}]},

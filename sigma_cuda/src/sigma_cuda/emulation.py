@@ -53,12 +53,14 @@ C_TYPES = {"float": numpy.float32, "double": numpy.float64, "long long": numpy.i
 #: CuPy's ufuncs that Sigma calls (each a ``cupy`` name, checked against CuPy's source), by NumPy's of the same name.
 UFUNCS = ("add", "subtract", "multiply", "divide", "power", "maximum", "minimum", "negative", "exp", "log",
           "log1p", "sqrt", "abs", "absolute", "sign", "tanh", "logaddexp", "greater", "greater_equal", "less",
-          "less_equal", "equal", "not_equal", "isfinite", "isnan", "logical_and", "logical_or", "logical_not")
+          "less_equal", "equal", "not_equal", "isfinite", "isnan", "logical_and", "logical_or", "logical_not",
+          "rint", "invert", "bitwise_and", "bitwise_or")
 #: CuPy's other functions that Sigma calls (checked as UFUNCS), by NumPy's of the same name.
 FUNCTIONS = ("sum", "mean", "max", "min", "amax", "amin", "argmax", "all", "any", "prod", "cumsum", "clip",
              "where", "copyto", "matmul", "dot", "einsum", "tensordot", "concatenate", "stack", "reshape",
              "transpose", "ravel", "broadcast_to", "take", "arange", "empty", "zeros", "ones", "full",
-             "empty_like", "zeros_like", "ones_like", "full_like", "asarray", "array", "ascontiguousarray")
+             "empty_like", "zeros_like", "ones_like", "full_like", "asarray", "array", "ascontiguousarray", "triu",
+             "tril")
 #: Functions that take host data (NumPy arrays) and copy it to the device; every other one refuses it.
 _FROM_HOST = ("asarray", "array", "ascontiguousarray")
 #: The ufuncs whose ``reduce`` and ``at`` CuPy implements (``_kernel.pyx``: NotImplementedError for the rest).
@@ -368,7 +370,7 @@ def _operator(name, reflected=False, in_place=False):
 
 
 for _name, _ufunc in (("add", "add"), ("sub", "subtract"), ("mul", "multiply"), ("truediv", "divide"),
-                      ("pow", "power"), ("matmul", "matmul")):
+                      ("pow", "power"), ("matmul", "matmul"), ("and", "bitwise_and"), ("or", "bitwise_or")):
     setattr(FakeArray, f"__{_name}__", _operator(_ufunc))
     setattr(FakeArray, f"__r{_name}__", _operator(_ufunc, reflected=True))
     setattr(FakeArray, f"__i{_name}__", _operator(_ufunc, in_place=True))
@@ -377,6 +379,7 @@ for _name, _ufunc in (("lt", "less"), ("le", "less_equal"), ("gt", "greater"), (
     setattr(FakeArray, f"__{_name}__", _operator(_ufunc))
 FakeArray.__neg__ = lambda self: _cupy().negative(self)
 FakeArray.__abs__ = lambda self: _cupy().abs(self)
+FakeArray.__invert__ = lambda self: _cupy().invert(self)
 
 
 def _new(data: numpy.ndarray) -> FakeArray:

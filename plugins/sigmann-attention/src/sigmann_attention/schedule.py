@@ -1,21 +1,19 @@
 """The ``warm_up_cosine`` schedule: a linear warm-up, then cosine decay, as one learning-rate schedule.
 
-The core's ``warm_up`` and ``cosine_schedule`` hooks each set the optimiser's
-rate every step from the same base, so attached together the later one wins;
-a GPT wants both in sequence (nanoGPT's ``get_lr``). This is the core's cosine
-schedule (found through the plugin registry, so this distribution imports only
-``sigma_core``'s public names) with the warm-up in front of it.
+sigmann-monitors' ``warm_up`` and ``cosine_schedule`` hooks each set the
+optimiser's rate every step from the same base, so attached together the later
+one wins; a GPT wants both in sequence (nanoGPT's ``get_lr``). This is
+sigmann-monitors' cosine schedule with the warm-up in front of it.
 """
 
 from __future__ import annotations
 
-from sigma_core import ConfigError, load_component
+from sigma_core import ConfigError
+from sigmann_monitors.schedules import CosineSchedule
 
-_Cosine = load_component("hook", "cosine_schedule")
 
-
-class WarmUpCosine(_Cosine):
-    """``base · t / warm_up`` for the first ``warm_up`` iterations, then the core's cosine annealing from ``base``
+class WarmUpCosine(CosineSchedule):
+    """``base · t / warm_up`` for the first ``warm_up`` iterations, then the cosine annealing from ``base``
     to ``base · minimum`` over the remaining ``period − warm_up``, then held at the minimum."""
 
     argument_rules = {"period": "int >= 1", "warm_up": "int >= 0", "minimum": "number >= 0"}

@@ -1,4 +1,4 @@
-"""The ``csv`` extractor: chosen columns of a delimited text file (``[data] source = "csv"``).
+"""The ``csv`` extractor: chosen columns of a delimited text file (``[data] extractor = "csv"``).
 
 :func:`read_csv` is public too: ``sigma predict`` (``sigmann-predict``) reads CSV inputs with it.
 """

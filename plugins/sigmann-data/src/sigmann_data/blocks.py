@@ -215,10 +215,10 @@ def _cache_directory(config: Mapping, arguments: Mapping, settings: Mapping) -> 
             stat = value.stat()
             key[f"{name}:stat"] = [str(value), stat.st_size, stat.st_mtime_ns]
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    return data_dir() / "blocks" / f"{config['source']}-{digest}"
+    return data_dir() / "blocks" / f"{config['extractor']}-{digest}"
 
 
-def block_cache(settings, *, source: str, config: Mapping, arguments: Mapping,
+def block_cache(settings, *, extractor: str, config: Mapping, arguments: Mapping,
                 read: Callable[[], Iterable[Dataset]], preprocessing: Preprocessing) -> BlockDataset:
     """The ``blocks`` cache (see the module docstring and :func:`sigma_core.hookspecs.register_caches`)."""
     if not isinstance(settings, Mapping) or set(settings) - set(SETTINGS):
@@ -232,7 +232,7 @@ def block_cache(settings, *, source: str, config: Mapping, arguments: Mapping,
     if not is_built(directory):
         def build(chunks: Iterable[Dataset]) -> None:
             build_blocks((preprocessing(chunk)[:] for chunk in chunks), directory,
-                         block_records=settings["records"], name=source)
+                         block_records=settings["records"], name=extractor)
 
         if not preprocessing.adaptive:
             build(read())
@@ -240,7 +240,7 @@ def block_cache(settings, *, source: str, config: Mapping, arguments: Mapping,
             directory.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=directory.parent, prefix=partial_prefix(directory)) as staging:
                 raw = build_blocks((chunk[:] for chunk in read()), Path(staging) / "raw",
-                                   block_records=settings["records"], name=source)
-                preprocessing.fit(lambda: (Dataset(block, source) for block in read_blocks(raw)))
-                build(Dataset(block, source) for block in read_blocks(raw))
+                                   block_records=settings["records"], name=extractor)
+                preprocessing.fit(lambda: (Dataset(block, extractor) for block in read_blocks(raw)))
+                build(Dataset(block, extractor) for block in read_blocks(raw))
     return BlockDataset(directory, settings["memory_budget"])

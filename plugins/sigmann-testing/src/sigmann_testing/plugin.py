@@ -28,7 +28,7 @@ seed = 0
 [handler]
 name = "numpy"
 [data]
-source = "synthetic"
+extractor = "synthetic"
 n = 96
 shape = 5
 classes = 3

@@ -32,7 +32,7 @@ KINDS = {
              'In a run file: `[[hooks]]` with `type = "$name"`, `factor = 0.5` and `every = [2, "epoch"]`; '
              'or `sigma train RUN --monitor $name`.'),
     "command": ("prints a checkpoint's epoch and parameter count", "On the command line: `sigma $name CHECKPOINT`."),
-    "extractor": ("two Gaussian blobs of points", 'In a run file: `[data]` with `source = "$name"` and `n = 200`.'),
+    "extractor": ("two Gaussian blobs of points", 'In a run file: `[data]` with `extractor = "$name"` and `n = 200`.'),
     "initialiser": ("uniform in ±scale/sqrt(fan in)", 'In a run file: `[initialisers]` with `"*.weights" = { type = "$name" }`.'),
     "optimiser": ("steps by the sign of a gradient momentum", 'In a run file: `[optimiser]` with `type = "$name"`.'),
     "op": ("gain · tanh(x), a learnable gain per feature",

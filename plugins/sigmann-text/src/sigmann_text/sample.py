@@ -31,7 +31,7 @@ def add_parser(cli) -> None:
     parser = cli.add_parser("sample", parents=[options.HANDLER, options.DEBUG],
                             help="generate text from a character-model checkpoint",
                             description=__doc__.split("\n\n")[1].replace("\n", " "))
-    parser.add_argument("checkpoint", help="a .ckpt of a run whose data.source is chars, or the run file (.toml) "
+    parser.add_argument("checkpoint", help="a .ckpt of a run whose data.extractor is chars, or the run file (.toml) "
                         "that trains it: the newest checkpoint of that run in its checkpoint.directory")
     parser.add_argument("--length", type=options.ranged("int >= 0"), default=200,
                         help="characters to generate (default 200)")
@@ -82,9 +82,9 @@ class Sampler:
         self.checkpoint = load_checkpoint(checkpoint)
         config = self.checkpoint.config
         data = (config or {}).get("data", {})
-        if data.get("source") != "chars":
-            raise SigmaError(f"{self.checkpoint.path}: not a character model (its run's data.source is "
-                             f"{data.get('source', 'not recorded')!r}, sample needs chars)")
+        if data.get("extractor", data.get("source")) != "chars":  # source: an older checkpoint's name for it
+            raise SigmaError(f"{self.checkpoint.path}: not a character model (its run's data.extractor is "
+                             f"{data.get('extractor', data.get('source', 'not recorded'))!r}, sample needs chars)")
         self.encoding = data.get("encoding", "utf-8")
         known = self._run_vocabulary(data, gone_is_fine=text is not None)
         if text is None:
