@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 
-from sigma_core import Hook, Loop, SigmaError, build_run, strategy_from_config
+from sigma_core import Hook, Loop, SigmaError, build_run, operator_from_config
 from sigmann_monitors import MetricsHook
 from sigma_core import config as run_config
 
@@ -139,8 +139,8 @@ def main() -> None:
     watch = Watch(args.minutes * 60, args.min_epochs, args.json)
     with tempfile.TemporaryDirectory() as directory:
         hooks = extra_hooks([n for n in args.hooks.split(",") if n], directory)
-        strategy = strategy_from_config(run.trainer, run.config["operator"])
-        Loop(run.trainer, strategy, epochs=10**9, hooks=[*hooks, watch]).run()
+        operator = operator_from_config(run.trainer, run.config["operator"])
+        Loop(run.trainer, operator, epochs=10**9, hooks=[*hooks, watch]).run()
     rows = watch.rows
     first, last = rows[0]["rss_mb"], rows[-1]["rss_mb"]
     summary = {"handler": run.handler.name, "compile": args.compile, "operator": args.operator, "hooks": args.hooks,

@@ -61,7 +61,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sigma_core import Loop, strategy_from_config
+from sigma_core import Loop, operator_from_config
 from sigma_core import config as run_config
 from sigma_core.hooks import Hook
 from sigma_core.run import build_run
@@ -108,7 +108,7 @@ class Steps(Hook):
 
     def on_iteration(self):
         self.times.append(time.perf_counter())
-        self.busy.append(getattr(self.run.loop.strategy, "busy_seconds", 0.0))
+        self.busy.append(getattr(self.run.loop.operator, "busy_seconds", 0.0))
 
 
 class StopAfter(Hook):
@@ -139,7 +139,7 @@ CONFIGURATIONS = {
 def one_round(run, operator, blas: int, iterations: int, warmup: int, timer: Timer) -> dict:
     """Train ``warmup + iterations`` global iterations; the step time and shares of the counted ones."""
     steps = Steps()
-    loop = Loop(run.trainer, strategy_from_config(run.trainer, operator), epochs=10_000,
+    loop = Loop(run.trainer, operator_from_config(run.trainer, operator), epochs=10_000,
                 hooks=[steps, StopAfter(warmup + iterations)])
     timer.reset()
     with blas_threads(blas):

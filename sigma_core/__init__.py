@@ -41,10 +41,10 @@ _PROVIDERS = {
     "model.network": "Network",
     "model.initialisers": "Initialiser Constant Gaussian Uniform Xavier He Custom",
     "model.inference": "load Saved read_saved",
-    # training: optimisers, the trainer, the loop and its strategies (operators), runs, checkpoints, files
+    # training: optimisers, the trainer, the loop and its operators (operators), runs, checkpoints, files
     "training.optimisers": "Optimiser GradientDescent Momentum Nesterov Adagrad Adadelta RMSProp Adam",
     "training.trainer": "Trainer",
-    "training.loop": "Loop Strategy SingleWorker State EpochReport strategy_from_config",
+    "training.loop": "Loop Operator SingleWorker State EpochReport operator_from_config",
     "run": "build_run step_compiler",
     "training.checkpoint": "save_checkpoint load_checkpoint checkpoint_path latest_checkpoint CheckpointError",
     "training.rundir": "run_directories run_label=label",

@@ -121,7 +121,7 @@ def register_loaders(register: Register) -> None:
 
 @hookspec
 def register_operators(register: Register) -> None:
-    """Training operators for ``[operator] type``: ``sigma_core.Strategy`` classes, built as
+    """Training operators for ``[operator] type``: ``sigma_core.Operator`` classes, built as
     ``cls(trainer, **settings)``, that say how the loop (``sigma_core.Loop``) trains one iteration."""
 
 

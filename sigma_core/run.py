@@ -17,7 +17,7 @@ from sigma_core.errors import ConfigError, UnknownComponentError
 from sigma_core.hooks.checkpoints import checkpoint_hooks_from_config
 from sigma_core.hooks.tables import hooks_from_tables
 from sigma_core.model.initialisers import check_patterns
-from sigma_core.training.loop import Loop, strategy_from_config
+from sigma_core.training.loop import Loop, operator_from_config
 from sigma_core.model.network import Network
 from sigma_core.training.trainer import Trainer
 
@@ -44,8 +44,8 @@ class Run:
         ``hooks``, for the configured epochs; return the summary."""
         if self.trainer.handler is None:
             self.trainer.initialise(self.handler)
-        strategy = strategy_from_config(self.trainer, self.config.get("operator", {}))
-        loop = self.loop = Loop(self.trainer, strategy, epochs=self.epochs, hooks=[*self.hooks, *hooks],
+        operator = operator_from_config(self.trainer, self.config.get("operator", {}))
+        loop = self.loop = Loop(self.trainer, operator, epochs=self.epochs, hooks=[*self.hooks, *hooks],
                                 directory=self.directory, command_line=self.command_line)
         started = time.perf_counter()
         self.history = loop.run()

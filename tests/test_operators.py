@@ -226,16 +226,16 @@ def test_an_error_on_the_training_thread_is_raised_by_join():
         raise SigmaError("boom")  # a hook's SigmaError ends the run (other errors only detach the hook)
 
     run = iris_run(epochs=2)
-    strategy = Recording(run.trainer)
-    loop = Loop(run.trainer, strategy, epochs=2, hooks=[AtIteration(3, boom)])
+    operator = Recording(run.trainer)
+    loop = Loop(run.trainer, operator, epochs=2, hooks=[AtIteration(3, boom)])
     loop.start()
     with pytest.raises(SigmaError, match="boom"):
         loop.join(30)
     assert loop.state is State.STOPPED
-    assert strategy.calls[0] == "setup" and strategy.calls[-1] == "teardown"  # torn down after the error too
+    assert operator.calls[0] == "setup" and operator.calls[-1] == "teardown"  # torn down after the error too
 
 
-# --- the strategy ----------------------------------------------------------------------------
+# --- the operator ----------------------------------------------------------------------------
 
 
 class Recording(SingleWorker):
@@ -265,18 +265,18 @@ class Recording(SingleWorker):
 def test_the_loop_asks_its_strategy_for_every_step_a_merge_per_epoch_and_a_reset():
     run = iris_run(epochs=2)
     per_epoch = len(run.trainer.training_iterator)
-    strategy = Recording(run.trainer)
-    loop = Loop(run.trainer, strategy, epochs=2, hooks=[AtIteration(3, lambda hook: hook.run.command("reset"))])
+    operator = Recording(run.trainer)
+    loop = Loop(run.trainer, operator, epochs=2, hooks=[AtIteration(3, lambda hook: hook.run.command("reset"))])
     reports = loop.run()
     epoch = ["step"] * per_epoch + ["merge"]
     # the reset abandons the first epoch after 3 steps: merged, then reset; then two whole epochs
-    assert strategy.calls == ["setup", *["step"] * 3, "merge", "reset", *epoch, *epoch, "teardown"]
+    assert operator.calls == ["setup", *["step"] * 3, "merge", "reset", *epoch, *epoch, "teardown"]
     assert [report.epoch for report in reports] == [1, 2] and run.trainer.total_iterations == 2 * per_epoch
 
 
 def test_a_strategy_of_another_trainer_is_refused():
     first, second = iris_run(name="a"), iris_run(name="b")
-    with pytest.raises(SigmaError, match="loop of trainer 'a': its strategy was built for trainer 'b'"):
+    with pytest.raises(SigmaError, match="loop of trainer 'a': its operator was built for trainer 'b'"):
         Loop(first.trainer, SingleWorker(second.trainer), epochs=1)
 
 

@@ -1,6 +1,6 @@
 """The training loop: epochs, iterations, the commands that steer a run, and its events.
 
-:class:`Loop` is the one place a run's epochs and iterations happen. Its :class:`Strategy` (the operator an
+:class:`Loop` is the one place a run's epochs and iterations happen. Its :class:`Operator` (what an
 ``[operator]`` table names) trains each iteration; the loop owns the rest: the run's state, the commands other
 threads and hooks send, validation at each epoch's end, and the events hooks receive (:mod:`sigma_core.hooks`),
 each emitted once, by :meth:`Loop._emit`. Commands act only at iteration boundaries: the hooks and the handler
@@ -68,7 +68,7 @@ class State(str, Enum):
     STOPPED = "stopped"
 
 
-class Strategy:
+class Operator:
     """How the loop trains one iteration: an operator (``[operator] type``), built as ``cls(trainer, **settings)``
     (checked against its signature and ``argument_rules``). Implement :meth:`step`; the other methods do nothing
     here. The loop calls them all on the training thread (docs/plugins.md, "Operator")."""
@@ -96,15 +96,15 @@ class Strategy:
         """The run ended (also after an error): release workers, threads and limits."""
 
 
-class SingleWorker(Strategy):
+class SingleWorker(Operator):
     """The trainer's own step, on the training thread."""
 
     def step(self, batch: dict):
         return self.trainer.compiled_step(batch)
 
 
-def strategy_from_config(trainer, table: dict) -> Strategy:
-    """The strategy an ``[operator]`` table names (default: the single worker), its settings checked."""
+def operator_from_config(trainer, table: dict) -> Operator:
+    """The operator an ``[operator]`` table names (default: the single worker), its settings checked."""
     return plugins.build("operator", {"type": "single_worker", **table}, trainer, where="operator")
 
 
@@ -113,14 +113,14 @@ class Loop:
     (:meth:`start`), steered from any thread by :meth:`command` and the ``signal_*`` methods (Sigma's worker rules:
     a paused loop blocks until resumed, stopped or reset; pause or resume after a stop raises)."""
 
-    def __init__(self, trainer, strategy: Strategy | None = None, *, epochs: int, hooks=(), directory=None,
+    def __init__(self, trainer, operator: Operator | None = None, *, epochs: int, hooks=(), directory=None,
                  command_line=None):
-        strategy = SingleWorker(trainer) if strategy is None else strategy
-        if strategy.trainer is not trainer:
-            raise SigmaError(f"loop of trainer {trainer.name!r}: its strategy was built for trainer "
-                             f"{strategy.trainer.name!r}")
+        operator = SingleWorker(trainer) if operator is None else operator
+        if operator.trainer is not trainer:
+            raise SigmaError(f"loop of trainer {trainer.name!r}: its operator was built for trainer "
+                             f"{operator.trainer.name!r}")
         self.trainer = trainer
-        self.strategy = strategy
+        self.operator = operator
         self.epochs = int(epochs)
         #: Delivers the events to the hooks (:mod:`sigma_core.hooks.dispatch`); ``failures`` lists hooks it detached.
         self.dispatcher = Dispatcher()
@@ -382,7 +382,7 @@ class Loop:
     def _loop(self) -> None:
         start = time.perf_counter()
         try:
-            self.strategy.setup(self)
+            self.operator.setup(self)
             self.dispatcher.start(self, start)
             self._emit("start")
             while True:
@@ -402,7 +402,7 @@ class Loop:
                 self.dispatcher.close()
             finally:
                 try:
-                    self.strategy.teardown()
+                    self.operator.teardown()
                 finally:
                     with self._changed:
                         self._state, self._active = State.STOPPED, False
@@ -411,7 +411,7 @@ class Loop:
 
     def _epoch(self) -> None:
         """Train the open epoch (or a new one) to its end, unless a stop or reset abandons it."""
-        trainer, step = self.trainer, self.strategy.step
+        trainer, step = self.trainer, self.operator.step
         began, paused, trained = time.perf_counter(), self._paused_seconds, 0
         for batch in trainer.open_epoch():
             trainer.train_batch(batch, step)
@@ -420,9 +420,9 @@ class Loop:
             # Unlocked reads: a signal that lands just after them is seen at the next boundary.
             if (self._state is not State.RUNNING or self._paused or self._reset_requested or self._step_requested
                     or self._calls) and not self._obey_signals():
-                self.strategy.merge()
+                self.operator.merge()
                 return  # the caller's loop acts on the stop or reset; the epoch stays open and is not reported
-        self.strategy.merge()
+        self.operator.merge()
         cost = trainer.close_epoch()
         seconds = time.perf_counter() - began - (self._paused_seconds - paused)
         validation = {name: trainer.evaluate(iterator) for name, iterator in trainer.validation.items()}
@@ -460,10 +460,10 @@ class Loop:
             self._emit(event)
 
     def _reset(self) -> None:
-        """Reset the trainer, forget its epoch reports, let the strategy drop its copies, emit ``reset``."""
+        """Reset the trainer, forget its epoch reports, let the operator drop its copies, emit ``reset``."""
         self.trainer.reset()
         self.reports.clear()
-        self.strategy.reset()
+        self.operator.reset()
         self._emit("reset")
 
     # -- events --------------------------------------------------------------------------------------

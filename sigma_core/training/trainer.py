@@ -205,7 +205,7 @@ class Trainer:
         return batches
 
     def train_batch(self, batch: dict, step=None):
-        """One iteration on ``batch`` by ``step(batch)`` (a :class:`~sigma_core.training.loop.Strategy`'s; default
+        """One iteration on ``batch`` by ``step(batch)`` (a :class:`~sigma_core.training.loop.Operator`'s; default
         :attr:`compiled_step`), counted here, its cost added to the epoch's; a non-finite cost's error says where
         it came from."""
         try:

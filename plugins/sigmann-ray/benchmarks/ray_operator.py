@@ -24,7 +24,7 @@ Parts:
 
 Per configuration: the step time (median of the round's steps), split into
 compute (the slowest worker's forward and backward pass, the driver's own
-rows (worker 0) or an actor's, as each times it: ``RayWorkers.busy_seconds``),
+rows (worker 0) or an actor's, as each times it: ``RayOperator.busy_seconds``),
 merge (the slowest worker adding up the workers' arrays and applying the
 sum: ``merge_seconds``; every process does it once, at the same time) and
 transfer (the rest: moving the arrays, Ray's own work, waiting for the
@@ -54,7 +54,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sigma_core import Hook, Loop, build_run, strategy_from_config, validate_run
+from sigma_core import Hook, Loop, build_run, operator_from_config, validate_run
 from sigmann_threads import blas_threads
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -69,10 +69,10 @@ class Steps(Hook):
         self.count, self.times, self.compute, self.merge = count, [], [], []
 
     def on_iteration(self):
-        strategy = self.run.loop.strategy
+        operator = self.run.loop.operator
         self.times.append(time.perf_counter())
-        self.compute.append(getattr(strategy, "busy_seconds", 0.0))
-        self.merge.append(getattr(strategy, "merge_seconds", 0.0))
+        self.compute.append(getattr(operator, "busy_seconds", 0.0))
+        self.merge.append(getattr(operator, "merge_seconds", 0.0))
         if len(self.times) == self.count:
             self.run.command("stop")
 
@@ -93,7 +93,7 @@ def one_round(run, operator: dict, iterations: int, warmup: int) -> dict:
     """``warmup + iterations`` global iterations; the counted ones' median step and mean compute and merge."""
     steps = Steps(warmup + iterations)
     with blas_threads(1):
-        Loop(run.trainer, strategy_from_config(run.trainer, operator), epochs=10_000, hooks=[steps]).run()
+        Loop(run.trainer, operator_from_config(run.trainer, operator), epochs=10_000, hooks=[steps]).run()
     step = float(np.median(np.diff(steps.times[warmup - 1:])))
     compute = (steps.compute[-1] - steps.compute[warmup - 1]) / iterations
     merge = (steps.merge[-1] - steps.merge[warmup - 1]) / iterations

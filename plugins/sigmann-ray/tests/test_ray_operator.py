@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sigma_core import ConfigError, Loop, NonFiniteError, SigmaError, build_run, load, strategy_from_config
+from sigma_core import ConfigError, Loop, NonFiniteError, SigmaError, build_run, load, operator_from_config
 from sigma_core import config as run_config
 from sigma_core.training.checkpoint import checkpoints
 from sigma_core.hooks import Hook
@@ -55,7 +55,7 @@ def parameters(trainer) -> dict:
 
 
 def ray_loop(trainer, operator: dict, *, epochs, hooks=()) -> Loop:
-    return Loop(trainer, strategy_from_config(trainer, operator), epochs=epochs, hooks=hooks)
+    return Loop(trainer, operator_from_config(trainer, operator), epochs=epochs, hooks=hooks)
 
 
 class AtIteration(Hook):
@@ -94,7 +94,7 @@ def test_one_worker_is_the_driver_alone(ray_instance):
     seen = []
     run = digits_run()
     ray_loop(run.trainer, {"type": "ray", "workers": 1}, epochs=1, hooks=[AtIteration(3, lambda hook: seen.append(
-        (hook.run.loop.strategy.actors, ray_instance.available_resources().get("CPU"))))]).run()
+        (hook.run.loop.operator.actors, ray_instance.available_resources().get("CPU"))))]).run()
     assert seen == [([], 2)]  # no actor, no CPU taken from Ray
     for pid, array in parameters(single.trainer).items():
         np.testing.assert_allclose(parameters(run.trainer)[pid], array, rtol=1e-12, atol=1e-12, err_msg=pid)
@@ -177,7 +177,7 @@ def kill_worker_1(hook):
     is the first actor)."""
     import ray
 
-    pid = ray.get(hook.run.loop.strategy.actors[0].pid.remote())
+    pid = ray.get(hook.run.loop.operator.actors[0].pid.remote())
     assert os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0)  # not Ray's nice +15
     os.kill(pid, signal.SIGKILL)
 
@@ -294,7 +294,7 @@ def test_a_frozen_worker_on_this_node_is_replaced_after_the_timeout(ray_instance
     frozen = []
 
     def freeze_worker_1(hook):
-        frozen.append(ray.get(hook.run.loop.strategy.actors[0].pid.remote()))
+        frozen.append(ray.get(hook.run.loop.operator.actors[0].pid.remote()))
         os.kill(frozen[0], signal.SIGSTOP)
 
     run = digits_run({"type": "ray", "workers": 2, "timeout": 3}, epochs=2)

@@ -12,7 +12,7 @@ from sigmann_testing import ArrayCensus, Prober
 from sigma_core import CheckpointHook, Loop, build_run
 from sigma_core import config as run_config
 from sigmann_monitors import MetricsHook
-from sigmann_threads import ThreadWorkers
+from sigmann_threads import ThreadsOperator
 
 DIGITS = Path(__file__).resolve().parents[3] / "examples" / "digits.toml"
 
@@ -27,5 +27,5 @@ def test_thread_workers_keep_no_arrays_from_epoch_to_epoch(handler, tmp_path):
     census = ArrayCensus()
     hooks = [MetricsHook(directory=str(tmp_path / "metrics")), CheckpointHook(str(tmp_path / "checkpoints")),
              Prober(next(iter(run.trainer.validation["validation"]))["inputs"][:5]), census]
-    Loop(run.trainer, ThreadWorkers(run.trainer, workers=2), epochs=6, hooks=hooks).run()
+    Loop(run.trainer, ThreadsOperator(run.trainer, workers=2), epochs=6, hooks=hooks).run()
     census.assert_flat()

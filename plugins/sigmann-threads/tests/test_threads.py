@@ -1,4 +1,4 @@
-"""The ``threads`` operator: data-parallel workers on one machine, a strategy of the loop."""
+"""The ``threads`` operator: data-parallel workers on one machine, an operator of the loop."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from sigma_core.training.checkpoint import checkpoints
 from sigma_core.hooks import Hook
 from sigma_core.hooks.checkpoints import CheckpointHook
 from sigma_core.run import build_run
-from sigmann_threads import ThreadWorkers, WorkerError, shard_bounds
+from sigmann_threads import ThreadsOperator, WorkerError, shard_bounds
 
 DIGITS = tomllib.loads((Path(__file__).resolve().parents[3] / "examples" / "digits.toml").read_text())
 
@@ -39,8 +39,8 @@ def digits_run(handler="numpy", dtype="float64", dropout=False, epochs=2, operat
 
 
 def threads(trainer, *, epochs, hooks=(), **settings) -> Loop:
-    """A loop whose iterations ``workers`` threads train (ThreadWorkers' settings)."""
-    return Loop(trainer, ThreadWorkers(trainer, **settings), epochs=epochs, hooks=hooks)
+    """A loop whose iterations ``workers`` threads train (ThreadsOperator' settings)."""
+    return Loop(trainer, ThreadsOperator(trainer, **settings), epochs=epochs, hooks=hooks)
 
 
 def parameters(trainer) -> dict:
@@ -257,7 +257,7 @@ def test_a_worker_exception_reaches_the_driver_naming_the_worker_and_changes_not
     def broken(shard):
         raise RuntimeError("disk on fire")
 
-    loop.strategy.workers[1].trainer.gradients = broken
+    loop.operator.workers[1].trainer.gradients = broken
     before = parameters(run.trainer)
     with pytest.raises(WorkerError, match=r"^worker 1 failed: RuntimeError: disk on fire$"):
         loop.run()
@@ -279,7 +279,7 @@ def test_model_averaging_merges_the_workers_networks_at_the_epochs_end():
     run = digits_run(epochs=1)
     loop = threads(run.trainer, epochs=1, workers=2, combine="models", every=1000)
     last = {}  # worker index -> (its step, its network) after each of its own steps
-    for worker in loop.strategy.workers:
+    for worker in loop.operator.workers:
         def train(shard, counters, worker=worker, step=worker.train):
             cost = step(shard, counters)
             last[worker.index] = (counters[0], worker.trainer.network.state_dict())
@@ -303,7 +303,7 @@ def test_model_averaging_merges_the_workers_networks_at_the_epochs_end():
     for pid, value in worker0.items():  # merged once, at the epoch's end: the mean of the two local networks
         assert not np.allclose(value, worker1[pid])
         np.testing.assert_array_equal(merged[pid], (value + worker1[pid]) / 2)
-        np.testing.assert_array_equal(loop.strategy.workers[1].trainer.network.state_dict()[pid], merged[pid])
+        np.testing.assert_array_equal(loop.operator.workers[1].trainer.network.state_dict()[pid], merged[pid])
 
 
 def test_model_averaging_merges_every_k_iterations_and_when_stopped():
@@ -312,7 +312,7 @@ def test_model_averaging_merges_every_k_iterations_and_when_stopped():
                    hooks=[AtIteration(4, lambda hook: hook.run.command("stop"))])
     loop.run()
     assert run.trainer.total_iterations == 4  # merged at 3, and again at the stop: the workers hold the merge
-    worker = loop.strategy.workers[0].trainer
+    worker = loop.operator.workers[0].trainer
     for pid, array in run.trainer.network.state_dict().items():
         np.testing.assert_array_equal(worker.network.state_dict()[pid], array)
     memory = run.trainer.optimiser.state_dict()["memory"]
@@ -327,7 +327,7 @@ def test_blas_runs_one_thread_per_worker_while_training():
     before = blas()
     run = digits_run(epochs=1)
     loop = threads(run.trainer, epochs=1, workers=2, hooks=[AtIteration(1, lambda hook: between.append(blas()))])
-    for worker in loop.strategy.workers:
+    for worker in loop.operator.workers:
         worker.trainer.gradients = lambda shard, compute=worker.trainer.gradients: (seen.append(blas()),
                                                                                    compute(shard))[1]
     loop.run()
@@ -339,7 +339,7 @@ def test_an_uninitialised_trainer_is_refused():
     run = digits_run()
     run.trainer.handler = None
     with pytest.raises(SigmaError, match="initialise it before building its operator"):
-        ThreadWorkers(run.trainer)
+        ThreadsOperator(run.trainer)
 
 
 def test_a_threads_trainer_runs_next_to_a_single_worker_one():

@@ -17,5 +17,5 @@ def ray_installed() -> tuple[bool, str]:
 
 @hookimpl
 def register_operators(register):
-    register("ray", "sigmann_ray.operator:RayWorkers", check=ray_installed,
+    register("ray", "sigmann_ray.operator:RayOperator", check=ray_installed,
              description="data-parallel workers as Ray actors, local or on a cluster (address); gradient all-reduce")

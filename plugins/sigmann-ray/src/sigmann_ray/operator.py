@@ -1,6 +1,6 @@
 """The ``ray`` operator: data-parallel workers, the driver and Ray actors, in lockstep, gradients all-gathered.
 
-It is a strategy of the loop (:class:`sigma_core.Strategy`), built from the
+It is an operator of the loop (:class:`sigma_core.Operator`), built from the
 workers of sigmann-threads (:class:`sigmann_threads.Worker` and its seeds,
 shards and errors). The driver keeps the global state, exactly as the
 ``threads`` operator with ``combine = "gradients"`` does: the trainer's
@@ -69,7 +69,7 @@ import time
 
 import numpy
 
-from sigma_core import SigmaError, Strategy
+from sigma_core import SigmaError, Operator
 from sigmann_ray import cluster
 from sigmann_ray import flat
 from sigmann_threads import Worker, WorkerError, base_seed, blas_threads, shard_bounds, worker_failed
@@ -78,7 +78,7 @@ log = logging.getLogger("sigma")
 LOCAL_RAY = cluster.LOCAL_RAY  # kept here too: tests and benchmarks start a local instance as the operator does
 
 
-class RayWorkers(Strategy):
+class RayOperator(Operator):
     """``workers`` data-parallel workers: this process (worker 0) and Ray actors; see the module docstring."""
 
     argument_rules = {"workers": "int >= 1", "cpus_per_worker": "number > 0", "gpus_per_worker": "number >= 0",
@@ -135,7 +135,7 @@ class RayWorkers(Strategy):
         self._merged = 0.0  # seconds the driver took to merge the last step
         self._limits = contextlib.ExitStack()  # during a run: this process's BLAS kept to blas_threads
 
-    # -- the strategy ---------------------------------------------------------------------------------
+    # -- the operator ---------------------------------------------------------------------------------
     def setup(self, loop) -> None:
         """Actors live for one run (started at its first step), so no run leaves actors holding CPUs. This
         process keeps to ``blas_threads`` meanwhile: it is a worker too."""

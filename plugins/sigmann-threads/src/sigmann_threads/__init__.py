@@ -2,7 +2,7 @@
 
 The entry point registers the operator ``threads`` (alias ``multithreaded``)
 lazily, so plugin discovery imports nothing heavy. The names below are this
-distribution's public API, imported on first use: :class:`ThreadWorkers`
+distribution's public API, imported on first use: :class:`ThreadsOperator`
 (:mod:`sigmann_threads.threads`), the pieces every data-parallel worker is
 made of (:mod:`sigmann_threads.workers`: :class:`Worker`, :func:`shard_bounds`,
 :func:`base_seed`, :func:`worker_seed`, :func:`blas_threads`,
@@ -15,7 +15,7 @@ import importlib
 from sigma_core import hookimpl
 
 _LAZY = {
-    "ThreadWorkers": "sigmann_threads.threads",
+    "ThreadsOperator": "sigmann_threads.threads",
     **dict.fromkeys(["Worker", "WorkerError", "worker_failed", "shard_bounds", "base_seed", "worker_seed",
                      "blas_threads"], "sigmann_threads.workers"),
     **dict.fromkeys(["AverageMerger", "WeightedMerger"], "sigmann_threads.mergers"),
@@ -35,5 +35,5 @@ def __getattr__(name):
 
 @hookimpl
 def register_operators(register):
-    register("threads", "sigmann_threads.threads:ThreadWorkers", aliases=("multithreaded",),
+    register("threads", "sigmann_threads.threads:ThreadsOperator", aliases=("multithreaded",),
              description="data-parallel workers on threads, each with its own handler; gradient or model averaging")

@@ -1,7 +1,7 @@
 """The ``threads`` operator (Sigma's multithreaded CPU operator): data-parallel workers on threads of this process.
 
-It is a strategy of the loop (:class:`sigma_core.Strategy`): the loop owns the
-epochs, commands and events, and asks :class:`ThreadWorkers` for each
+It is an operator of the loop (:class:`sigma_core.Operator`): the loop owns the
+epochs, commands and events, and asks :class:`ThreadsOperator` for each
 iteration. The global state is the trainer (network, optimiser, counters,
 iterators, on its handler): what hooks read and checkpoints save. Each worker
 (:class:`~sigmann_threads.workers.Worker`) has a local copy
@@ -57,7 +57,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy
 
-from sigma_core import SigmaError, Strategy, require
+from sigma_core import SigmaError, Operator, require
 
 from .mergers import AverageMerger, WeightedMerger
 from .workers import Worker, base_seed, blas_threads, shard_bounds, worker_failed
@@ -66,7 +66,7 @@ log = logging.getLogger("sigma")
 COMBINE = ("gradients", "models")
 
 
-class ThreadWorkers(Strategy):
+class ThreadsOperator(Operator):
     """``workers`` data-parallel workers on threads of this process; see the module docstring."""
 
     argument_rules = {"workers": "int >= 1", "every": "int >= 1", "blas_threads": "int >= 0"}
@@ -92,7 +92,7 @@ class ThreadWorkers(Strategy):
         self._scratch = [numpy.empty(largest.size, handler.dtype) for _ in range(workers)]
         self._unmerged = 0  # model averaging: local iterations since the last merge
 
-    # -- the strategy ---------------------------------------------------------------------------------
+    # -- the operator ---------------------------------------------------------------------------------
     def setup(self, loop) -> None:
         """The workers take the global state; BLAS keeps to ``blas_threads``; the pool starts."""
         self._pull()
