@@ -38,7 +38,8 @@ def register_layers(register):
         ("dropout", "sigma_core.model.layers.dropout:Dropout", "inverted dropout"),
         ("concatenate", "sigma_core.model.layers.merge:Concatenate", "joins inputs on the feature axis", "concat"),
         ("add", "sigma_core.model.layers.merge:Add", "elementwise sum of inputs (residual)"),
-        ("softmax_ce", "sigma_core.model.layers.cost:SoftmaxCrossEntropy", "cost", "softmaxce", "softmax_cross_entropy"),
+        ("softmax_ce", "sigma_core.model.layers.cost:SoftmaxCrossEntropy", "cost", "softmaxce",
+         "softmax_cross_entropy"),
         ("squared_difference", "sigma_core.model.layers.cost:SquaredDifference", "cost", "squareddiff", "mse"),
     ])
 
@@ -100,7 +101,8 @@ def register_hooks(register):
 
 @hookimpl
 def register_operators(register):
-    register("single_worker", "sigma_core.training.loop:SingleWorker", aliases="single", description="trains on one thread")
+    register("single_worker", "sigma_core.training.loop:SingleWorker", aliases="single",
+             description="trains on one thread")
 
 
 @hookimpl

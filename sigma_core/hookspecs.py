@@ -97,8 +97,8 @@ def register_sources(register: Register) -> None:
 def register_caches(register: Register) -> None:
     """Dataset caches for the ``[data]`` key of their name (``blocks = {...}``), called as
     ``cache(settings, extractor=, config=, arguments=, read=, preprocessing=)``: the key's value, the extractor's
-    name, the rest of the table, its arguments, ``read()`` yielding ``Dataset`` chunks and the table's ``sigma_core.Preprocessing``
-    (fitted chunk by chunk). Returns the dataset to train on."""
+    name, the rest of the table, its arguments, ``read()`` yielding ``Dataset`` chunks and the table's
+    ``sigma_core.Preprocessing`` (fitted chunk by chunk). Returns the dataset to train on."""
 
 
 @hookspec

@@ -35,7 +35,7 @@ class Run:
     hooks: list = field(default_factory=list)  # [[hooks]], [checkpoint]'s and [[monitors]], attached by train()
     history: list = field(default_factory=list)  # the last train()'s epoch reports
     seconds: float = 0.0
-    directory: Path | None = None  # runs/<name>/version_N; None: made when a hook first asks (sigma_core.training.rundir)
+    directory: Path | None = None  # runs/<name>/version_N; None: made when a hook first asks (training/rundir.py)
     command_line: list | None = None  # what started the run (without --resume), for the resume commands printed
     loop: Loop | None = None  # the last train()'s: its ``stopped`` says why it ended
 

@@ -2,8 +2,9 @@
 
 The core's commands register like any plugin's (``register_commands`` in :mod:`sigma_core.builtins`): each module
 of :data:`COMMANDS` has ``add_parser(subparsers)``, which adds and returns its parser, and ``main``, from the parsed
-arguments to the exit status. A plugin's command never replaces one of the core's. A :class:`~sigma_core.errors.SigmaError` (a usage error too) is one ``error:``
-line and exit status 2, or its traceback with ``--debug``; any other exception is a bug and shows its traceback.
+arguments to the exit status. A plugin's command never replaces one of the core's. A
+:class:`~sigma_core.errors.SigmaError` (a usage error too) is one ``error:`` line and exit status 2, or its
+traceback with ``--debug``; any other exception is a bug and shows its traceback.
 """
 
 import argparse

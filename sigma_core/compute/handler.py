@@ -1,11 +1,12 @@
 """The computation handler: the only thing that touches live data.
 
-Layers, optimisers and hooks call a handler's ops on :class:`~sigma_core.compute.ndarray.NDArray` handles: every
-differentiable one is a registered :class:`~sigma_core.compute.ops.Op`, the core's as a plugin's, run by :meth:`Handler.op`
-(``handler.add(a, b)`` is a shorthand for ``handler.op("add", a, b)``). The handler runs an op's rules with its
-kernels (:class:`~sigma_core.compute.kernels.ArrayKernels` or a backend's subclass), records it on the active tape so
-gradients come for free, and recycles buffers between iterations (sessions). A backend sets ``name`` and
-``kernels_class`` and, if it may not run everywhere, overrides :meth:`Handler.availability`.
+Layers, optimisers and hooks call a handler's ops on :class:`~sigma_core.compute.ndarray.NDArray` handles:
+every differentiable one is a registered :class:`~sigma_core.compute.ops.Op`, the core's as a plugin's, run
+by :meth:`Handler.op` (``handler.add(a, b)`` is a shorthand for ``handler.op("add", a, b)``). The handler runs
+an op's rules with its kernels (:class:`~sigma_core.compute.kernels.ArrayKernels` or a backend's subclass),
+records it on the active tape so gradients come for free, and recycles buffers between iterations (sessions).
+A backend sets ``name`` and ``kernels_class`` and, if it may not run everywhere, overrides
+:meth:`Handler.availability`.
 """
 
 import contextlib
@@ -24,8 +25,8 @@ DTYPES = ("float32", "float64")
 
 
 def _shorthand(name: str, doc: str, inputs: str = "a, b"):
-    """``handler.<name>(a, b)``: :meth:`Handler.op` of the core op ``name`` (:mod:`sigma_core.compute.ops`) on ``inputs``,
-    named in its signature for ``help()`` and docs/ops.md."""
+    """``handler.<name>(a, b)``: :meth:`Handler.op` of the core op ``name`` (:mod:`sigma_core.compute.ops`) on
+    ``inputs``, named in its signature for ``help()`` and docs/ops.md."""
 
     def shorthand(self, *arrays):
         return self.op(name, *arrays)
@@ -339,7 +340,8 @@ class Handler:
 
     def optimiser_update(self, rule, param, grad, memory=(), *, weight_decay=0.0, **hyperparameters):
         """One untraced, in-place step of ``param`` and its ``memory`` arrays by ``rule``, a method of
-        :class:`~sigma_core.compute.kernels.UpdateKernels` (sgd, adam, ...), after adding weight_decay·param to ``grad``."""
+        :class:`~sigma_core.compute.kernels.UpdateKernels` (sgd, adam, ...), after adding weight_decay·param to
+        ``grad``."""
         updates = self.kernels.updates
         update = getattr(updates, rule, None)
         if update is None:

@@ -130,7 +130,8 @@ class RunView:
     """The run as a hook sees it: ``values`` at the current event, commands, published values, live objects.
 
     One live view per run, on the training thread; a threaded hook gets per event a view over its copy of the
-    values (:meth:`for_thread`), which refuses the live objects. ``loop`` is the :class:`~sigma_core.training.loop.Loop`.
+    values (:meth:`for_thread`), which refuses the live objects. ``loop`` is the
+    :class:`~sigma_core.training.loop.Loop`.
     """
 
     def __init__(self, loop, started: float | None = None, *, values: Values | None = None, published=None):
@@ -138,8 +139,8 @@ class RunView:
         self.started = time.perf_counter() if started is None else started
         self.published = {} if published is None else published  # shared by a run's views; see publish()
         self.values = Values("start", {}, self) if values is None else values  # a threaded hook's: its copy
-        #: Any thread: steer the run (:meth:`Loop.command <sigma_core.training.loop.Loop.command>`: stop, pause, set, ...),
-        #: and the shell command that continues it from a checkpoint (None for a run started in code).
+        #: Any thread: steer the run (:meth:`Loop.command <sigma_core.training.loop.Loop.command>`: stop, pause,
+        #: set, ...), and the shell command that continues it from a checkpoint (None for a run started in code).
         self.command, self.resume_command = loop.command, loop.resume_command
 
     @property

@@ -1,7 +1,8 @@
 """Python shorthands for the built-in layers: ``Input(28, 28) + Dense(100, "relu") + Dense(10) + SoftmaxCE()``.
 
 Each takes the layer's arguments (its defaults are the layer's own) and ``name``, the first ones also by position.
-Plugin layers use :class:`~sigma_core.model.architecture.Construct` directly: ``Construct("maxout", size=64, pieces=2)``.
+Plugin layers use :class:`~sigma_core.model.architecture.Construct` directly:
+``Construct("maxout", size=64, pieces=2)``.
 """
 
 from sigma_core.model.architecture import Construct

@@ -154,7 +154,8 @@ class Loop:
 
     @property
     def directory(self) -> Path:
-        """The run's own directory (``runs/<name>/version_N``, :mod:`sigma_core.training.rundir`), made when first asked for."""
+        """The run's own directory (``runs/<name>/version_N``, :mod:`sigma_core.training.rundir`), made when first
+        asked for."""
         with self._changed:
             if self._directory is None:
                 self._directory = rundir.new_version(self.trainer.name)

@@ -150,7 +150,8 @@ class Trainer:
             tape.watch(*self._trainable_arrays)
             result = self.network.forward(externals, training=True)
             if result.cost is None:
-                raise SigmaError(f"trainer {self.name!r}: the network has no cost layer, so there is nothing to optimise")
+                raise SigmaError(f"trainer {self.name!r}: the network has no cost layer, so there is nothing to "
+                                 "optimise")
             cost = result.cost
             self.check_cost(cost)
             grads = tape.gradient(cost, self._trainable_arrays)

@@ -47,7 +47,8 @@ class Op:
     # -- input makers for examples(): each keeps an op away from kinks, ties and its domain's edge --------------
     @staticmethod
     def example(id: str, *makers, **params) -> tuple:
-        """One case of :meth:`examples`: each input made by a maker of ``rng`` (or a constant array), with ``params``."""
+        """One case of :meth:`examples`: each input made by a maker of ``rng`` (or a constant array), with
+        ``params``."""
         return id, lambda rng: [m(rng) if callable(m) else m for m in makers], params
 
     @staticmethod

@@ -33,8 +33,9 @@ class Dense(KernelOp):
         return gx, gw, k.sum(gz, axis=0) if needs[2] else None
 
     def examples(self):
-        return [self.example(f"{activation}-{bias}", *(normal(3, 4), normal(4, 5), normal(5))[:3 if bias == "bias" else 2],
-                             activation=activation) for activation in ACTIVATIONS for bias in ("bias", "nobias")]
+        inputs = {"bias": (normal(3, 4), normal(4, 5), normal(5)), "nobias": (normal(3, 4), normal(4, 5))}
+        return [self.example(f"{activation}-{bias}", *makers, activation=activation)
+                for activation in ACTIVATIONS for bias, makers in inputs.items()]
 
 
 class SoftmaxCrossEntropy(KernelOp):
