@@ -1,10 +1,9 @@
-"""What the attention tests share: the handlers to run on, comparisons within a dtype's precision, taped
-gradients, and the PyTorch twin of the GPT (benchmarks/torch_gpt.py, importable here)."""
+"""What the attention tests share: the handlers to run on, PyTorch's gradients, and the PyTorch twin of the GPT
+(benchmarks/torch_gpt.py, importable here); ``close`` and ``taped`` come from sigmann-testing."""
 
 from __future__ import annotations
 
 import importlib.util
-import math
 import sys
 import tomllib
 from pathlib import Path
@@ -27,38 +26,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # t
 def handler_name(request):
     """Each handler the test runs on."""
     return request.param
-
-
-@pytest.fixture
-def close():
-    return _close
-
-
-@pytest.fixture
-def taped():
-    return _taped
-
-
-def _close(actual, expected, dtype, depth, what=""):
-    """Two computations of the same values in different orders, ``depth`` roundings deep (the terms of the widest
-    sum, times the chained steps): each rounding is off by at most eps relative to the largest value involved, and
-    independent roundings add up like a random walk, to about √depth of them (×4 for the exp and division of a
-    softmax, each within an ulp or two); a wrong formula is off by far more."""
-    bound = float(numpy.finfo(dtype).eps) * math.sqrt(depth) * 4
-    scale = max(float(numpy.abs(expected).max(initial=0.0)), 1.0)
-    numpy.testing.assert_allclose(actual, expected, rtol=bound, atol=bound * scale, err_msg=what)
-
-
-def _taped(handler, name, values, seed, watched=None, **params):
-    """``handler.op(name, *values, **params)`` and the gradients of sum(output · seed) for the inputs at the
-    positions ``watched`` (default: all), as NumPy."""
-    watched = range(len(values)) if watched is None else watched
-    with handler.tape() as tape:
-        arrays = [handler.asarray(v) for v in values]
-        tape.watch(*[arrays[i] for i in watched])
-        out = handler.op(name, *arrays, **params)
-        grads = tape.gradient(out, [arrays[i] for i in watched], seed=handler.asarray(seed(out.shape)))
-    return out.to_numpy(), [g.to_numpy() for g in grads]
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """The pytest plugin (entry point group ``pytest11``), loaded in every pytest session once sigmann-testing is installed.
 
-It offers the ``sigma_handlers`` fixture. Being a pytest plugin also has
+It offers the ``sigma_handlers``, ``sigma_run_file``, ``close`` and ``taped`` fixtures. Being a pytest plugin also has
 pytest rewrite the kit's ``assert`` statements, so a failed check shows the
 values it compared. Nothing here runs plugin discovery or imports the kit
 until a test asks for it: sessions that do not use Sigma pay nothing.
@@ -18,6 +18,47 @@ def sigma_handlers() -> list[str]:
     from .layers import available_handlers
 
     return available_handlers()
+
+
+@pytest.fixture
+def close():
+    """``close(actual, expected, dtype, depth, what="")``: assert two computations of the same values agree within
+    what ``depth`` roundings in ``dtype`` allow (:func:`assert_close`)."""
+    return assert_close
+
+
+@pytest.fixture
+def taped():
+    """``taped(handler, name, values, seed, watched=None, **params)``: an op's output and input gradients
+    (:func:`op_gradients`)."""
+    return op_gradients
+
+
+def assert_close(actual, expected, dtype, depth, what=""):
+    """Two computations of the same values in different orders, ``depth`` roundings deep (the terms of the widest
+    sum, times the chained steps): each rounding is off by at most eps relative to the largest value involved, and
+    independent roundings add up like a random walk, to about √depth of them (×4 for the exp and division of a
+    softmax, each within an ulp or two); a wrong formula is off by far more."""
+    import math
+
+    import numpy
+
+    bound = float(numpy.finfo(dtype).eps) * math.sqrt(depth) * 4
+    scale = max(float(numpy.abs(expected).max(initial=0.0)), 1.0)
+    numpy.testing.assert_allclose(actual, expected, rtol=bound, atol=bound * scale, err_msg=what)
+
+
+def op_gradients(handler, name, values, seed, watched=None, **params):
+    """``handler.op(name, *values, **params)`` and the gradients of sum(output · seed) for the inputs at the
+    positions ``watched`` (default: all), as NumPy; ``seed`` is an array or ``seed(shape)``."""
+    watched = range(len(values)) if watched is None else watched
+    with handler.tape() as tape:
+        arrays = [handler.asarray(v) for v in values]
+        tape.watch(*[arrays[i] for i in watched])
+        out = handler.op(name, *arrays, **params)
+        grads = tape.gradient(out, [arrays[i] for i in watched],
+                              seed=handler.asarray(seed(out.shape) if callable(seed) else seed))
+    return out.to_numpy(), [g.to_numpy() for g in grads]
 
 
 #: The smallest run that still trains, checkpoints and reports: 96 synthetic records in 3 classes, one dense layer,
