@@ -70,3 +70,22 @@ def test_the_core_stays_within_its_line_limit():
     lines = sum(path.read_bytes().count(b"\n") for path in (ROOT / "sigma_core").rglob("*.py"))
     assert lines <= CORE_LINE_LIMIT, (f"sigma_core holds {lines:,} lines, over its limit of {CORE_LINE_LIMIT:,}: "
                                       "move a component to a distribution, or raise the limit in a commit that says why")
+
+
+def test_no_backend_imports_a_plugin():
+    """A plugin may build on a backend, never the other way round: sigmann-replay hands sigma_cuda's graph capture
+    what it needs through the recording (``replay_pool()``, ``declined``)."""
+    found = [f"{path.relative_to(ROOT)}:{line}: imports {module}"
+             for backend in ("sigma_cpu", "sigma_cuda") for path in (ROOT / backend / "src").rglob("*.py")
+             for line, module, _ in _plugin_imports(path)]
+    assert not found, "\n".join(found)
+
+
+def _plugin_imports(path: Path):
+    """(line, module, names) of each import of a ``sigmann_*`` distribution in ``path``."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        modules = [node.module] if isinstance(node, ast.ImportFrom) and node.module else [
+            alias.name for alias in getattr(node, "names", ())] if isinstance(node, ast.Import) else []
+        for module in modules:
+            if module.split(".")[0].startswith("sigmann_"):
+                yield node.lineno, module, []

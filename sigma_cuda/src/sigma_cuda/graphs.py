@@ -3,10 +3,10 @@
 sigmann-replay (the ``replay`` step compiler, :mod:`sigmann_replay.replay`) records a training step's
 kernel calls; on the ``cuda`` handler it asks :meth:`CudaKernels.capture
 <sigma_cuda.kernels.CudaKernels.capture>`, and they are captured once as a CUDA graph, on a stream of
-their own (CuPy stream capture). This module runs only then, so it imports sigmann-replay (an optional
-dependency: ``pip install 'sigmann-cuda[replay]'``). Nothing runs while capturing and nothing may be
-allocated: a :class:`~sigmann_replay.ReplayPool` hands every kernel the buffers it had
-when recorded, so the graph's memory is the recording's, and CuPy's allocator
+their own (CuPy stream capture). This module imports no plugin: the recording brings what the capture needs
+from sigmann-replay (its pool of recorded buffers, ``recording.replay_pool()``, and ``recording.declined``, the
+exception that declines a capture). Nothing runs while capturing and nothing may be allocated: the replay pool
+hands every kernel the buffers it had when recorded, so the graph's memory is the recording's, and CuPy's allocator
 refuses while capturing (memory a graph kept would be handed out again by the
 pool). Each later step of that signature is then
 
@@ -44,7 +44,6 @@ import cupyx
 import numpy
 
 from sigma_core import UPDATE_SCALARS
-from sigmann_replay import NotReplayable, ReplayPool
 
 from .kernels import use_device
 from .upload import is_pinned
@@ -80,7 +79,7 @@ class GraphStep:
         self.next = 0  # the next free slot
         self.checks, self.draws, self.rules = [], [], []  # host checks; dropout keys; (host scalars, their values)
         steps = list(zip(recording.records, recording.forms, calls, counts))
-        pool, kernels.pool = kernels.pool, ReplayPool(recording.buffers)
+        pool, kernels.pool = kernels.pool, recording.replay_pool()
         self.current = "all_finite"  # the call being captured, for messages
         try:
             with cupy.cuda.using_allocator(self._refuse), self.stream:
@@ -98,10 +97,10 @@ class GraphStep:
                 self.graph = self.stream.end_capture()
             # the first copies wait for the recorded step, which read the input buffers
             self.stream.wait_event(cupy.cuda.get_current_stream().record(self.ready))
-        except NotReplayable:
+        except recording.declined:
             raise
         except Exception as error:  # CUDA or CuPy refused something: the steps run normally, the log says why
-            raise NotReplayable(f"not captured: {self.current} failed while captured as a CUDA graph "
+            raise self.recording.declined(f"not captured: {self.current} failed while captured as a CUDA graph "
                                 f"({type(error).__name__}: {error})") from error
         finally:
             kernels.pool = pool
@@ -109,7 +108,7 @@ class GraphStep:
     def _refuse(self, size):
         """The allocator while capturing: a graph would keep the memory, which CuPy's pool would hand out again.
         The reason names the op only (no size: each batch shape would make another reason, logged again)."""
-        raise NotReplayable(f"not captured: {self.current} allocates device memory while captured as a CUDA graph")
+        raise self.recording.declined(f"not captured: {self.current} allocates device memory while captured as a CUDA graph")
 
     @staticmethod
     def _name(record) -> str:
@@ -119,13 +118,12 @@ class GraphStep:
             name = getattr(args[0], "__qualname__", name)
         return f"{part}.{name}" if part else name
 
-    @staticmethod
-    def _scalars(record, call) -> int:
+    def _scalars(self, record, call) -> int:
         """How many device scalars a record's kernel reads: those that change between steps."""
         part, name = record[0], record[1]
         if part == "updates" and name != "l2_gradient":
             if name not in UPDATE_SCALARS:
-                raise NotReplayable(f"not captured: updates.{name} has no CUDA kernel reading its hyperparameters")
+                raise self.recording.declined(f"not captured: updates.{name} has no CUDA kernel reading its hyperparameters")
             return len(UPDATE_SCALARS[name](**call[2]))
         return int(call is not None and name in ("l2_gradient", "dropout") and part in ("updates", ""))
 
@@ -144,7 +142,7 @@ class GraphStep:
         if form == "check":
             self.checks.append(call)
         elif form not in ("kernel", "array module"):
-            raise NotReplayable(f"not captured: {self.current} makes its own result buffer, which a CUDA graph "
+            raise self.recording.declined(f"not captured: {self.current} makes its own result buffer, which a CUDA graph "
                                 "cannot allocate")
         elif not count:
             call[0](*call[1], **call[2])
@@ -163,7 +161,7 @@ class GraphStep:
                 fits = k.updates._run(name, tuple(call[1]), *device)
                 self.rules.append((host, lambda call=call, rule=UPDATE_SCALARS[name]: rule(**call[2])))  # as the prologue sets
             if not fits:
-                raise NotReplayable(f"not captured: {self.current} took CuPy's generic path, "
+                raise self.recording.declined(f"not captured: {self.current} took CuPy's generic path, "
                                     "whose scalars a CUDA graph would fix")
 
     def replay(self, batch: dict):

@@ -360,7 +360,7 @@ class CudaKernels(ArrayKernels):
 
     def capture(self, recording, calls):
         """A recorded step as a CUDA graph: sigmann-replay's step compiler asks (its ``Recording`` and the calls
-        a replay makes, one per record), :mod:`sigma_cuda.graphs` answers; it raises ``NotReplayable`` to decline."""
+        a replay makes, one per record), :mod:`sigma_cuda.graphs` answers; it raises ``recording.declined`` to decline."""
         from .graphs import GraphStep
 
         return GraphStep(self, recording, calls)

@@ -191,7 +191,13 @@ class _CopyBack:
 
 
 class Recording:
-    """One recorded step of a trainer, ready to replay; built from a finished :class:`Recorder`."""
+    """One recorded step of a trainer, ready to replay; built from a finished :class:`Recorder`.
+
+    A device handler's own replay (``kernels.capture(recording, calls)``) takes from it what it needs of this
+    plugin, so that no backend imports it: :meth:`replay_pool` and :attr:`declined`."""
+
+    #: What a handler's ``capture`` raises to decline: the step is then replayed call by call (or run as written).
+    declined = NotReplayable
 
     def __init__(self, trainer, recorder: Recorder, cost):
         self.trainer, self.cost = trainer, cost
@@ -316,6 +322,10 @@ class Recording:
         """Whether a replay gives the bits of a normal step now: a plugin optimiser's recorded update calls hold
         its hyperparameters as they were when it was recorded (a schedule may have changed them since)."""
         return not self.custom or self.hyperparameters(self.trainer.optimiser) == self.values
+
+    def replay_pool(self) -> ReplayPool:
+        """A pool that hands out this recording's buffers in recorded order, for a capture to run the calls on."""
+        return ReplayPool(self.buffers)
 
     def replay(self, batch: dict):
         """Run the recorded step on ``batch``; returns the cost (the recorded handler number)."""
