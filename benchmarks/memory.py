@@ -140,7 +140,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as directory:
         hooks = extra_hooks([n for n in args.hooks.split(",") if n], directory)
         operator = operator_from_config(run.trainer, run.config["operator"])
-        Loop(run.trainer, operator, epochs=10**9, hooks=[*hooks, watch]).run()
+        Loop(run.trainer, operator, epochs=10**9, hooks=[*hooks, watch], config=run.config).run()
     rows = watch.rows
     first, last = rows[0]["rss_mb"], rows[-1]["rss_mb"]
     summary = {"handler": run.handler.name, "compile": args.compile, "operator": args.operator, "hooks": args.hooks,

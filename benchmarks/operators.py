@@ -140,7 +140,7 @@ def one_round(run, operator, blas: int, iterations: int, warmup: int, timer: Tim
     """Train ``warmup + iterations`` global iterations; the step time and shares of the counted ones."""
     steps = Steps()
     loop = Loop(run.trainer, operator_from_config(run.trainer, operator), epochs=10_000,
-                hooks=[steps, StopAfter(warmup + iterations)])
+                hooks=[steps, StopAfter(warmup + iterations)], config=run.config)
     timer.reset()
     with blas_threads(blas):
         loop.run()

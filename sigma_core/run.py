@@ -46,7 +46,7 @@ class Run:
             self.trainer.initialise(self.handler)
         operator = operator_from_config(self.trainer, self.config.get("operator", {}))
         loop = self.loop = Loop(self.trainer, operator, epochs=self.epochs, hooks=[*self.hooks, *hooks],
-                                directory=self.directory, command_line=self.command_line)
+                                directory=self.directory, command_line=self.command_line, config=self.config)
         started = time.perf_counter()
         self.history = loop.run()
         if loop.has_directory:  # a later train() continues there
@@ -184,7 +184,7 @@ def build_run(config: dict, *, handler_name: str | None = None) -> Run:
     if isinstance(iterator, PrefetchIterator):  # a GPU handler copies batches into pinned memory there
         iterator.prepare = getattr(handler, "pin_batch", None)
     trainer = Trainer(network, optimiser, iterator, validation={"validation": validation}, initialisers=initialisers,
-                      name=config["name"], run_config=config)
+                      name=config["name"])
     trainer.compile_step(compiler)
     log.info("run %s: %d training and %d held-out records, %s parameters on %s",
              config["name"], len(training), len(held_out), f"{network.parameter_count:,}", handler)

@@ -37,7 +37,8 @@ class CheckpointHook(Hook):
 
     def save(self, trainer) -> Path:
         """Save now, then delete all but the newest ``keep`` checkpoints of this trainer."""
-        path = save_checkpoint(trainer, trainer.run_config, checkpoint_path(self.directory, trainer),
+        config = self.run.config if self.run else None
+        path = save_checkpoint(trainer, config, checkpoint_path(self.directory, trainer),
                                directory=self.run.directory if self.run and self.run.loop.has_directory else None)
         for old in checkpoints(self.directory, trainer.name)[:-self.keep]:
             old.unlink(missing_ok=True)
@@ -51,7 +52,7 @@ def checkpoint_now(loop) -> Path:
     if saver is not None:
         return saver.save(loop.trainer)
     trainer = loop.trainer
-    return save_checkpoint(trainer, trainer.run_config, checkpoint_path(loop.directory / "checkpoints", trainer),
+    return save_checkpoint(trainer, loop.config, checkpoint_path(loop.directory / "checkpoints", trainer),
                            directory=loop.directory)
 
 

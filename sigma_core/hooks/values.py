@@ -150,7 +150,7 @@ class RunView:
     @property
     def config(self) -> dict | None:
         """The validated run file, if the run was built from one."""
-        return self.loop.trainer.run_config
+        return self.loop.config
 
     @property
     def epochs(self) -> int:

@@ -114,7 +114,7 @@ class Loop:
     a paused loop blocks until resumed, stopped or reset; pause or resume after a stop raises)."""
 
     def __init__(self, trainer, operator: Operator | None = None, *, epochs: int, hooks=(), directory=None,
-                 command_line=None):
+                 command_line=None, config: dict | None = None):
         operator = SingleWorker(trainer) if operator is None else operator
         if operator.trainer is not trainer:
             raise SigmaError(f"loop of trainer {trainer.name!r}: its operator was built for trainer "
@@ -122,6 +122,9 @@ class Loop:
         self.trainer = trainer
         self.operator = operator
         self.epochs = int(epochs)
+        #: The validated run file the run was built from, if any: its checkpoints save it, hooks read it (``config``
+        #: of their :class:`~sigma_core.hooks.values.RunView`), and an operator may in ``setup``.
+        self.config = config
         #: Delivers the events to the hooks (:mod:`sigma_core.hooks.dispatch`); ``failures`` lists hooks it detached.
         self.dispatcher = Dispatcher()
         self.reports: list[EpochReport] = []

@@ -18,10 +18,8 @@ class Trainer:
 
     def __init__(self, network, optimiser, training_iterator, *, validation: dict | None = None,
                  initialisers: dict | None = None, name: str = "trainer", inputs: str = "inputs",
-                 targets: str = "targets", run_config: dict | None = None):
+                 targets: str = "targets"):
         self.name = name
-        #: The validated run file this trainer was built from (saved into checkpoints), if any.
-        self.run_config = run_config
         self.network = network
         self.optimiser = optimiser
         self.training_iterator = training_iterator

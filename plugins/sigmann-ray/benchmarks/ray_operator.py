@@ -93,7 +93,8 @@ def one_round(run, operator: dict, iterations: int, warmup: int) -> dict:
     """``warmup + iterations`` global iterations; the counted ones' median step and mean compute and merge."""
     steps = Steps(warmup + iterations)
     with blas_threads(1):
-        Loop(run.trainer, operator_from_config(run.trainer, operator), epochs=10_000, hooks=[steps]).run()
+        Loop(run.trainer, operator_from_config(run.trainer, operator), epochs=10_000, hooks=[steps],
+             config=run.config).run()
     step = float(np.median(np.diff(steps.times[warmup - 1:])))
     compute = (steps.compute[-1] - steps.compute[warmup - 1]) / iterations
     merge = (steps.merge[-1] - steps.merge[warmup - 1]) / iterations

@@ -54,8 +54,10 @@ def parameters(trainer) -> dict:
     return {pid: array.to_numpy().copy() for pid, array in trainer.network.parameters.items()}
 
 
-def ray_loop(trainer, operator: dict, *, epochs, hooks=()) -> Loop:
-    return Loop(trainer, operator_from_config(trainer, operator), epochs=epochs, hooks=hooks)
+def ray_loop(run, operator: dict, *, epochs, hooks=()) -> Loop:
+    """A loop of ``run`` with the operator ``operator`` names: its actors build their runs from the run's config."""
+    return Loop(run.trainer, operator_from_config(run.trainer, operator), epochs=epochs, hooks=hooks,
+                config=run.config)
 
 
 class AtIteration(Hook):
@@ -93,7 +95,7 @@ def test_one_worker_is_the_driver_alone(ray_instance):
     Loop(single.trainer, epochs=1).run()
     seen = []
     run = digits_run()
-    ray_loop(run.trainer, {"type": "ray", "workers": 1}, epochs=1, hooks=[AtIteration(3, lambda hook: seen.append(
+    ray_loop(run, {"type": "ray", "workers": 1}, epochs=1, hooks=[AtIteration(3, lambda hook: seen.append(
         (hook.run.loop.operator.actors, ray_instance.available_resources().get("CPU"))))]).run()
     assert seen == [([], 2)]  # no actor, no CPU taken from Ray
     for pid, array in parameters(single.trainer).items():
@@ -150,8 +152,8 @@ def test_the_workers_follow_the_drivers_hyperparameters_and_a_second_run(ray_ins
     Loop(single.trainer, epochs=1, hooks=[slower()]).run()
     Loop(single.trainer, epochs=2).run()
     run, operator = digits_run(epochs=2), {"type": "ray", "workers": 2}
-    ray_loop(run.trainer, operator, epochs=1, hooks=[slower()]).run()
-    ray_loop(run.trainer, operator, epochs=2).run()  # new actors take the global state
+    ray_loop(run, operator, epochs=1, hooks=[slower()]).run()
+    ray_loop(run, operator, epochs=2).run()  # new actors take the global state
     assert run.trainer.optimiser.learning_rate == single.trainer.optimiser.learning_rate
     for pid, array in parameters(single.trainer).items():
         np.testing.assert_allclose(parameters(run.trainer)[pid], array, rtol=1e-12, atol=1e-12, err_msg=pid)
@@ -161,7 +163,7 @@ def test_a_reset_mid_epoch_recompiles_and_repeats_the_run(ray_instance, caplog):
     single = digits_run(epochs=2)
     expected = [report.cost for report in Loop(single.trainer, epochs=2).run()]
     run = digits_run(epochs=2)
-    loop = ray_loop(run.trainer, {"type": "ray", "workers": 2}, epochs=2,
+    loop = ray_loop(run, {"type": "ray", "workers": 2}, epochs=2,
                     hooks=[AtIteration(20, lambda hook: hook.run.command("reset"))])
     with caplog.at_level(logging.DEBUG, logger="sigma"):
         reports = loop.run()

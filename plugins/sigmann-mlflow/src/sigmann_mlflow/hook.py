@@ -172,8 +172,8 @@ class MlflowHook(Hook):
         trainer, log = self._trainer, self._client.log_artifact
         with tempfile.TemporaryDirectory(prefix="sigma-mlflow-") as folder:
             folder = Path(folder)
-            checkpoint = save_checkpoint(trainer, trainer.run_config, checkpoint_path(folder, trainer))
-            if trainer.run_config is not None and importlib.util.find_spec("safetensors") is not None:
+            checkpoint = save_checkpoint(trainer, self.run.config, checkpoint_path(folder, trainer))
+            if self.run.config is not None and importlib.util.find_spec("safetensors") is not None:
                 export_safetensors = load_component("exporter", "safetensors")  # what sigma export writes
                 export = export_safetensors(checkpoint, folder / f"{checkpoint.stem}.safetensors")
                 log(self.run_id, str(export), "export")

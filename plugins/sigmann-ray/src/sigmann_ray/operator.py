@@ -91,9 +91,6 @@ class RayOperator(Operator):
                  gpus_per_worker: float = 0.0, restarts: int = 3, blas_threads: int = 1):
         if trainer.handler is None:
             raise SigmaError(f"trainer {trainer.name!r}: initialise it before building its operator")
-        if trainer.run_config is None:
-            raise SigmaError(f"operator 'ray': trainer {trainer.name!r} was not built from a run file, and each "
-                             "Ray worker builds its run (and reads its data) from one; use build_run or sigma train")
         super().__init__(trainer)
         where = cluster.join(address, token_file=token_file, connect_timeout=connect_timeout)
         import ray  # after joining: Ray reads its authentication mode when imported
@@ -125,7 +122,7 @@ class RayOperator(Operator):
         # Soft node affinity: the planned node while it has room, another one otherwise (rather than waiting).
         self._spawn = lambda index, node: RayWorker.options(**options, scheduling_strategy=(
             NodeAffinitySchedulingStrategy(node, soft=True, _spill_on_unavailable=True))).remote(
-            trainer.run_config, trainer.handler.name, index, workers, seed, os.getcwd())
+            self._config, trainer.handler.name, index, workers, seed, os.getcwd())
         self._homes = self._plan(ray.nodes(), cpus_per_worker, gpus_per_worker)  # per actor, the node it goes to
         self._synced, self._ahead = None, None  # _ahead: (counters, refs) of the step submitted ahead
         self._exchange = None  # how the synchronised actors' arrays travel (sigmann_ray.exchange)
@@ -134,11 +131,17 @@ class RayOperator(Operator):
         self._flat = self._total = None  # the driver's array of a step when it has no actors, and a step's sum
         self._merged = 0.0  # seconds the driver took to merge the last step
         self._limits = contextlib.ExitStack()  # during a run: this process's BLAS kept to blas_threads
+        self._config = None  # the run file the loop was built from: each actor builds its run from it (setup)
 
     # -- the operator ---------------------------------------------------------------------------------
     def setup(self, loop) -> None:
         """Actors live for one run (started at its first step), so no run leaves actors holding CPUs. This
         process keeps to ``blas_threads`` meanwhile: it is a worker too."""
+        if loop.config is None:
+            raise SigmaError(f"operator 'ray': the run of trainer {self.trainer.name!r} was not built from a run file, "
+                             "and each Ray worker builds its run (and reads its data) from one; use build_run or "
+                             "sigma train")
+        self._config = loop.config
         self._limits.enter_context(blas_threads(self.blas_threads))
 
     def step(self, batch: dict):

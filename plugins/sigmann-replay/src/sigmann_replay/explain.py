@@ -36,7 +36,7 @@ def run_explain(args) -> int:
     trainer.compile_step(StepReplay.compile)
     for batch in itertools.islice(trainer.training_iterator, 2):
         trainer.run_iteration(batch)
-    print(recorded(trainer))
+    print(recorded(trainer, run.config))
     return 0
 
 
@@ -48,19 +48,19 @@ class ExplainOnce(Hook):
     def on_start(self):
         if StepReplay.of(self.run.trainer) is None:  # nothing will be recorded: say so now
             self.steps = 2
-            print(recorded(self.run.trainer), file=sys.stderr)
+            print(recorded(self.run.trainer, self.run.config), file=sys.stderr)
 
     def on_iteration(self):
         self.steps += 1
         if self.steps == 2:
-            print(recorded(self.run.trainer), file=sys.stderr)
+            print(recorded(self.run.trainer, self.run.config), file=sys.stderr)
 
 
-def recorded(trainer) -> str:
+def recorded(trainer, config: dict | None = None) -> str:
     """The table of the trainer's latest recorded step, or one line saying why there is none."""
     replay = StepReplay.of(trainer)
     if replay is None:
-        setting = (trainer.run_config or {}).get("training", {}).get("compile", "none")
+        setting = (config or {}).get("training", {}).get("compile", "none")
         return f"run {trainer.name!r}: training steps are not recorded (training.compile = {setting!r}): nothing to explain"
     if replay.last is not None:
         return explain(replay.last)

@@ -268,7 +268,7 @@ class WebHook(Hook):
         if self.checkpoints is None or any(isinstance(hook, CheckpointHook) for hook in loop.hooks):
             path = checkpoint_now(loop)
         else:
-            path = save_checkpoint(trainer, trainer.run_config, checkpoint_path(self.checkpoints, trainer),
+            path = save_checkpoint(trainer, loop.config, checkpoint_path(self.checkpoints, trainer),
                                    directory=loop.directory)
         loop.signal_stop("the web page's Stop & save", STOPPED_FROM_PAGE)
         return path
