@@ -144,7 +144,8 @@ def plugin_sections() -> list[str]:
                   " (a section a plugin adds through `register_sections`).", ""]
         if isinstance(rule, dict):
             lines += ["| key | accepts |", "|---|---|"]
-            lines += [f"| `{'any other key' if key is ... else key}` | {accepts(inner)} |" for key, inner in rule.items()]
+            lines += [f"| `{'any other key' if key is ... else key}` | {accepts(inner)} |"
+                      for key, inner in rule.items()]
     return lines
 
 
