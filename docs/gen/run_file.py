@@ -59,6 +59,17 @@ MEANING = {
                 "([Operators](../operators.md)).",
 }
 
+#: What each key every [data] table may have does (``component_table_keys("extractor")``), held as MEANING is.
+DATA_KEYS = {
+    "extractor": "The extractor that reads the records (`source`, its older name, is still read).",
+    "preprocess": "Transforms applied in order to the inputs (sigmann-transforms: `normalise`, `standardise`, "
+                  "`shuffle`, `permute`); what they fit to the training data is kept with the network.",
+    "one_hot": "One-hot encode integer targets into this many classes.",
+    "md5": "The data's expected MD5 checksum, which sigmann-data's sources verify.",
+    "sha256": "The data's expected SHA-256 checksum, which sigmann-data's sources verify.",
+    "blocks": "A block-wise on-disk cache (sigmann-data): `{ records = N, memory_budget = BYTES }`.",
+}
+
 #: The component kind whose arguments fill each table section, with the key naming the component.
 COMPONENT_TABLES = {"data": ("extractor", "extractor"), "optimiser": ("optimiser", "type"),
                     "operator": ("operator", "type"), "hooks": ("hook", "type"), "monitors": ("hook", "type"),
@@ -96,7 +107,9 @@ def components_of(kind: str) -> str:
 
 def render() -> str:
     paths = dict(keys(SCHEMA))
-    unexplained, stale = set(paths) - set(MEANING), set(MEANING) - set(paths)
+    data_keys = component_table_keys("extractor")
+    unexplained = set(paths) - set(MEANING) | {f"data.{key}" for key in set(data_keys) - set(DATA_KEYS)}
+    stale = set(MEANING) - set(paths) | {f"data.{key}" for key in set(DATA_KEYS) - set(data_keys)}
     if unexplained or stale:
         raise SystemExit(f"docs/gen/run_file.py: keys without a meaning: {sorted(unexplained)}; "
                          f"meanings of keys the validator does not have: {sorted(stale)}")
@@ -116,6 +129,8 @@ def render() -> str:
             lines += ["", f"## {heading}", "", MEANING[top], ""]
             if top in COMPONENT_TABLES or top == "network":
                 lines += table_keys("network.layers" if top == "network" else top)
+            if top == "data":
+                lines += ["| key | what it does |", "|---|---|", *[f"| `{k}` | {DATA_KEYS[k]} |" for k in data_keys], ""]
             if isinstance(rule, dict) and ... not in rule:
                 lines += ["| key | accepts | default | what it does |", "|---|---|---|---|"]
             else:
