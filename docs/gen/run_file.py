@@ -130,7 +130,8 @@ def render() -> str:
             if top in COMPONENT_TABLES or top == "network":
                 lines += table_keys("network.layers" if top == "network" else top)
             if top == "data":
-                lines += ["| key | what it does |", "|---|---|", *[f"| `{k}` | {DATA_KEYS[k]} |" for k in data_keys], ""]
+                lines += ["| key | what it does |", "|---|---|"]
+                lines += [f"| `{key}` | {DATA_KEYS[key]} |" for key in data_keys] + [""]
             if isinstance(rule, dict) and ... not in rule:
                 lines += ["| key | accepts | default | what it does |", "|---|---|---|---|"]
             else:
