@@ -37,10 +37,8 @@ COMMAND = re.compile(r"pip install\b([^`\n#)&;]*)")
 
 def distributions() -> dict[str, tuple[str, dict]]:
     """Every distribution of this repository: canonical name -> (path as a command names it, its [project])."""
-    found = {}
-    for pyproject in sorted(ROOT.glob("**/pyproject.toml")):
-        if ".venv" in pyproject.parts or "site-packages" in str(pyproject):
-            continue
+    found, folders = {}, [ROOT, *ROOT.glob("sigma_*"), *ROOT.glob("plugins/*")]
+    for pyproject in [folder / "pyproject.toml" for folder in folders if (folder / "pyproject.toml").is_file()]:
         project = tomllib.loads(pyproject.read_text())["project"]
         where = pyproject.parent.relative_to(ROOT).as_posix()
         found[canonicalize_name(project["name"])] = ("." if where == "." else f"./{where}", project)
