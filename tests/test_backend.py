@@ -116,7 +116,7 @@ def test_unknown_handler_lists_the_registered_ones(fake_handlers):
     with pytest.raises(UnknownComponentError) as caught:
         backend.create_handler("quantum")
     assert str(caught.value) == ("unknown handler 'quantum' (available: fast, gpu, numpy, picky, slow, twin); "
-                                 "the README lists the plugins that provide more")
+                                 "docs/distributions.md lists the plugins that provide more")
 
 
 @pytest.mark.parametrize(
