@@ -80,7 +80,7 @@ def test_the_first_signal_stops_a_run_held_by_an_inline_hook_saves_and_names_the
         child.kill()
     assert child.returncode == status, err
     assert "Traceback" not in err
-    assert re.search(rf"sigma: hook 'blocker' failed in on_epoch: StopHeldUp: it held the run up 1.0 s after {why}",
+    assert re.search(rf"sigma: hook 'blocker' failed in on_epoch: TimeoutError: it held the run up 1.0 s after {why}",
                      err), err
     [line] = [line for line in err.splitlines() if line.startswith("stopped by ")]
     assert re.match(rf"stopped by {why} after training step \d+ \(1 of 1000 epochs done\); saved ", line), line

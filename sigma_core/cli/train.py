@@ -3,8 +3,8 @@
 Each run writes into its own directory, ``runs/<name>/version_N`` (:mod:`sigma_core.training.rundir`); a resumed run
 continues in its checkpoint's. However the run ends, it saves a checkpoint (where ``[checkpoint]`` saves, else in the
 run directory's ``checkpoints/``) and prints one line on stderr: what ended it, the checkpoint, the command that
-resumes from it. Exit status (README.md too): 0 when the epochs ran out or a hook's criterion stopped the run,
-3 for the web page's Stop, 130 for Ctrl-C, 143 for SIGTERM, 2 for an error (one ``error:`` line), :data:`HOOK_FAILED` with --strict.
+resumes from it. Exit status: 0 when the epochs ran out or a hook's criterion stopped the run, 3 for the web page's
+Stop, 130 for Ctrl-C, 143 for SIGTERM, 2 for an error (one ``error:`` line), :data:`HOOK_FAILED` with --strict.
 """
 
 import contextlib
@@ -49,6 +49,7 @@ def add_parser(subparsers):
 
 
 def main(args) -> int:
+    from sigma_core.hooks.tables import parse_hook_option
     from sigma_core.run import build_run  # imports numpy: not on every sigma command's path
 
     dtype = [f"handler.dtype={args.dtype}"] if args.dtype else []
@@ -72,8 +73,12 @@ def main(args) -> int:
                          "--set)")
     out = check_writable(args.out, what="--out") if args.out else None  # refused now, not after training
     run = build_run(cfg, handler_name=args.handler)
-    monitors = _monitors(args.monitors, cfg, checkpoint)
-    run.config["hooks"] = [*run.config["hooks"], *monitors]  # saved in its checkpoints: --resume brings them back
+    # The --monitor hooks are saved in the run's checkpoints, as hooks beyond the run file's: --resume brings back
+    # those of a type not given again.
+    given = [parse_hook_option(text) for text in args.monitors]
+    saved = [table for table in (checkpoint.config or {}).get("hooks", []) if table not in cfg["hooks"]
+             and table.get("type") not in {spec["type"] for spec in given}] if checkpoint else []
+    run.config["hooks"] = [*run.config["hooks"], *given, *saved]
     if checkpoint is not None:
         run.resume(checkpoint)  # in its run directory, if it has one
     run.directory = run.directory or new_version(cfg["name"])
@@ -81,7 +86,7 @@ def main(args) -> int:
     run.command_line = ["sigma", "train", args.config, *flags, *(f"--set={o}" for o in args.overrides)]
     if not args.quiet:  # stderr: stdout holds only the result line
         print(run.trainer.network.summary(), file=sys.stderr)
-    summary, status = _train_guarded(run, _hooks(args, run, monitors))
+    summary, status = _train_guarded(run, _hooks(args, run, [*given, *saved]))
     accuracy = "n/a" if summary["accuracy"] is None else f"{summary['accuracy']:.2%}"
     cost = "n/a" if summary["cost"] is None else f"{summary['cost']:.4f}"  # e.g. stopped inside epoch 1
     trained = summary["epochs"] - (checkpoint.trainer["epoch"] if checkpoint else 0)
@@ -119,20 +124,9 @@ def _checkpoint_to_resume(resume: str, cfg: dict):
     raise SigmaError(f"--resume {resume}: no valid checkpoint of run {cfg['name']!r} in {where}")
 
 
-def _monitors(options: list[str], cfg: dict, checkpoint) -> list[dict]:
-    """The tables of the ``--monitor`` hooks and, when resuming, of those the checkpoint's run was given on its
-    command line (the tables its config holds beyond the run file's) whose type is not given again."""
-    from sigma_core.hooks.tables import parse_hook_option
-
-    given = [parse_hook_option(text) for text in options]
-    saved = (checkpoint.config or {}).get("hooks", []) if checkpoint is not None else []
-    return [*given, *(table for table in saved if table not in cfg["hooks"]
-                      and table.get("type") not in {spec["type"] for spec in given})]
-
-
 def _hooks(args, run, monitors: list[dict]) -> list:
-    """The hooks of ``monitors`` (:func:`_monitors`), plus a report per epoch unless ``--quiet`` or the run file has
-    one: ``progress``'s bars where installed (sigmann-monitors), else the core's plain ``epoch_lines``."""
+    """The hooks of ``monitors`` (tables), plus a report per epoch unless ``--quiet`` or the run file has one:
+    ``progress``'s bars where installed (sigmann-monitors), else the core's plain ``epoch_lines``."""
     from sigma_core import plugins
     from sigma_core.hooks.tables import hooks_from_tables
 
@@ -178,11 +172,9 @@ def _train_guarded(run, hooks) -> tuple[dict, int]:
     return summary, status
 
 
-#: How long a stop signal waits for the run to reach an iteration boundary before it interrupts the inline hook that
-#: holds it there (blocked, or looping forever), which then fails, is named and detached, and the run stops.
-GRACE_SECONDS = 1.0
-#: The signals that stop a run, as its stop line names them; the exit status is 128 + the signal's number.
-STOPPERS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
+#: The signals that stop a run (so named in its stop line; exit status 128 + the number), and how long the run may
+#: take to reach its next boundary before the inline hook holding it there is interrupted, named and detached.
+STOPPERS, GRACE_SECONDS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}, 1.0
 
 
 class StopOnSignal(Hook):
@@ -208,13 +200,9 @@ class StopOnSignal(Hook):
 
     def interrupt_hook(self, number, frame):
         if self.run.loop.dispatcher.calling is not None:  # else the run is on its way to the boundary, or past it
-            raise StopHeldUp(f"it held the run up {GRACE_SECONDS} s after {self.run.loop.stopped.reason}")
+            raise TimeoutError(f"it held the run up {GRACE_SECONDS} s after {self.run.loop.stopped.reason}")
 
     def detach(self):
         signal.setitimer(signal.ITIMER_REAL, 0)
         for number, previous in self.previous.items():
             signal.signal(number, previous)
-
-
-class StopHeldUp(Exception):
-    """Raised in an inline hook that keeps a stopping run from its boundary: that hook's failure (not a SigmaError)."""

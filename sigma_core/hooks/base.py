@@ -38,11 +38,9 @@ class Hook:
     order = 0
     #: Receive events on an own thread through a bounded queue (True) or on the training thread (False).
     threaded = False
-    #: Events a threaded hook may fall behind by in memory; past that its events wait in a spool file in the run
-    #: directory (:mod:`~sigma_core.hooks.spool`), or, for a ``lossy`` hook, its oldest iteration events are dropped.
+    #: Events a threaded hook may fall behind by in memory; past that they wait in a file (hooks/spool.py).
     queue_size = 64
-    #: Threaded hooks: whether falling behind may drop events (a live chart showing the latest value); a hook that
-    #: records (metrics files, TensorBoard, MLflow) keeps the default and gets every event, in order.
+    #: Threaded hooks: drop the oldest iteration events past ``queue_size`` (a live chart); else get every event.
     lossy = False
     #: How long the end of a run waits for a threaded hook to work through its queue.
     drain_seconds = 10.0

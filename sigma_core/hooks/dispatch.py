@@ -4,12 +4,12 @@ The loop calls :meth:`Dispatcher.start` when a run starts, :meth:`~Dispatcher.em
 :meth:`~Dispatcher.close` when the run ends, also after an error (as ``fit`` calls Keras' ``CallbackList``).
 An event goes only to the hooks that override it and whose ``every`` is due (iterations count the run's
 ``total_iterations``, epochs the epochs done): inline hooks first, in order, then threaded hooks, which get a
-copy of the values as the inline hooks left them, every one of them in order (past ``queue_size`` through a
-spool file, :mod:`~sigma_core.hooks.spool`) unless the hook is ``lossy``. Every call into a hook is guarded here,
-so that a hook's failure is that hook's alone.
+copy of the values as the inline hooks left them, each event (past ``queue_size`` through a spool file) unless
+``lossy``. Every call into a hook is guarded here, so that a hook's failure is that hook's alone.
 """
 
 import collections
+import contextlib
 import logging
 import pickle
 import sys
@@ -27,8 +27,7 @@ log = logging.getLogger("sigma")
 NAP_SECONDS = 0.01
 #: Processor time a hook's thread may use in one go before it rests to keep to its share (see :class:`Throttle`).
 SLICE_SECONDS = 0.001
-#: What a channel's queue holds for an event that waits in its spool file.
-SPOOLED = object()
+SPOOLED = object()  # what a channel's queue holds for an event that waits in its spool file
 #: Each event's (inline, threaded) listeners while no run is on.
 _NOBODY = dict.fromkeys(EVENTS, ((), ()))
 
@@ -179,15 +178,14 @@ class HookFailure(str):
 
 
 class Channel:
-    """Delivers one threaded hook's events for one run, in order, on the hook's own thread: ``queue_size`` of them
-    in memory, the others from its :class:`~sigma_core.hooks.spool.Spool` (a lossy hook drops them instead)."""
+    """Delivers one threaded hook's events for one run, in order, on the hook's own thread, through its spool."""
 
     def __init__(self, hook: Hook, dispatcher: Dispatcher):
         self.hook, self.dispatcher, self.live = hook, dispatcher, dispatcher.view
         self.failed = self.abandoned = False
         self.throttle = Throttle(hook.share) if hook.share < 1 else None
         self._events = collections.deque()  # events, SPOOLED for each in the spool, None at the end
-        self._held, self._spool = 0, None  # events in memory; the spool, once one is needed
+        self._spool = Spool(self.live, f"{hook.name}-{id(self):x}.pickle")
         self._ready = threading.Condition(threading.Lock())
         hook.dropped = 0
         _serving[id(hook)] = self
@@ -196,20 +194,22 @@ class Channel:
 
     def send(self, method: str, arguments: dict, view: RunView) -> None:
         """Queue an event; never waits. Past ``queue_size`` events in memory, a lossy hook drops its oldest iteration
-        event (or, with none, this one); another's waits in the spool (in memory if it cannot be pickled)."""
+        event (or, with none, this one)."""
         if self.failed:
             return
         events, item = self._events, (method, arguments, view)
         with self._ready:
-            if self._held >= self.hook.queue_size and self.hook.lossy:
+            behind = len(events) - self._spool.waiting >= self.hook.queue_size  # in memory
+            if behind and self.hook.lossy:
                 self.hook.dropped += 1
                 oldest = next((i for i, queued in enumerate(events) if queued[0] == "on_iteration"), None)
                 if oldest is None:
                     return
                 del events[oldest]
-            elif self._held >= self.hook.queue_size and self._spooled(method, arguments, view):
-                item = SPOOLED
-            self._held += item is not SPOOLED
+            elif behind:  # to the spool; an event holding a value no file can hold waits in memory
+                with contextlib.suppress(pickle.PicklingError, TypeError, AttributeError):
+                    self._spool.put((method, arguments, view.values.event, view.values._items))
+                    item = SPOOLED
             events.append(item)
             if len(events) == 1:  # the thread waits only on an empty queue
                 self._ready.notify()
@@ -232,23 +232,12 @@ class Channel:
         if hook.dropped and not self.failed:  # a failed hook's line says enough
             log.warning("hook %r could not keep up: %d events dropped", hook.name, hook.dropped)
 
-    def _spooled(self, method: str, arguments: dict, view: RunView) -> bool:
-        """Whether the event could be written to the spool (lock held), made in the run directory when first needed."""
-        if self._spool is None:
-            self._spool = Spool(self.live.directory / "spool" / f"{self.hook.name}-{id(self):x}.pickle")
-        try:
-            self._spool.put((method, arguments, view.values.event, view.values._items))
-        except (pickle.PicklingError, TypeError, AttributeError):  # a published value no file can hold
-            return False
-        return True
-
     def _next(self):
         """The next event (lock held): from memory, or from the spool with a view over its values."""
         item = self._events.popleft()
         if item is SPOOLED:
             method, arguments, event, items = self._spool.get()
             return method, arguments, self.live.for_thread(Values(event, items), self.hook.name)
-        self._held -= item is not None
         return item
 
     def fail(self, method: str, error: BaseException) -> None:
@@ -283,8 +272,7 @@ class Channel:
                     time.sleep(NAP_SECONDS)  # (which costs the training thread too) happens per batch
         finally:
             with self._ready:
-                if self._spool is not None:
-                    self._spool.close()
+                self._spool.close()
             if _serving.get(id(self.hook)) is self:  # else abandoned, and a new run has the hook by now
                 del _serving[id(self.hook)]
                 self.dispatcher._detach(self.hook, quiet=self.failed)

@@ -21,7 +21,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 from safetensors.numpy import load_file
 
-from sigma_core import build_run, cli_main, load_checkpoint, load_run_file, resolved_config
+from sigma_core import build_run, cli_main, load_checkpoint, load_run_file
+from sigmann_help import resolved_config
 
 @pytest.fixture
 def run_file(sigma_run_file, tmp_path, monkeypatch):

@@ -5,7 +5,7 @@ run's name), named ``run_name`` (default: its run directory's, ``version_N``)
 and tagged ``sigma.directory`` with that directory. It logs
 
 - parameters: the run file as the run resolved it, every component's
-  default filled in (:func:`sigma_core.resolved_config`, what ``sigma train
+  default filled in (:func:`sigmann_help.resolved_config`, what ``sigma train
   --print-config`` prints), flattened to dotted keys (``optimiser.beta1``,
   ``network.layers.1.size``), each value as TOML writes it;
 - metrics named ``<event>/<name>`` after the ``metrics`` hook's records
@@ -63,9 +63,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from sigma_core import (Hook, check_writable, checkpoint_path, describe, load_component, resolved_config,
-                        save_checkpoint)
-from sigmann_help import config_toml
+from sigma_core import Hook, check_writable, checkpoint_path, describe, load_component, save_checkpoint
+from sigmann_help import config_toml, resolved_config
 from sigmann_monitors import MetricsHook, record
 
 from sigmann_mlflow.undelivered import UNDELIVERED, keep_undelivered
