@@ -1,11 +1,13 @@
 """What a misbehaving threaded hook costs the digits run (issue 37 item 2): slow, blocked, or a remote logger down.
 
-The run is ``examples/digits.toml`` for 3 epochs (about 135 iterations), trained as ``sigma train`` trains it
+The run is ``examples/digits.toml`` (20 epochs of 45 iterations of about a quarter of a millisecond each, where
+any per-event cost weighs the most; ``--epochs`` changes it), trained as ``sigma train`` trains it
 (:func:`sigma_core.build_run`, in a temporary folder). Configurations:
 
 * ``none``: no hook;
-* ``slow``: a threaded hook that takes 50 ms per event, sent every iteration: it falls ~7 s behind, and every
-  event waits for it (in memory, then in its spool file);
+* ``slow``: a threaded hook that takes 50 ms per event, sent every iteration: it falls behind at once (45 s of
+  work for the whole run), every event waits for it (in memory, then in its spool file), and the end of the run
+  waits its ``drain_seconds`` (10 s) for it;
 * ``blocked``: a threaded hook that blocks in ``on_start`` for good;
 * ``mlflow down``: sigmann-mlflow at ``tracking_uri = "http://127.0.0.1:1"`` (nothing listens there), every 10.
 
@@ -15,7 +17,7 @@ hooks (at most a hook's ``drain_seconds``, 10 s by default; MLflow's ``wait``) a
 it attaches. Each round runs every configuration once, in a rotating order, so that drift in machine load hits
 all alike; the medians are reported, with the ratio of each to ``none``'s.
 
-Usage: ``python benchmarks/monitor_stress.py [--rounds N] [--json]``.
+Usage: ``python benchmarks/monitor_stress.py [--rounds N] [--epochs N] [--json]``.
 """
 
 from __future__ import annotations
@@ -68,9 +70,9 @@ def configurations() -> dict:
             "mlflow down": lambda: [MlflowHook(tracking_uri="http://127.0.0.1:1", artifacts=False)]}
 
 
-def times(hooks: list) -> tuple[float, float]:
+def times(hooks: list, epochs: int) -> tuple[float, float]:
     """(training seconds, seconds of the whole train call) of the digits run with ``hooks``."""
-    run = build_run(run_config.load(RUN_FILE, ["training.epochs=3"]))
+    run = build_run(run_config.load(RUN_FILE, [f"training.epochs={epochs}"]))
     started = time.perf_counter()
     run.train(hooks)
     return run.loop.seconds, time.perf_counter() - started
@@ -79,6 +81,7 @@ def times(hooks: list) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     logging.getLogger("sigma").setLevel(logging.ERROR)  # the hooks' drain and delivery warnings
@@ -86,11 +89,11 @@ def main() -> None:
     measured = {name: [] for name in configs}
     with tempfile.TemporaryDirectory() as folder:
         os.chdir(folder)  # the run directories, runs/digits/version_N
-        times([])  # warm-up: imports, kernel compilation, the data set's first load
+        times([], args.epochs)  # warm-up: imports, kernel compilation, the data set's first load
         names = list(configs)
         for round_ in range(args.rounds):  # each round in another order: no configuration always goes first
             for name in names[round_ % len(names):] + names[:round_ % len(names)]:
-                measured[name].append(times(configs[name]()))
+                measured[name].append(times(configs[name](), args.epochs))
     Blocked.released.set()
     base = [statistics.median(column) for column in zip(*measured["none"])]
     rows = [{"hooks": name, "training_s": round(training, 3), "training_ratio": round(training / base[0], 3),
@@ -99,10 +102,10 @@ def main() -> None:
             for training, whole in [[statistics.median(column) for column in zip(*values)]]]
     load = os.getloadavg()[0]
     if args.json:
-        print(json.dumps({"rounds": args.rounds, "load": load, "rows": rows}, indent=2))
+        print(json.dumps({"rounds": args.rounds, "epochs": args.epochs, "load": load, "rows": rows}, indent=2))
         return
     print(f"{'hooks':<14}{'training s':>11}{'vs none':>9}{'whole s':>10}{'vs none':>9}   "
-          f"(medians of {args.rounds} rounds; load average {load:.1f})")
+          f"(digits, {args.epochs} epochs; medians of {args.rounds} rounds; load average {load:.1f})")
     for row in rows:
         print(f"{row['hooks']:<14}{row['training_s']:>11.3f}{row['training_ratio']:>9.3f}{row['whole_s']:>10.3f}"
               f"{row['whole_ratio']:>9.3f}")

@@ -315,9 +315,11 @@ def test_a_blocked_lossy_hook_never_blocks_training_events_are_dropped_and_count
     assert any("hook 'blocked' could not keep up: 17 events dropped" in r.getMessage() for r in caplog.records)
 
 
-def test_a_blocked_recording_hook_gets_every_event_in_order_through_a_spool_file_in_the_run_directory(run_file):
+def test_a_blocked_recording_hook_gets_every_event_in_order_through_a_spool_file_in_the_run_directory(run_file,
+                                                                                                       tmp_path):
     """Not lossy (the default): past queue_size the events wait in a file in the run directory, not in memory, and
-    the hook gets each of them, in order, once it is free; the file is gone at the end."""
+    the hook gets each of them, in order, once it is free; the file is gone at the end. (A loop built without a
+    directory spools into a temporary file instead, rather than make one.)"""
     blocked, gate = _blocked_hook(lossy=False)
     spooled = []
 
@@ -326,6 +328,7 @@ def test_a_blocked_recording_hook_gets_every_event_in_order_through_a_spool_file
             spooled.extend(self.run.directory.glob("spool/blocked-*.pickle"))
 
     run = _run(run_file)
+    run.directory = tmp_path / "version_0"
     run.train([blocked, gate, Watch()])
     assert gate.iterations == 18 and blocked.dropped == 0
     assert blocked.got == [*(("iteration", n) for n in range(1, 10)), ("epoch", 1),

@@ -73,8 +73,7 @@ def main(args) -> int:
                          "--set)")
     out = check_writable(args.out, what="--out") if args.out else None  # refused now, not after training
     run = build_run(cfg, handler_name=args.handler)
-    # The --monitor hooks are saved in the run's checkpoints, as hooks beyond the run file's: --resume brings back
-    # those of a type not given again.
+    # --monitor hooks are saved in the checkpoints (beyond the run file's): --resume brings back those not given.
     given = [parse_hook_option(text) for text in args.monitors]
     saved = [table for table in (checkpoint.config or {}).get("hooks", []) if table not in cfg["hooks"]
              and table.get("type") not in {spec["type"] for spec in given}] if checkpoint else []

@@ -232,14 +232,6 @@ class Channel:
         if hook.dropped and not self.failed:  # a failed hook's line says enough
             log.warning("hook %r could not keep up: %d events dropped", hook.name, hook.dropped)
 
-    def _next(self):
-        """The next event (lock held): from memory, or from the spool with a view over its values."""
-        item = self._events.popleft()
-        if item is SPOOLED:
-            method, arguments, event, items = self._spool.get()
-            return method, arguments, self.live.for_thread(Values(event, items), self.hook.name)
-        return item
-
     def fail(self, method: str, error: BaseException) -> None:
         self.failed = True
         self.dispatcher._report(self.hook, method, error)
@@ -252,7 +244,10 @@ class Channel:
             while True:
                 with self._ready:
                     self._ready.wait_for(lambda: self._events)
-                    item = self._next()
+                    item = self._events.popleft()
+                    if item is SPOOLED:  # its values come back from the file: a view over them
+                        method, arguments, event, items = self._spool.get()
+                        item = method, arguments, self.live.for_thread(Values(event, items), self.hook.name)
                 if item is None or self.abandoned:
                     return
                 method, arguments, self.hook.run = item

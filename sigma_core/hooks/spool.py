@@ -2,11 +2,13 @@
 that a hook that records gets every event, in order, however slow it is, and memory stays bounded meanwhile."""
 
 import pickle
+import tempfile
 
 
 class Spool:
-    """Pickled events in the file ``name`` in ``run.directory``/spool (made when first written), first in, first
-    out; ``waiting`` of them unread. Its channel (:mod:`~sigma_core.hooks.dispatch`) holds a lock around each call."""
+    """Pickled events in the file ``name`` in ``run.directory``/spool (made when first written; for a loop without a
+    directory, a temporary file), first in, first out; ``waiting`` of them unread. Its channel
+    (:mod:`~sigma_core.hooks.dispatch`) holds a lock around each call."""
 
     def __init__(self, run, name: str):
         self.run, self.name, self.path, self.waiting, self._file, self._read = run, name, None, 0, None, 0
@@ -15,9 +17,10 @@ class Spool:
         """Append ``item``; a value no file can hold raises (pickle's error) and nothing is written."""
         data = pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL)
         if self._file is None:
-            self.path = self.run.directory / "spool" / self.name
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = self.path.open("w+b")
+            if self.run.loop.has_directory:  # asking a loop without one would make one
+                self.path = self.run.directory / "spool" / self.name
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = self.path.open("w+b") if self.path else tempfile.TemporaryFile()
         self._file.seek(0, 2)
         self._file.write(data)
         self.waiting += 1
@@ -33,4 +36,5 @@ class Spool:
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
+        if self.path is not None:
             self.path.unlink(missing_ok=True)
