@@ -39,7 +39,7 @@ class Hook:
     #: Receive events on an own thread through a bounded queue (True) or on the training thread (False).
     threaded = False
     #: Events a threaded hook may fall behind by in memory; past that they wait in a file (hooks/spool.py).
-    queue_size = 64
+    queue_size = 1024
     #: Threaded hooks: drop the oldest iteration events past ``queue_size`` (a live chart); else get every event.
     lossy = False
     #: How long the end of a run waits for a threaded hook to work through its queue.
