@@ -158,6 +158,25 @@ def test_an_unreachable_server_is_named_once_and_what_it_missed_is_kept_to_be_se
     assert not (run_file.parent / kept).exists() and (run_file.parent / f"{kept}.sent").exists()  # not sent twice
 
 
+def test_replaying_a_file_that_is_not_the_hooks_or_to_a_server_still_down_is_one_line(tmp_path, capsys,
+                                                                                       monkeypatch):
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # MLflow would otherwise retry for minutes
+    kept = tmp_path / "mlflow-undelivered.jsonl"
+    kept.write_text('{"experiment": "x"}\n')
+    assert cli_main(["mlflow-replay", str(kept)]) == 2
+    assert capsys.readouterr().err == (f"error: {kept}: not a file the mlflow hook wrote (line 1.tracking_uri is "
+                                       "missing)\n")
+    record = {"tracking_uri": None, "experiment": "x", "run_name": "version_0", "run_id": None, "tags": {},
+              "params": {"a": "1"}, "metrics": [["iteration/cost", 0.5, 0, 1]]}
+    kept.write_text(json.dumps(record) + "\n")
+    uri = f"http://127.0.0.1:{closed_port()}"
+    assert cli_main(["mlflow-replay", str(tmp_path), "--tracking-uri", uri]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: {kept}: could not send it to {uri} (MlflowException: ") and line.endswith(
+        "); what was not sent is kept there, try again")
+    assert json.loads(kept.read_text()) == record
+
+
 def test_a_resumed_run_continues_its_mlflow_run_without_gaps_or_duplicates(run_file, database, capsys):
     assert cli_main(["train", str(run_file), "--quiet", "--monitor",
                      f"mlflow:tracking_uri='{database}',experiment='resumed',every=1"]) == 0

@@ -11,10 +11,13 @@ and renames the file to ``*.sent`` so that it is not sent twice.
 import json
 from pathlib import Path
 
-from sigma_core import SigmaError, check_readable
+from sigma_core import SigmaError, atomic_write, check_readable, cli_options, describe, require
 
 #: The file, in the run directory, that holds what the hook could not send.
 UNDELIVERED = "mlflow-undelivered.jsonl"
+#: What each of its lines holds, as :func:`sigma_core.require` checks it.
+RECORD = {"tracking_uri": "str or null", "experiment": "str", "run_name": "str", "run_id": "str or null",
+          "tags": "table", "params": "table", "metrics": "array"}
 
 
 def keep_undelivered(path: Path, record: dict) -> None:
@@ -24,7 +27,8 @@ def keep_undelivered(path: Path, record: dict) -> None:
 
 
 def register(cli) -> None:
-    parser = cli.add_parser("mlflow-replay", help="send what the mlflow hook could not deliver during a run",
+    parser = cli.add_parser("mlflow-replay", parents=[cli_options.DEBUG],
+                            help="send what the mlflow hook could not deliver during a run",
                             description="Send the parameters and metrics an unreachable MLflow tracking server "
                             f"missed (a run directory's {UNDELIVERED}) to the server now.")
     parser.add_argument("file", metavar="FILE|RUN_DIR", help=f"{UNDELIVERED}, or the run directory that holds it")
@@ -37,10 +41,18 @@ def replay_command(args) -> int:
     path = check_readable(path / UNDELIVERED if path.is_dir() else path, SigmaError, "undelivered mlflow file")
     try:
         records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    except ValueError as error:
+        for number, record in enumerate(records, start=1):
+            require(f"line {number}", RECORD, record, complete=True)
+    except (ValueError, SigmaError) as error:  # undecodable bytes and bad JSON are ValueErrors
         raise SigmaError(f"{path}: not a file the mlflow hook wrote ({error})") from None
-    for record in records:
-        uri, run_id, count = replay(record, args.tracking_uri)
+    for index, record in enumerate(records):
+        try:
+            uri, run_id, count = replay(record, args.tracking_uri)
+        except Exception as error:  # noqa: BLE001  a server still down, a metric MLflow refuses: one line
+            with atomic_write(path, "w", what="undelivered mlflow file") as stream:  # what was sent goes
+                stream.writelines(json.dumps(rest) + "\n" for rest in records[index:])
+            raise SigmaError(f"{path}: could not send it to {args.tracking_uri or record['tracking_uri']} "
+                             f"({describe(error)}); what was not sent is kept there, try again") from None
         print(f"sent {count} metrics to MLflow run {run_id} at {uri}")
     path.rename(path.with_name(path.name + ".sent"))
     return 0
