@@ -20,6 +20,10 @@ and tagged ``sigma.directory`` with that directory. It logs
   safetensors is installed, its export in ``export/``. The MLflow run is then
   FINISHED; one whose Sigma run ended in an error is FAILED.
 
+A run resumed from a checkpoint (``sigma train ... --resume``) continues the
+MLflow run tagged with its run directory, where the checkpoint was saved,
+rather than make a new one (:meth:`MlflowHook._run_to_continue`).
+
 ``tracking_uri`` is any MLflow tracking URI (``http://127.0.0.1:5000``,
 ``sqlite:///path/mlflow.db``, ``databricks``). Without one:
 ``MLFLOW_TRACKING_URI`` if it is set, else a local store in ``mlruns/``
