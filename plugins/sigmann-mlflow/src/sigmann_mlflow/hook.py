@@ -233,9 +233,9 @@ class MlflowHook(Hook):
         keep_undelivered(path, {"tracking_uri": self._uri, "experiment": self._experiment, "run_name": self._run_name,
                                 "run_id": self.run_id, "tags": self._tags, "params": self._parameters,
                                 "metrics": [[m.key, m.value, m.timestamp, m.step] for m in self._pending]})
-        log.warning("hook %r: the MLflow tracking server %s could not be reached by the end of the run (%s); "
-                    "%d metrics%s not delivered, kept in %s; send them with: sigma mlflow-replay %s", self.name,
-                    self._server(), describe(self._failure), len(self._pending),
+        log.warning("hook %r: the MLflow tracking server %s could still not be reached %s s after the run ended "
+                    "(the failure is above); %d metrics%s not delivered, kept in %s; send them with: sigma "
+                    "mlflow-replay %s", self.name, self._server(), self.wait, len(self._pending),
                     "" if self.run_id else f" and {len(self._parameters)} parameters", path, path)
 
     def _add(self, row: dict, step: int) -> None:
