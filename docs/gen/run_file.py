@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import mkdocs_gen_files
 
-from sigma_core import ARGUMENT_CONVENTIONS, component_table_keys, components, describe_rule
+from sigma_core import ARGUMENT_CONVENTIONS, components, describe_rule
+from sigmann_help.resolved import component_table_keys
 from sigma_core.config import DEFAULTS, RETIRED, SCHEMA
 from sigmann_help.show import rule_words, toml_value
 

@@ -11,8 +11,14 @@ from sigma_core import build_run, load_run_file
     'type = "exponential_schedule"\ngamma = 0.5\nper = "epoch"\n',
     'type = "cosine_schedule"\nperiod = 1000\nper = "iteration"\n',  # never at its end: every step moves it
 ])
-def test_a_resumed_run_schedules_from_the_run_files_rate_not_the_scheduled_one(run_file, tmp_path, schedule):
+@pytest.mark.parametrize("rate_in_file", [True, False], ids=["file's rate", "optimiser's default"])
+def test_a_resumed_run_schedules_from_the_run_files_rate_not_the_scheduled_one(run_file, tmp_path, schedule,
+                                                                              rate_in_file):
     saves = tmp_path / "saves"
+    if not rate_in_file:
+        text = run_file.read_text()
+        assert "learning_rate = 0.1\n" in text
+        run_file.write_text(text.replace("learning_rate = 0.1\n", ""))
     with open(run_file, "a") as stream:
         stream.write(f'[[hooks]]\n{schedule}[[hooks]]\ntype = "checkpoint"\ndirectory = "{saves}"\n')
 

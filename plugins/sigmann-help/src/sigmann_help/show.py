@@ -7,8 +7,8 @@ from __future__ import annotations
 import inspect
 import json
 
-from sigma_core import (COMPONENT_KINDS, UnknownComponentError, component_arguments, component_table_keys,
-                        components, describe_rule, get_component, rule_of)
+from sigma_core import COMPONENT_KINDS, UnknownComponentError, components, describe_rule, get_component, rule_of
+from sigmann_help.resolved import component_arguments, component_table_keys
 
 from sigmann_help.markup import plain
 

@@ -1,6 +1,6 @@
 """``sigma config``: a run file with every component's default filled in, as TOML (``sigma train --print-config``).
 
-The resolving is the core's (``sigma_core.resolved_config``, which sigmann-mlflow logs too); writing TOML, which
+The resolving is :func:`sigmann_help.resolved_config`'s (which sigmann-mlflow logs too); writing TOML, which
 Python reads (tomllib) but cannot write, is tomli_w's, here.
 """
 
@@ -9,7 +9,8 @@ import re
 
 import tomli_w
 
-from sigma_core import cli_options, load_run_file, parse_hook_option, resolved_config
+from sigma_core import cli_options, load_run_file, parse_hook_option
+from sigmann_help.resolved import resolved_config
 
 
 def run(args) -> int:

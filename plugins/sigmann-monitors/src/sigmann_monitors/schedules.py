@@ -5,9 +5,10 @@ the run file's ``optimiser.learning_rate`` (its optimiser's default where the fi
 built in code to the optimiser's rate when it attaches.
 """
 
+import inspect
 import math
 
-from sigma_core import Hook, require, resolved_config
+from sigma_core import Hook, require
 
 
 class LearningRateSchedule(Hook):
@@ -84,7 +85,11 @@ class WarmUp(LearningRateSchedule):
 
 
 def _configured_rate(run) -> float:
-    """The rate the run file gives its optimiser. Not the optimiser's own rate: a resumed run's optimiser holds the
-    rate scheduled when its checkpoint was written, which as a base would apply the schedule twice."""
-    optimiser = resolved_config(run.config)["optimiser"] if run.config is not None else {}
-    return float(optimiser.get("learning_rate", run.optimiser.learning_rate))
+    """The rate the run file gives its optimiser, else its optimiser's default. Not the optimiser's own rate: a
+    resumed run's optimiser holds the rate scheduled when its checkpoint was written, which as a base would apply
+    the schedule twice."""
+    given = None if run.config is None else run.config["optimiser"].get("learning_rate")
+    if given is None and run.config is not None:
+        parameter = inspect.signature(type(run.optimiser)).parameters.get("learning_rate")
+        given = None if parameter is None or parameter.default is parameter.empty else parameter.default
+    return float(run.optimiser.learning_rate if given is None else given)
