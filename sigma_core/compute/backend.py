@@ -26,9 +26,11 @@ def resolve_handler_name(*, cli: str | None = None, config: str | None = None) -
 
 def create_handler(name: str = AUTO, *, dtype: str = "float32", seed: int | None = None, source: str = "code") -> Any:
     """Construct the handler ``name`` (or the best available for ``"auto"``); ``source`` is for the log line.
-    ``name:N`` picks device N of a handler that has several (``cuda:1``)."""
+    ``name:N`` picks device N of a handler that has several (``cuda:1``); ``name:inner`` builds a wrapping handler, one
+    whose class has ``around(handler)``, around the handler ``inner`` (``debug:cpu``, ``debug:cuda:1``: sigmann-debug)."""
     name, colon, device = name.partition(":")
-    if colon and not device.isdigit():
+    inner = colon and device.partition(":")[0] in {AUTO, *(c.name for c in plugins.components("handler"))}
+    if colon and not device.isdigit() and not inner:
         raise SigmaError(f"handler '{name}:{device}': the part after ':' must be a device number, as in '{name}:1'")
     if name == AUTO:
         component = _best_available()
@@ -41,6 +43,8 @@ def create_handler(name: str = AUTO, *, dtype: str = "float32", seed: int | None
             raise HandlerUnavailableError(f"handler {name!r} cannot run here: {reason} (available: {names})")
         _log.info("handler %s (from %s)", component.name, source)
     cls = component.load()
+    if inner and hasattr(cls, "around"):
+        return cls.around(create_handler(device, dtype=dtype, seed=seed, source=source))
     if colon and not getattr(cls, "takes_device", False):
         raise SigmaError(f"handler {component.name!r} has no devices to choose from (drop ':{device}')")
     return cls(dtype=dtype, seed=seed, **({"device": int(device)} if colon else {}))
