@@ -40,12 +40,14 @@ class Planted(Layer):
 
 
 class PlantedVJP(Op):
-    """The identity, whose VJP multiplies by log(0) or sqrt(-1)."""
+    """The identity, whose VJP multiplies by log(0) or sqrt(-1), or (``fn = "wide"``) adds an axis."""
 
     def forward(self, k, x, fn):
         return k.xp.array(x, copy=True), None
 
     def backward(self, k, g, inputs, out, saved, needs, fn):
+        if fn == "wide":  # a gradient of another shape than the input's
+            return (g[..., None],)
         bad = k.xp.log(k.xp.zeros_like(g)) if fn == "log" else k.xp.sqrt(k.xp.zeros_like(g) - 1.0)
         return (g * bad,)
 

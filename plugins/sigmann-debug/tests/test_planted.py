@@ -90,3 +90,14 @@ def test_the_debug_hook_refuses_a_handler_that_checks_nothing(planted, digits_co
     with pytest.raises(Exception, match=r"the run's handler is 'numpy', which checks nothing; choose --handler "
                                         r"debug:numpy"):
         run.train([hook])
+
+
+def test_under_threads_a_workers_report_names_its_trainer_and_stops_the_run(planted, digits_config):
+    from sigmann_threads import WorkerError
+
+    config = digits_config(trap={"fn": "sqrt", "at": 3}, operator={"type": "threads", "workers": 2})
+    run = build_run(config)
+    run.trainer.initialise(run.handler)
+    with pytest.raises(WorkerError, match=re.escape(f"BadValue: debug: op 'sqrt' {LAYER}, forward, trainer "
+                                                    "'digits/worker") + r"\d', epoch 1, iteration 3: nan"):
+        run.train()

@@ -53,7 +53,7 @@ def run_dream(args) -> int:
     for result in results:
         print(f"target {_spelled(result.target)}: cost {result.cost:.4g} after {result.steps} steps "
               f"(attempt {result.attempts}){'' if result.reached else f', above {args.desired_cost}'}")
-    print(f"wrote {write_dreams(results, input_shape, args.out, args.clip)}")
+    print(f"wrote {write_dreams(results, input_shape, args.out)}")
     return 0
 
 

@@ -41,7 +41,6 @@ class Dream(Hook):
                    for index, target in enumerate(self.targets or range(outputs))]
         folder = self.run.directory / "dreams"
         folder.mkdir(parents=True, exist_ok=True)
-        path = write_dreams(results, input_shape, folder / f"epoch_{self.run.trainer.epoch:04d}",
-                            self.settings.clip)
+        path = write_dreams(results, input_shape, folder / f"epoch_{self.run.trainer.epoch:04d}")
         shutil.copyfile(path, path.with_stem("latest"))
         self.written = path

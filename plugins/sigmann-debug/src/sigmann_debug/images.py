@@ -28,13 +28,13 @@ def blurred(records, sigma: float, shape) -> numpy.ndarray:
     return images.reshape(records.shape)
 
 
-def write_grid(images, shape, path, value_range=None, columns: int = 10, scale: int = 4) -> None:
+def write_grid(images, shape, path, columns: int = 10, scale: int = 4) -> None:
     """Save ``images`` (records of ``shape``, grey) side by side in rows of ``columns`` as a PNG, each pixel
-    ``scale`` pixels wide; ``value_range`` (low, high) maps onto black..white (default: the images' own)."""
+    ``scale`` pixels wide; their lowest value black, their highest white."""
     from PIL import Image
 
     images = numpy.asarray(images, dtype=float).reshape(len(images), *shape)
-    low, high = value_range if value_range is not None else (images.min(), images.max())
+    low, high = images.min(), images.max()
     grey = numpy.clip((images - low) / ((high - low) or 1.0), 0.0, 1.0)
     rows, (height, width) = math.ceil(len(grey) / columns), shape
     canvas = numpy.ones(((height + 1) * rows + 1, (width + 1) * min(columns, len(grey)) + 1))  # white lines between
@@ -45,15 +45,16 @@ def write_grid(images, shape, path, value_range=None, columns: int = 10, scale: 
     Image.fromarray(picture, mode="L").save(path)
 
 
-def write_dreams(results, input_shape, path, value_range=None):
+def write_dreams(results, input_shape, path):
     """Save dreamed inputs (:class:`~sigmann_debug.dream.DreamResult`) at ``path`` with its suffix replaced: a PNG
-    grid, one per target in order, where the inputs are images, else a ``.npy`` of them stacked. Returns the path."""
+    grid, one per target in order, where the inputs are images (their darkest value black, their brightest white:
+    an input that reached its cost early is faint), else a ``.npy`` of them stacked. Returns the path."""
     from pathlib import Path
 
     shape, stacked = image_shape(input_shape), numpy.stack([result.inputs for result in results])
     path = Path(path).with_suffix(".png" if shape is not None else ".npy")
     if shape is not None:
-        write_grid(stacked, shape, path, value_range)
+        write_grid(stacked, shape, path)
     else:
         numpy.save(path, stacked)
     return path

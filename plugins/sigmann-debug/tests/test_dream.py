@@ -1,0 +1,80 @@
+"""Target maximisation on a digits network trained in the test: the dreamed input is one the network assigns the
+class with at least 0.9 probability, the network itself is untouched, and sigma dream writes the picture."""
+
+import numpy
+import pytest
+
+from sigma_core import build_run, cli, save_checkpoint
+
+from sigmann_debug import dream
+from sigmann_debug.dream import Settings
+from sigmann_debug.images import image_shape
+
+
+@pytest.fixture(scope="module")
+def trained():
+    """A digits MLP trained for 5 epochs on the numpy handler (~97% held out), and its run."""
+    import copy
+    import tomllib
+    from pathlib import Path
+
+    from sigma_core import validate_run
+
+    raw = tomllib.loads((Path(__file__).resolve().parents[3] / "examples" / "digits.toml").read_text())
+    raw = copy.deepcopy(raw)
+    raw["handler"], raw["training"]["epochs"] = {"name": "numpy", "dtype": "float64"}, 5
+    run = build_run(validate_run(raw))
+    run.train()
+    return run
+
+
+def probabilities(network, inputs):
+    logits = network.forward({"inputs": network.handler.asarray(inputs[None])}).outputs["predictions"].to_numpy()
+    exp = numpy.exp(logits - logits.max())
+    return (exp / exp.sum())[0]
+
+
+@pytest.mark.parametrize("target", [3, 7])
+def test_a_dreamed_digit_is_that_class_for_the_network_with_at_least_90_percent(trained, target):
+    network = trained.trainer.network
+    before = {pid: array.to_numpy() for pid, array in network.parameters.items()}
+    result = dream(network, target)
+    assert result.reached and result.cost <= 0.06 and result.steps <= 1024
+    assert result.inputs.shape == (64,) and result.inputs.min() >= 0.0 and result.inputs.max() <= 1.0  # clipped
+    assert probabilities(network, result.inputs)[target] >= 0.9
+    for pid, array in network.parameters.items():  # a copy was optimised: the network is untouched
+        assert numpy.array_equal(array.to_numpy(), before[pid]), pid
+
+
+def test_a_target_out_of_range_is_one_line_naming_it(trained):
+    with pytest.raises(Exception, match=r"^target 10: the network predicts 10 classes \(0..9\)$"):
+        dream(trained.trainer.network, 10)
+
+
+def test_an_unreachable_cost_gives_the_best_of_the_attempts_made(trained):
+    result = dream(trained.trainer.network, 1, Settings(desired_cost=1e-12, max_steps=3, attempts=2))
+    assert not result.reached and result.attempts == 2 and result.steps == 3
+
+
+def test_sigma_dream_writes_a_grid_of_every_class_and_prints_each_cost(trained, tmp_path, capsys):
+    from PIL import Image
+
+    path = save_checkpoint(trained.trainer, trained.config, tmp_path / "digits.ckpt")
+    assert cli.main(["dream", str(path), "--target", "2", "--target", "5", "--out", str(tmp_path / "d.png"),
+                     "--handler", "numpy", "--blur", "0.5"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines[:2]] == ["target 2", "target 5"], lines
+    assert lines[-1] == f"wrote {tmp_path / 'd.png'}"
+    picture = Image.open(tmp_path / "d.png")
+    assert picture.size == ((8 + 1) * 2 * 4 + 4, (8 + 1) * 4 + 4)  # two 8x8 digits, 1-pixel lines, 4x scale
+
+
+def test_sigma_dream_refuses_a_bad_target_in_one_line(trained, tmp_path, capsys):
+    path = save_checkpoint(trained.trainer, trained.config, tmp_path / "digits.ckpt")
+    assert cli.main(["dream", str(path), "--target", "-1"]) == 2
+    assert "a class index is an integer >= 0, got '-1'" in capsys.readouterr().err
+
+
+def test_inputs_of_a_square_size_or_two_axes_are_images_and_others_not():
+    assert image_shape((64,)) == (8, 8) and image_shape((28, 28)) == (28, 28) and image_shape((784,)) == (28, 28)
+    assert image_shape((10,)) is None and image_shape((9,)) is None and image_shape((3, 8, 8)) is None
