@@ -30,12 +30,12 @@ def blurred(records, sigma: float, shape) -> numpy.ndarray:
 
 def write_grid(images, shape, path, columns: int = 10, scale: int = 4) -> None:
     """Save ``images`` (records of ``shape``, grey) side by side in rows of ``columns`` as a PNG, each pixel
-    ``scale`` pixels wide; their lowest value black, their highest white."""
+    ``scale`` pixels wide; each image's lowest value black, its highest white (one faint image stays readable)."""
     from PIL import Image
 
     images = numpy.asarray(images, dtype=float).reshape(len(images), *shape)
-    low, high = images.min(), images.max()
-    grey = numpy.clip((images - low) / ((high - low) or 1.0), 0.0, 1.0)
+    low, high = images.min(axis=(1, 2), keepdims=True), images.max(axis=(1, 2), keepdims=True)
+    grey = (images - low) / numpy.where(high > low, high - low, 1.0)
     rows, (height, width) = math.ceil(len(grey) / columns), shape
     canvas = numpy.ones(((height + 1) * rows + 1, (width + 1) * min(columns, len(grey)) + 1))  # white lines between
     for index, image in enumerate(grey):
@@ -47,8 +47,7 @@ def write_grid(images, shape, path, columns: int = 10, scale: int = 4) -> None:
 
 def write_dreams(results, input_shape, path):
     """Save dreamed inputs (:class:`~sigmann_debug.dream.DreamResult`) at ``path`` with its suffix replaced: a PNG
-    grid, one per target in order, where the inputs are images (their darkest value black, their brightest white:
-    an input that reached its cost early is faint), else a ``.npy`` of them stacked. Returns the path."""
+    grid, one per target in order, where the inputs are images, else a ``.npy`` of them stacked. Returns the path."""
     from pathlib import Path
 
     shape, stacked = image_shape(input_shape), numpy.stack([result.inputs for result in results])
