@@ -1,15 +1,15 @@
-"""What the debug handler costs: the MNIST MLP's training step on ``debug:HANDLER`` against ``HANDLER``, in one process:
-``python plugins/sigmann-debug/benchmarks/overhead.py [HANDLER] [WORKLOAD] [ROUNDS]`` (needs sigmann-bench).
+"""What the debug handler costs: the MNIST MLP's training step on ``debug:HANDLER`` against ``HANDLER``, in one process.
 
+Run ``python plugins/sigmann-debug/benchmarks/overhead.py [HANDLER] [WORKLOAD] [ROUNDS]`` (needs sigmann-bench).
 Rounds alternate between the three systems, run back to back on the same batches: the handler as ``sigma train``
 runs it (recorded steps replayed), the handler with every step as written (what the debug handler runs: it turns
-replay off), and ``debug:HANDLER``. Printed: each one's median and minimum of the round medians (ms per step) and
-the debug handler's ratio to each of the other two; the issue's bound is 3x.
+replay off), and ``debug:HANDLER``. Printed: the machine, each one's median and minimum of the round medians (ms per
+step) and the debug handler's ratios to each of the other two (the minimums: the least disturbed by a busy machine);
+the issue's bound is 3x.
 """
 
 import argparse
 import statistics
-import time
 
 from sigmann_bench import bench
 
@@ -20,21 +20,19 @@ def main(handler="cpu", workload="sigma-mlp", rounds=10):
     systems = {f"{handler} (replayed)": bench.build_trainer(spec, handler).run_iteration,
                f"{handler} (as written)": bench.build_trainer(spec, handler, replay=False).run_iteration,
                f"debug:{handler}": bench.build_trainer(spec, f"debug:{handler}").run_iteration}
-    steps, results = 20, {name: [] for name in systems}
-    for _ in range(rounds):
+    results = {name: [] for name in systems}
+    for index in range(rounds):
         for name, step in systems.items():
-            for i in range(3):
-                step(batches[i])
-            start = time.perf_counter()
-            for i in range(steps):
-                step(batches[i % 5])
-            results[name].append((time.perf_counter() - start) / steps * 1e3)
+            bench.time_round(step, batches, 0, 3)  # warm-up
+            results[name].append(statistics.median(bench.time_round(step, batches, index, 20)) * 1e3)
+    print(bench.machine())
     medians = {name: statistics.median(times) for name, times in results.items()}
     for name, times in results.items():
         print(f"{name:22s} median {medians[name]:8.2f} ms  min {min(times):8.2f} ms")
-    debug = medians[f"debug:{handler}"]
+    debug = f"debug:{handler}"
     for name in list(systems)[:2]:
-        print(f"debug:{handler} / {name}: {debug / medians[name]:.2f}x (medians)")
+        print(f"{debug} / {name}: {medians[debug] / medians[name]:.2f}x (medians), "
+              f"{min(results[debug]) / min(results[name]):.2f}x (minimums)")
 
 
 if __name__ == "__main__":

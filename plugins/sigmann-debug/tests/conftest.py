@@ -19,8 +19,9 @@ from sigma_core import Layer, Op, hookimpl
 
 
 class Planted(Layer):
-    """Passes its input on, planting ``fn`` ("log": log(0); "sqrt": sqrt(-1); "big": x 1e6) in ``where`` ("forward":
-    a core op of this layer's forward; "backward": the VJP of the op planted_vjp) from its ``at``-th training step on."""
+    """Passes its input on, planting ``fn`` ("log": log(0); "sqrt": sqrt(-1); "big": x 1e6) in ``where``
+    ("forward": a core op of this layer's forward; "backward": the VJP of the op planted_vjp) from its ``at``-th
+    training step on."""
 
     def __init__(self, name, input_shapes, fn="log", where="forward", at=1):
         super().__init__(name, input_shapes)

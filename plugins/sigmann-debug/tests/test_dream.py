@@ -78,3 +78,27 @@ def test_sigma_dream_refuses_a_bad_target_in_one_line(trained, tmp_path, capsys)
 def test_inputs_of_a_square_size_or_two_axes_are_images_and_others_not():
     assert image_shape((64,)) == (8, 8) and image_shape((28, 28)) == (28, 28) and image_shape((784,)) == (28, 28)
     assert image_shape((10,)) is None and image_shape((9,)) is None and image_shape((3, 8, 8)) is None
+
+
+def test_the_dream_hook_writes_a_grid_into_the_run_folder_every_n_epochs(tmp_path, monkeypatch):
+    import copy
+    import tomllib
+    from pathlib import Path
+
+    from PIL import Image
+
+    from sigma_core import validate_run
+    from sigmann_debug.dream_hook import Dream
+
+    monkeypatch.chdir(tmp_path)
+    raw = tomllib.loads((Path(__file__).resolve().parents[3] / "examples" / "digits.toml").read_text())
+    raw = copy.deepcopy(raw)
+    raw["handler"], raw["training"]["epochs"] = {"name": "numpy", "dtype": "float32"}, 4
+    run = build_run(validate_run(raw))
+    hook = Dream(every=2, targets=[0, 1, 2], max_steps=20)
+    hook.name = "dream"
+    run.train([hook])
+    folder = run.loop.directory / "dreams"
+    assert sorted(p.name for p in folder.iterdir()) == ["epoch_0002.png", "epoch_0004.png", "latest.png"]
+    assert Image.open(folder / "latest.png").size == ((8 + 1) * 3 * 4 + 4, (8 + 1) * 4 + 4)
+    assert (folder / "latest.png").read_bytes() == (folder / "epoch_0004.png").read_bytes()

@@ -9,6 +9,7 @@ import pytest
 
 from sigma_core import NonFiniteError, build_run, cli
 from sigmann_debug.checks import BadValue
+from sigmann_debug.handler import NOT_REPLAYED
 
 #: The trap layer's place in digits_config's network: input, dense, trap, dense, softmax_ce.
 LAYER = "in layer 'trap' (#2, Planted)"
@@ -24,8 +25,8 @@ def train_until_error(config, error=BadValue):
 
 @pytest.mark.parametrize("handler", ["debug:numpy", "debug:cpu"])
 @pytest.mark.parametrize("fn, op, value", [("log", "log", "-inf"), ("sqrt", "sqrt", "nan")])
-def test_a_bad_op_in_a_layers_forward_is_named_with_its_layer_pass_iteration_and_element(planted, digits_config, handler, fn, op,
-                                                                                          value):
+def test_a_bad_op_in_a_layers_forward_is_named_with_its_layer_pass_iteration_and_element(
+        planted, digits_config, handler, fn, op, value):
     message = train_until_error(digits_config(handler, trap={"fn": fn, "at": 3}))
     assert message.startswith(f"debug: op {op!r} {LAYER}, forward, trainer 'digits', epoch 1, iteration 3: "
                               f"{value} at index [0, 0]"), message
@@ -33,10 +34,12 @@ def test_a_bad_op_in_a_layers_forward_is_named_with_its_layer_pass_iteration_and
 
 @pytest.mark.parametrize("handler", ["debug:numpy", "debug:cpu"])
 @pytest.mark.parametrize("fn, value", [("log", "-?inf"), ("sqrt", "nan")])  # g·log(0): inf of -g's sign
-def test_a_bad_vjp_is_named_as_the_backward_pass_of_its_op_in_its_layer(planted, digits_config, handler, fn, value):
+def test_a_bad_vjp_is_named_as_the_backward_pass_of_its_op_in_its_layer(planted, digits_config, handler, fn,
+                                                                         value):
     message = train_until_error(digits_config(handler, trap={"fn": fn, "where": "backward", "at": 2}))
-    assert re.fullmatch(re.escape(f"debug: op 'planted_vjp' {LAYER}, backward (the gradient of input 0), trainer "
-                                  f"'digits', epoch 1, iteration 2: ") + f"{value} at index \\[0, 0\\]", message), message
+    expected = re.escape(f"debug: op 'planted_vjp' {LAYER}, backward (the gradient of input 0), trainer 'digits', "
+                         "epoch 1, iteration 2: ") + f"{value} at index \\[0, 0\\]"
+    assert re.fullmatch(expected, message), message
 
 
 def test_without_the_debug_handler_only_the_cost_is_caught_and_nothing_names_the_op(planted, digits_config):
@@ -44,8 +47,8 @@ def test_without_the_debug_handler_only_the_cost_is_caught_and_nothing_names_the
     assert "debug:" not in message and "cost became nan" in message
 
 
-def test_sigma_train_stops_with_exit_2_one_line_and_keeps_the_last_good_checkpoint(planted, digits_config, tmp_path,
-                                                                                    capsys, monkeypatch):
+def test_sigma_train_says_replay_is_off_stops_with_exit_2_one_line_and_keeps_the_last_good_checkpoint(
+        planted, digits_config, tmp_path, capsys, monkeypatch):
     import tomli_w
 
     from sigma_core import load_checkpoint
@@ -56,14 +59,17 @@ def test_sigma_train_stops_with_exit_2_one_line_and_keeps_the_last_good_checkpoi
                            checkpoint={"every_epochs": 1})
     (tmp_path / "run.toml").write_bytes(tomli_w.dumps(config).encode())
     assert cli.main(["train", "run.toml", "--handler", "debug:numpy"]) == 2
-    errors = [line for line in capsys.readouterr().err.splitlines() if "debug: op" in line]
+    err = capsys.readouterr().err
+    assert f"training steps are not replayed ({NOT_REPLAYED}); they run normally" in err  # said, not silent
+    errors = [line for line in err.splitlines() if "debug: op" in line]
     assert len(errors) == 1 and errors[0].startswith("error: debug: op 'log' in layer 'trap'"), errors
     assert "forward, trainer 'digits', epoch 2, iteration 5: -inf" in errors[0], errors
     (saved,) = tmp_path.glob("checkpoints/*.ckpt")  # the first epoch's, kept
     assert all(numpy.isfinite(array).all() for array in load_checkpoint(saved).parameters.values())
 
 
-def test_with_throw_false_each_iteration_is_reported_once_and_counted_and_training_goes_on(planted, digits_config, capsys, caplog):
+def test_with_throw_false_each_iteration_is_reported_once_and_counted_and_training_goes_on(
+        planted, digits_config, capsys, caplog):
     from sigmann_debug.checking_hook import DebugChecks
 
     run = build_run(digits_config(trap={"fn": "big"}))

@@ -39,7 +39,8 @@ class Checks:
             return ShapeError, f"a {raw.dtype} array of shape {raw.shape}, not {k.dtype} of shape {shape or raw.shape}"
         if (self.nan or self.inf) and not math.isfinite(k.xp.sum(raw)):
             host = k.to_host(raw)
-            found = _first(host, (numpy.isnan(host) if self.nan else False) | (numpy.isinf(host) if self.inf else False))
+            bad = (numpy.isnan(host) if self.nan else False) | (numpy.isinf(host) if self.inf else False)
+            found = _first(host, bad)
             if found:
                 return BadValue, found  # else finite elements overflowed the sum
         if self.limit is not None and raw.size and float(k.xp.max(k.xp.abs(raw))) > self.limit:

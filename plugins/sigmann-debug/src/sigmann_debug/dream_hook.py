@@ -1,7 +1,7 @@
 """The ``dream`` hook: every N epochs, what the network thinks each class looks like, written into the run folder.
 
 ``[[hooks]] type = "dream"`` (``--monitor dream:every=5``) writes ``dreams/epoch_0005.png`` (or ``.npy``) in the run's
-directory, and the same picture as ``dreams/latest.png``, which the web dashboard shows beside its drawing pad.
+directory, the same picture as ``dreams/latest.png``, and publishes the path as the run value ``dream``.
 It dreams on a copy of the network on a NumPy handler of its own, so the run's handler, its buffers and its
 generator are untouched, and the run waits for it (it runs on the training thread, which alone may copy the live
 network).
@@ -30,7 +30,6 @@ class Dream(Hook):
         self.targets = targets
         self.settings = Settings(desired_cost, max_steps, attempts, sigma, learning_rate, l2,
                                  None if clip is None else tuple(clip), blur)
-        self.written = None  # the latest picture's path
 
     def on_epoch(self, report):
         network = self.run.network
@@ -43,4 +42,4 @@ class Dream(Hook):
         folder.mkdir(parents=True, exist_ok=True)
         path = write_dreams(results, input_shape, folder / f"epoch_{self.run.trainer.epoch:04d}")
         shutil.copyfile(path, path.with_stem("latest"))
-        self.written = path
+        self.run.publish("dream", str(path))  # for the hooks after this one (a dashboard), from the next event on

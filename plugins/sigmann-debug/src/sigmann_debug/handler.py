@@ -19,6 +19,8 @@ from sigmann_debug.where import NOWHERE, current_place, current_step
 
 log = logging.getLogger("sigma")
 
+#: The most op places kept for VJP reports: far more than a training step's ops (a tape or session clears them).
+MAX_PLACES = 100_000
 #: What a compiled step (sigmann-replay) is told when it records under the debug handler: it runs steps as written.
 NOT_REPLAYED = "the debug handler checks every op, and a replayed step would run none of its checks"
 
@@ -42,8 +44,8 @@ class Reports:
 
 class Checked:
     """Put in front of a handler class by :meth:`DebugHandler.around`: checks each op's output after it runs, and
-    each gradient its VJP returns when the tape is played back. One report per iteration (session): the first bad
-    op; the ones after it in that step see its NaN and are not reported again."""
+    each gradient its VJP returns when the tape is played back. Training on after a report (``throw = false``), one
+    report per iteration (session): the first bad op; the ones after it in that step see its NaN."""
 
     checks = Checks()
     reports: Reports
@@ -70,8 +72,9 @@ class Checked:
         if self.recorder is not None:
             self.recorder.refuse(NOT_REPLAYED)
         out = super().op(name, *inputs, **params)
-        place = current_place()
-        raw = out.data
+        place, raw = current_place(), out.data
+        if len(self._places) >= MAX_PLACES:  # ops outside any tape and session (inference): none will be played back
+            self._places.clear()
         self._places[id(raw)] = place
         problem = self.checks.problem(self.kernels, raw)
         if problem is not None:
@@ -102,6 +105,7 @@ class Checked:
 
     def begin_session(self):
         self._reported = False
+        self._places.clear()
         super().begin_session()
 
     def _report(self, error: type, problem: str, where: str) -> None:
