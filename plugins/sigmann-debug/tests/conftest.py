@@ -7,6 +7,7 @@ import textwrap
 import tomllib
 from pathlib import Path
 
+import numpy
 import pytest
 
 from sigma_core import validate_run
@@ -66,7 +67,8 @@ def register_ops(register):
 
 @pytest.fixture
 def planted(tmp_path, monkeypatch):
-    """The distribution ``planted`` installed (beside every other), found by plugin discovery."""
+    """The distribution ``planted`` installed (beside every other), found by plugin discovery; NumPy's warnings
+    about the NaNs it makes on purpose silenced, as ``sigma train`` silences them."""
     info = tmp_path / "planted-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: planted\nVersion: 0.1\n")
@@ -75,7 +77,8 @@ def planted(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delenv("SIGMA_PLUGINS", raising=False)
     reset()
-    yield
+    with numpy.errstate(all="ignore"):
+        yield
     reset()
     sys.modules.pop("planted_layer", None)
 

@@ -24,7 +24,8 @@ def test_nan_and_inf_are_found_at_their_first_element_each_as_configured():
 
 
 def test_finite_values_whose_sum_overflows_are_no_problem():
-    assert problem(Checks(), [3e38, 3e38]) is None  # the float32 sum is inf; no element is
+    with numpy.errstate(over="ignore"):  # as sigma train runs: the overflow is the point
+        assert problem(Checks(), [3e38, 3e38]) is None  # the float32 sum is inf; no element is
 
 
 def test_a_value_above_the_limit_is_named_and_one_at_it_is_not():
@@ -37,7 +38,7 @@ def test_shapes_and_dtypes_are_held_to_what_is_declared_unless_turned_off():
         ShapeError, "a float32 array of shape (2,), not float32 of shape (2, 1)")
     assert problem(Checks(), [1.0], dtype="float64")[0] is ShapeError
     assert problem(Checks(shapes=False), [1.0], shape=(3,), dtype="float64") is None
-    assert problem(Checks(), numpy.array([numpy.nan]).astype(int), dtype="int64") is None  # labels: not checked
+    assert problem(Checks(limit=1.0), [3, 7], dtype="int64") is None  # labels: not checked
 
 
 def test_a_vjp_returning_another_shape_than_its_input_is_a_shape_error_naming_the_op(planted):
