@@ -9,7 +9,8 @@ from sigma_core import cli, create_handler
 DIGITS = Path(__file__).resolve().parents[3] / "examples" / "digits.toml"
 
 
-@pytest.mark.parametrize("name, wrapped", [("debug:numpy", "numpy"), ("debug:cpu", "cpu"), ("debug:auto", "cpu")])
+@pytest.mark.parametrize("name, wrapped", [("debug:numpy", "numpy"), ("debug:cpu", "cpu"), ("debug:auto", "cpu"),
+                                            ("debug", "cpu")])
 def test_debug_wraps_the_named_handler_keeping_its_name_and_kernels(name, wrapped):
     handler = create_handler(name, dtype="float64", seed=3)
     plain = create_handler(wrapped, dtype="float64", seed=3)
@@ -19,8 +20,6 @@ def test_debug_wraps_the_named_handler_keeping_its_name_and_kernels(name, wrappe
 
 
 @pytest.mark.parametrize("arguments, message", [
-    (["--handler", "debug"], "error: handler 'debug' checks another handler's ops: name it, as in 'debug:cpu' or "
-                             "'debug:auto'"),
     (["--handler", "debug:quantum"], "error: handler 'debug:quantum': the part after ':' must be a device number, "
                                      "as in 'debug:1'"),
     (["--monitor", "debug:limit=-1"], "error: --monitor[1].limit: expected a number > 0 or null, got -1"),

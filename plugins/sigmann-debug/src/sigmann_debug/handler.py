@@ -12,12 +12,14 @@ The checks' settings and the reports are the subclass's, not the instance's, so 
 import logging
 import threading
 
-from sigma_core import SigmaError
+from sigma_core import create_handler
 
 from sigmann_debug.checks import Checks
 from sigmann_debug.where import NOWHERE, current_place, current_step
 
 log = logging.getLogger("sigma")
+
+AUTO = "auto"  # the handler that debug alone wraps
 
 #: The most op places kept for VJP reports: far more than a training step's ops (a tape or session clears them).
 MAX_PLACES = 100_000
@@ -121,14 +123,15 @@ class Checked:
 
 
 class DebugHandler:
-    """What ``debug`` is registered as: not a handler itself but the maker of one around another."""
+    """What ``debug`` is registered as: not a handler itself but the maker of one around another (``debug:cpu``).
+    Built by its name alone, as any handler may be (``create_handler("debug")``), it wraps the one ``auto`` picks."""
 
     @classmethod
     def availability(cls) -> tuple[bool, str]:
         return True, ""
 
-    def __init__(self, dtype="float32", seed=None):
-        raise SigmaError("handler 'debug' checks another handler's ops: name it, as in 'debug:cpu' or 'debug:auto'")
+    def __new__(cls, dtype="float32", seed=None):
+        return cls.around(create_handler(AUTO, dtype=dtype, seed=seed, source="debug"))
 
     @staticmethod
     def around(handler):
