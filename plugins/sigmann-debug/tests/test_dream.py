@@ -8,7 +8,7 @@ from sigma_core import build_run, cli, save_checkpoint
 
 from sigmann_debug import dream
 from sigmann_debug.dream import Settings
-from sigmann_debug.images import image_shape
+from sigmann_debug.images import blurred, image_shape
 
 
 @pytest.fixture(scope="module")
@@ -102,3 +102,13 @@ def test_the_dream_hook_writes_a_grid_into_the_run_folder_every_n_epochs(tmp_pat
     assert sorted(p.name for p in folder.iterdir()) == ["epoch_0002.png", "epoch_0004.png", "latest.png"]
     assert Image.open(folder / "latest.png").size == ((8 + 1) * 3 * 4 + 4, (8 + 1) * 4 + 4)
     assert (folder / "latest.png").read_bytes() == (folder / "epoch_0004.png").read_bytes()
+
+
+def test_the_blur_keeps_a_constant_image_and_spreads_a_point_evenly_keeping_its_sum():
+    flat = numpy.full((1, 64), 0.5)
+    assert numpy.allclose(blurred(flat, 1.0, (8, 8)), flat, rtol=0, atol=1e-15)
+    point = numpy.zeros((1, 64))
+    point[0, 3 * 8 + 3] = 1.0  # (3, 3): a radius of 3 stays inside the 8x8 image
+    spread = blurred(point, 1.0, (8, 8)).reshape(8, 8)
+    assert spread[3, 2] == spread[3, 4] == spread[2, 3] == spread[4, 3] < spread[3, 3]
+    assert abs(spread.sum() - 1.0) < 64 * numpy.finfo(float).eps  # 64 terms of a normalised kernel

@@ -3,7 +3,7 @@ wrong shape or too large a value (layer, forward or backward, iteration, element
 (``sigma dream``): the input a trained network takes for a class."""
 
 from sigmann_debug.checks import Checks
-from sigmann_debug.dream import DreamResult, dream
+from sigmann_debug.dream import DreamResult, Settings, dream
 from sigmann_debug.handler import DebugHandler
 
-__all__ = ["Checks", "DebugHandler", "DreamResult", "dream"]
+__all__ = ["Checks", "DebugHandler", "DreamResult", "Settings", "dream"]
