@@ -8,7 +8,8 @@ from sigma_core import build_run, cli, save_checkpoint
 
 from sigmann_debug import dream
 from sigmann_debug.dream import Settings
-from sigmann_debug.images import blurred, image_shape
+from sigmann_debug.dream import DreamResult
+from sigmann_debug.images import blurred, image_shape, write_dreams
 
 
 @pytest.fixture(scope="module")
@@ -112,3 +113,16 @@ def test_the_blur_keeps_a_constant_image_and_spreads_a_point_evenly_keeping_its_
     spread = blurred(point, 1.0, (8, 8)).reshape(8, 8)
     assert spread[3, 2] == spread[3, 4] == spread[2, 3] == spread[4, 3] < spread[3, 3]
     assert abs(spread.sum() - 1.0) < 64 * numpy.finfo(float).eps  # 64 terms of a normalised kernel
+
+
+def test_a_target_vector_is_dreamed_as_a_class_is(trained):
+    network = trained.trainer.network
+    result = dream(network, numpy.eye(10)[4].tolist())
+    assert result.reached and probabilities(network, result.inputs)[4] >= 0.9
+
+
+def test_inputs_that_are_no_images_are_written_as_npy(tmp_path):
+    results = [DreamResult(t, numpy.full(10, float(t)), 0.01, 5, 1) for t in range(3)]
+    path = write_dreams(results, (10,), tmp_path / "dream.png")
+    assert path == tmp_path / "dream.npy"
+    assert numpy.array_equal(numpy.load(path), numpy.repeat([[0.0], [1.0], [2.0]], 10, axis=1))
