@@ -23,10 +23,12 @@ def handler_from_environment() -> str | None:
 
 def create_handler(name: str | None = None, *, dtype: str = "float32", seed: int | None = None) -> Any:
     """Construct the handler ``name`` (None: ``SIGMA_HANDLER``, else ``auto``, the best available). ``name:N`` picks
-    device N of a handler that has several (``cuda:1``)."""
+    device N of a handler that has several (``cuda:1``); ``name:inner`` builds a wrapping handler, one whose class
+    has ``around(handler)``, around the handler ``inner`` (``debug:cpu``, ``debug:cuda:1``: sigmann-debug)."""
     name = (name or "").strip() or handler_from_environment() or AUTO
     name, colon, device = name.partition(":")
-    if colon and not device.isdigit():
+    inner = colon and device.partition(":")[0] in {AUTO, *(c.name for c in plugins.components("handler"))}
+    if colon and not device.isdigit() and not inner:
         raise SigmaError(f"handler '{name}:{device}': the part after ':' must be a device number, as in '{name}:1'")
     if name == AUTO:
         component = _best_available()
@@ -39,6 +41,8 @@ def create_handler(name: str | None = None, *, dtype: str = "float32", seed: int
             raise HandlerUnavailableError(f"handler {name!r} cannot run here: {reason} (available: {names})")
         _log.info("handler %s", component.name)
     cls = component.load()
+    if inner and hasattr(cls, "around"):
+        return cls.around(create_handler(device, dtype=dtype, seed=seed))
     if colon and not getattr(cls, "takes_device", False):
         raise SigmaError(f"handler {component.name!r} has no devices to choose from (drop ':{device}')")
     return cls(dtype=dtype, seed=seed, **({"device": int(device)} if colon else {}))

@@ -11,7 +11,6 @@ import math
 from typing import Callable
 
 
-
 class Op:
     """A differentiable op. A handler makes one instance of the class it runs on first use and keeps it, so an
     instance may cache constants built from the first ``k`` it sees (``k.dtype``, ``k.xp``)."""
