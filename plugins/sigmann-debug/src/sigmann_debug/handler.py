@@ -131,7 +131,7 @@ class DebugHandler:
         return True, ""
 
     def __new__(cls, dtype="float32", seed=None):
-        return cls.around(create_handler(AUTO, dtype=dtype, seed=seed, source="debug"))
+        return cls.around(create_handler(AUTO, dtype=dtype, seed=seed))
 
     @staticmethod
     def around(handler):
