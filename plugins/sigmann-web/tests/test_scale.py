@@ -1,4 +1,5 @@
-"""``sigma dashboard`` on a long run (issue 37): a 125 MB ``metrics.jsonl`` opens in bounded time and memory.
+"""``sigma dashboard`` on a long run (issue 37): a 125 MB ``metrics.jsonl`` opens in bounded time and memory, and
+a file still being written is followed from where the last read ended.
 
 The file (conftest's ``long_run``) holds some 880,000 records, and one spike of the cost that a chart must not
 lose. The bounds are generous (a busy two-core machine); BENCHMARKS.md, "Issue 37:
@@ -7,12 +8,15 @@ dashboard at scale", has the figures measured.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
 
 import httpx
 import pytest
+
+from sigmann_web.board import board_from_files
 
 #: Bytes of the long run's metrics.jsonl.
 SIZE = 125_000_000
@@ -57,3 +61,21 @@ def test_a_125_mb_metrics_file_opens_in_bounded_time_memory_and_answer_size(tmp_
     detail = zoomed.json()["records"]
     assert [r["step"] for r in detail if r["event"] == "iteration"] == list(range(spike - 4000, spike + 4001, 10))
     assert len([r for r in detail if r["event"] == "epoch"]) == 8
+
+
+def test_a_run_still_writing_its_metrics_file_is_followed_from_where_the_last_read_ended(tmp_path, long_run):
+    long_run(tmp_path / "run", 200_000)
+    path = tmp_path / "run" / "metrics.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:-1]))  # no stop record yet: still training
+    board = board_from_files(tmp_path / "run")
+    last = board.records[-1]
+    assert board.state()["state"] == "ended" and not board.pump()
+    more = {**last, "event": "iteration", "step": last["step"] + 10, "cost": 0.5}
+    stop = {"time": 1.0, "event": "stop", "epoch": last["epoch"], "iteration": 10, "step": more["step"],
+            "epochs": last["epoch"], "stopped": None}
+    with path.open("a") as stream:
+        stream.write(json.dumps(more) + "\n" + json.dumps(stop) + "\n")
+    assert board.pump()
+    assert board.take()["records"] == [more] and board.records[-1] == more
+    assert board.state()["state"] == "finished" and board.state()["step"] == more["step"]

@@ -133,15 +133,12 @@ class Extremes:
         """Take the ``rows`` of block ``block`` (its records at ``at``) of this series, their ``steps`` and finite
         ``values``, into account."""
         bucket = numpy.clip(((steps - self.low) // self.width).astype(numpy.int64), 0, self.buckets - 1)
-        order = numpy.lexsort((values, bucket))  # by bucket, then by value
-        ordered = bucket[order]
-        edge = numpy.flatnonzero(ordered[1:] != ordered[:-1])
-        for i in order[numpy.r_[0, edge + 1]]:  # each bucket's least
-            if values[i] < self.least[bucket[i]]:
-                self.least[bucket[i]], self.least_row[bucket[i]] = values[i], ((block, at[i]), rows[i])
-        for i in order[numpy.r_[edge, len(order) - 1]]:  # each bucket's greatest
-            if values[i] > self.most[bucket[i]]:
-                self.most[bucket[i]], self.most_row[bucket[i]] = values[i], ((block, at[i]), rows[i])
+        for sign, best, kept in ((1, self.least, self.least_row), (-1, self.most, self.most_row)):
+            order = numpy.lexsort((sign * values, bucket))  # by bucket, then least (greatest) first, then as read
+            firsts = order[numpy.r_[0, numpy.flatnonzero(numpy.diff(bucket[order])) + 1]]
+            for i in firsts:  # a constant series: the same record is a range's least and greatest
+                if sign * values[i] < sign * best[bucket[i]]:
+                    best[bucket[i]], kept[bucket[i]] = values[i], ((block, at[i]), rows[i])
 
     def rows(self) -> list[tuple]:
         """``((block, index), record)`` of each bucket's least and greatest."""
