@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy
 import pytest
 from matplotlib.image import imread
+from sigmann_testing import default_ctrl_c
 
 from sigma_core import plugins
 from sigma_core.cli import main
@@ -171,7 +172,7 @@ def test_ctrl_c_stops_the_run_and_the_drawing_process_draws_the_last_epoch_witho
     training = subprocess.Popen([sys.executable, "-c", "from sigma_core.cli import main; raise SystemExit(main())",
                                  "train", str(run_file), "--quiet", "--monitor", f"plots:directory='{tmp_path}'"],
                                 stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=tmp_path,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                                preexec_fn=default_ctrl_c)  # Ctrl-C even under nohup
     deadline = time.monotonic() + 60
     while not (tmp_path / "metrics.png").exists():  # the worker is up and drawing
         assert time.monotonic() < deadline and training.poll() is None, "no drawing"

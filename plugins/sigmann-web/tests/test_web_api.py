@@ -16,6 +16,7 @@ import time
 import httpx
 import numpy
 import pytest
+from sigmann_testing import default_ctrl_c
 
 from sigma_core import ConfigError, plugins
 from sigma_core.training.checkpoint import load_checkpoint
@@ -293,12 +294,7 @@ def sigma(*arguments, **options):
     """``sigma ...`` in a new process, its stderr a pipe; in its own process group, so SIGINT reaches it alone."""
     return subprocess.Popen([sys.executable, "-c", "from sigma_core.cli import main; raise SystemExit(main())",
                              *arguments], stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=_default_ctrl_c, **options)
-
-
-def _default_ctrl_c():
-    """Undo an inherited "ignore SIGINT" (a test run started with nohup or `&`), so Ctrl-C reaches the child."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+                            start_new_session=True, preexec_fn=default_ctrl_c, **options)
 
 
 def url_of(process) -> str:
