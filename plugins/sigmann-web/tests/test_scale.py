@@ -2,8 +2,8 @@
 a file still being written is followed from where the last read ended.
 
 The file (conftest's ``long_run``) holds some 880,000 records, and one spike of the cost that a chart must not
-lose. The bounds are generous (a busy two-core machine); BENCHMARKS.md, "Issue 37:
-dashboard at scale", has the figures measured.
+lose. The bounds are generous (a busy two-core machine), the one on time at least three times a plain JSON pass
+over the file measured beside it; BENCHMARKS.md, "Issue 37: dashboard at scale", has the figures measured.
 """
 
 from __future__ import annotations
@@ -22,6 +22,18 @@ from sigmann_web.board import board_from_files
 SIZE = 125_000_000
 
 
+def json_pass_seconds(path) -> float:
+    """About how long the standard library's JSON decoder takes over every line of ``path`` on this machine now
+    (a tenth of them timed): the baseline a bound on time scales with, so that a loaded machine passes."""
+    began, size = time.monotonic(), path.stat().st_size
+    with path.open("rb") as stream:
+        for line in stream:
+            json.loads(line)
+            if stream.tell() > size // 10:
+                break
+    return 10 * (time.monotonic() - began)
+
+
 def peak_resident_mb(pid: int) -> float:
     """The most memory process ``pid`` has held resident (Linux's VmHWM), in MB."""
     with open(f"/proc/{pid}/status") as status:
@@ -33,6 +45,7 @@ def peak_resident_mb(pid: int) -> float:
 def test_a_125_mb_metrics_file_opens_in_bounded_time_memory_and_answer_size(tmp_path, long_run):
     written = long_run(tmp_path / "long", SIZE)
     last, spike = written["last"], written["spike"]
+    limit = max(10.0, 3 * json_pass_seconds(tmp_path / "long" / "metrics.jsonl"))  # 10 s, unless loaded
     began = time.monotonic()
     dashboard = subprocess.Popen([sys.executable, "-m", "sigma_core", "dashboard", str(tmp_path / "long")],
                                  stderr=subprocess.PIPE, text=True)
@@ -49,10 +62,11 @@ def test_a_125_mb_metrics_file_opens_in_bounded_time_memory_and_answer_size(tmp_
     finally:
         dashboard.terminate()
         dashboard.wait(timeout=30)
-    print(f"page and /api/history in {opened:.2f} s; {len(history.content):,} bytes; peak resident {resident:.0f} MB")
+    print(f"page and /api/history in {opened:.2f} s (limit {limit:.1f} s); {len(history.content):,} bytes; "
+          f"peak resident {resident:.0f} MB")
     records = history.json()["records"]
     costs = [r["cost"] for r in records if r["event"] == "iteration"]
-    assert opened < 10, f"page and history took {opened:.1f} s"
+    assert opened < limit, f"page and history took {opened:.1f} s"
     assert resident < 500, f"the server held {resident:.0f} MB"
     assert len(history.content) < 2_000_000, f"/api/history answered {len(history.content):,} bytes"
     assert 500 <= len(costs) <= 2000 and max(costs) == 100.0  # about 1,000 points, the spike among them
