@@ -58,8 +58,8 @@ def metrics_path(directory) -> Path:
 
 
 def read_metrics(directory) -> tuple[Path, list[dict]]:
-    """The records of ``directory``'s ``metrics.jsonl`` (or of that file itself), in step order, for the ``plots``
-    hook of a resumed run; ``stop`` records included.
+    """Every record of ``directory``'s ``metrics.jsonl`` (or of that file itself), in step order, ``stop`` records
+    included: for a reader that needs them all, not for a chart (:func:`read_history`).
 
     A line that is not a JSON object (cut short by a crash) is skipped; an object that is not a :data:`RECORD` is
     an error naming its line. A step logged twice (trained again after a resume) keeps its last record.
@@ -77,9 +77,8 @@ def read_history(directory, start: float | None = None, end: float | None = None
     says about the run (:class:`History`); errors as :func:`read_metrics`'s."""
     path = metrics_path(directory)
     zoomed = start is not None or end is not None
-    first, last = _first_step(path), _last_step(path)
-    low = first if start is None else start
-    high = last if end is None else end
+    low = _step_after(path, 0) if start is None else start
+    high = _last_step(path) if end is None else end
     history = History(path, [])
     series: dict[tuple[str, str], Extremes] = {}
     buckets = max(1, points // 2)
@@ -96,7 +95,8 @@ def read_history(directory, start: float | None = None, end: float | None = None
             history.stop = groups["stop"][-1]
         history.last = next((row for row in reversed(rows) if row["event"] != "stop"), history.last)
         history.epochs += len(groups["epoch"])
-        history.iterations_per_epoch = max([history.iterations_per_epoch, *map(itemgetter("iteration"), groups["epoch"])])
+        history.iterations_per_epoch = max(history.iterations_per_epoch,
+                                           max(map(itemgetter("iteration"), groups["epoch"]), default=0))
         for event in ("iteration", "epoch"):
             _keep_extremes(block, groups[event], series, low, high, buckets)
         if past:
@@ -222,10 +222,6 @@ def _in_step_order(records) -> list[dict]:
     twice (trained again after a resume) kept."""
     latest = {(row["event"], row["step"]): row for row in records}
     return sorted(latest.values(), key=lambda r: (r["step"], r["event"] == "epoch"))
-
-
-def _first_step(path: Path) -> int:
-    return _step_after(path, 0)
 
 
 def _last_step(path: Path) -> int:
