@@ -185,10 +185,11 @@ class FileBoard(Board):
         self.records, self.offset = history.records, history.offset
         self.max_points = max(2000, 2 * len(self.records))
         self.epochs_done, self.per_epoch, self.stop = history.epochs, history.iterations_per_epoch, history.stop
-        self.planned = max((r["epoch"] for r in self.records), default=0)
+        self.planned = history.last["epoch"] if history.last else 0  # records lie in step order
         self._ended(history.last)
 
     def pump(self) -> bool:
+        """Take in the records the file gained since the last read (all of it again if it was rewritten)."""
         try:
             size = self.path.stat().st_size
             if size < self.offset:  # rewritten (a resumed run drops the records past its step): read it again
@@ -213,6 +214,7 @@ class FileBoard(Board):
         return bool(rows)
 
     def history(self, start, end) -> list[dict]:
+        """The file's records between steps ``start`` and ``end``, downsampled: a zoomed chart gets their detail."""
         return read_history(self.path, start, end).records
 
     def _ended(self, last) -> None:
@@ -221,11 +223,12 @@ class FileBoard(Board):
         done = stop["epoch"] if stop else self.epochs_done
         planned = stop.get("epochs", done) if stop else self.planned
         ended = "ended" if stop is None else "stopped" if stop.get("stopped") or done < planned else "finished"
+        if ended == "stopped":
+            said = f"stopped at epoch {done} of {planned}" + (f" by {stop['stopped']}" if stop["stopped"] else "")
+        else:
+            said = f"{ended} after {done} of {planned} epochs"
         self.info = {"run": self.name, "source": str(self.path), "epochs": planned,
-                     "iterations_per_epoch": self.per_epoch,
-                     "ended": (f"stopped at epoch {done} of {planned}" + (f" by {stop['stopped']}" if stop["stopped"]
-                                                                           else "")
-                               if ended == "stopped" else f"{ended} after {done} of {planned} epochs")}
+                     "iterations_per_epoch": self.per_epoch, "ended": said}
         last = last or stop
         if last is not None:
             self.values = {"time": last.get("time", time.time()), "epoch": done, "total_iterations": last["step"],

@@ -314,7 +314,6 @@ class Run {
   renderCharts() {
     const el = this.el, live = !!this.state.live;
     const records = this.detail?.records || this.records; // what the step charts show
-
     const steps = [...new Set(records.map(r => r.step))].sort((a, b) => a - b);
     const at = new Map(steps.map((step, i) => [step, i]));
     const column = (filter, key) => {
