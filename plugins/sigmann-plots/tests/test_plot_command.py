@@ -185,3 +185,15 @@ def test_ctrl_c_stops_the_run_and_the_drawing_process_draws_the_last_epoch_witho
 def test_sigma_plugins_lists_the_hook_and_the_command_with_their_distribution():
     assert plugins.get("hook", "plots").distribution == "sigmann-plots"
     assert plugins.get("command", "plot").distribution == "sigmann-plots"
+
+
+def test_a_long_run_is_drawn_from_about_a_thousand_points_a_curve_its_spike_among_them(tmp_path):
+    lines = [json.dumps({"time": step / 10, "event": "iteration", "step": step, "epoch": 1 + step // 1000,
+                         "iteration": step % 1000, "cost": 100.0 if step == 31_410 else 1 + step % 3 / 10,
+                         "learning_rate": 0.1}) for step in range(1, 50_001)]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    records = read_run(tmp_path)
+    costs = [r["cost"] for r in records]
+    assert len(records) <= 1501 and 100.0 in costs and records[-1]["step"] == 50_000  # not 50,000 records
+    assert main(["plot", str(tmp_path), "-o", str(tmp_path / "long.png")]) == 0
+    assert_png(tmp_path / "long.png")
