@@ -136,6 +136,19 @@ def test_registry_values_can_be_added_to_the_charts(live):
     assert refused.status_code == 400 and "matches no number or array" in refused.json()["error"]
 
 
+def test_history_answers_a_range_of_steps_and_refuses_one_that_is_not_a_number(live):
+    run = live()
+    run.wait_for(lambda: len(run.client.get("/api/history").json()["records"]) > 20, what="some chart points")
+    steps = [r["step"] for r in run.client.get("/api/history").json()["records"]]
+    start, end = steps[5], steps[15]
+    answer = run.client.get("/api/history", params={"start": start, "end": end}).json()
+    ranged = [r["step"] for r in answer["records"]]
+    assert (answer["start"], answer["end"]) == (start, end) and ranged and start <= min(ranged) <= max(ranged) <= end
+    for bad in ("ten", "nan", "inf"):
+        refused = run.client.get("/api/history", params={"start": bad})
+        assert refused.status_code == 400 and refused.json() == {"error": f"start must be a step (a number), got {bad!r}"}
+
+
 def test_the_event_stream_sends_a_snapshot_then_updates(live):
     run = live()
     with httpx.stream("GET", f"{run.base}/api/events", timeout=20) as stream:
