@@ -22,10 +22,10 @@ _PROVIDERS = {
     "errors": "SigmaError ConfigError ShapeError ArchitectureError NonFiniteError UnknownComponentError "
               "describe one_line first_non_finite",
     "config": "require accepts rule_of describe_rule ARGUMENT_CONVENTIONS=CONVENTIONS load_run_file=load "
-              "validate_run=validate apply_override",
+              "validate_run=validate apply_override check_arguments=check RUN_FILE_SECTIONS=SCHEMA",
     # compute: what backends (sigma_cpu, sigma_cuda) and op plugins (sigmann-recurrent) build on
     "compute.handler": "Handler NumpyHandler",
-    "compute.backend": "create_handler resolve_handler_name available_handlers handler_availability",
+    "compute.backend": "create_handler available_handlers handler_availability",
     "compute.kernels": "ACTIVATIONS ArrayKernels UpdateKernels CompiledUpdates UPDATE_SCALARS",
     "compute.ndarray": "NDArray ExpiredArrayError",
     "compute.ops.base": "Op",
@@ -60,11 +60,10 @@ _PROVIDERS = {
     "data.dataset": "Dataset Records DataError split_bounds check_finite",
     "data.preprocessing": "Preprocessing Transform Range as_float",
     "data.iterators": "MinibatchIterator",
-    "data.sources": "dataset_from_config resolve_path COMPRESSED_SUFFIXES",
+    "data.sources": "dataset_from_config resolve_path COMPRESSED_SUFFIXES SOURCE_KEYS=COMMON_KEYS",
     "data.numpy_files": "DEFLATE_RATIO load_numpy",
-    # the sigma command: shared options, main, resolved run files (sigmann-help, sigmann-mlflow)
+    # the sigma command: shared options, main
     "cli": "cli_options=options cli_main=main",
-    "cli.resolved": "resolved_config component_arguments component_table_keys",
 }
 _LAZY = {public: (module, own or public) for module, names in _PROVIDERS.items()
          for public, _, own in (name.partition("=") for name in names.split())}

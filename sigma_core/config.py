@@ -184,7 +184,7 @@ def rule_of(component, name: str, parameter: inspect.Parameter):
     return typed or {bool: "bool", int: "int", float: "number"}.get(type(parameter.default))
 
 
-#: Every key a run file may have, and its rule (the README's run-file reference says what each does). A
+#: Every key a run file may have, and its rule (docs/gen/run_file.py says what each does, on the site). A
 #: "table" is checked by what it builds: its extractor (data), its component (optimiser, operator).
 SCHEMA = {
     "name": "filename",  # names its checkpoints and lock file

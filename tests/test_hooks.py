@@ -267,8 +267,9 @@ def test_a_threaded_hook_may_not_touch_the_live_run_nor_read_what_it_did_not_ask
     assert sum("failed in on_epoch" in r.getMessage() for r in caplog.records) == 1
 
 
-def test_a_blocked_hook_never_blocks_training_events_are_dropped_and_counted(run_file, caplog):
-    """The hook sits in on_start for the whole run; the training thread queues and drops, never waits."""
+def _blocked_hook(lossy: bool):
+    """A threaded hook that sits in on_start until released, a gate that holds training until it is inside and lets
+    it go once the run has queued everything: (blocked, gate)."""
     inside, release = threading.Event(), threading.Event()
 
     class Blocked(Hook):
@@ -299,13 +300,53 @@ def test_a_blocked_hook_never_blocks_training_events_are_dropped_and_counted(run
             self.iterations = self.run.trainer.total_iterations
             release.set()
 
-    blocked, gate = Blocked(), Gate()
+    Blocked.lossy = lossy
+    return Blocked(), Gate()
+
+
+def test_a_blocked_lossy_hook_never_blocks_training_events_are_dropped_and_counted(run_file, caplog):
+    """The hook sits in on_start for the whole run; the training thread queues and drops, never waits."""
+    blocked, gate = _blocked_hook(lossy=True)
     _run(run_file).train([blocked, gate])
     assert gate.iterations == 18  # two epochs trained while the hook was stuck
     # A full queue drops its oldest iteration event: epochs and the stop always get through.
     assert blocked.got == [("epoch", 1), ("iteration", 18), ("epoch", 2), ("stop",)]
     assert blocked.dropped == 17
     assert any("hook 'blocked' could not keep up: 17 events dropped" in r.getMessage() for r in caplog.records)
+
+
+def test_a_blocked_recording_hook_gets_every_event_in_order_through_a_spool_file_in_the_run_directory(run_file,
+                                                                                                       tmp_path):
+    """Not lossy (the default): past queue_size the events wait in a file in the run directory, not in memory, and
+    the hook gets each of them, in order, once it is free; the file is gone at the end. (A loop built without a
+    directory spools into a temporary file instead, rather than make one.)"""
+    blocked, gate = _blocked_hook(lossy=False)
+    spooled = []
+
+    class Watch(Hook):  # inline, after the gate: sees the spool file while the hook is stuck
+        def on_stop(self):
+            spooled.extend(self.run.directory.glob("spool/blocked-*.pickle"))
+
+    run = _run(run_file)
+    run.directory = tmp_path / "version_0"
+    run.train([blocked, gate, Watch()])
+    assert gate.iterations == 18 and blocked.dropped == 0
+    assert blocked.got == [*(("iteration", n) for n in range(1, 10)), ("epoch", 1),
+                           *(("iteration", n) for n in range(10, 19)), ("epoch", 2), ("stop",)]
+    assert len(spooled) == 1 and spooled[0].parent == run.directory / "spool"
+    assert not spooled[0].exists()
+
+
+def test_an_event_that_cannot_be_pickled_waits_in_memory_in_its_place(run_file):
+    """A published value no file can hold (a lock): the event keeps its place in the queue, in memory."""
+    blocked, gate = _blocked_hook(lossy=False)
+
+    class Publisher(Hook):
+        def on_iteration(self):
+            self.run.publish("lock", threading.Lock() if self.run.values["total_iterations"] == 12 else 0)
+
+    _run(run_file).train([Publisher(), blocked, gate])
+    assert [event[1] for event in blocked.got if event[0] == "iteration"] == list(range(1, 19))
 
 
 def test_a_hook_that_takes_a_second_per_event_does_not_hold_training_up(run_file, caplog):
@@ -478,7 +519,7 @@ def test_ctrl_c_in_an_inline_hook_still_stops_a_loop_and_a_hooks_own_interrupt_o
 
     recorder = Recorder()
     loop = _loop(_run(run_file), CtrlC(), recorder)
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own, even under nohup
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # ignored under nohup or `&`: Python's own
     try:
         with pytest.raises(KeyboardInterrupt):
             loop.run()

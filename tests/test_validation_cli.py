@@ -83,6 +83,8 @@ def sigma_train(tmp_path, capsys, *overrides, text=RUN_FILE):
         ('optimiser.freeze=["*.bais"]', "optimiser.freeze: pattern '*.bais' matches no parameter"),
         ('initialisers={"*.wieghts"={type="he"}}', "initialisers: pattern '*.wieghts' matches no parameter"),
         ('hooks=[{type="stop",every=[-1,"epoch"]}]', "hooks[0].every: hook 'stop': every must be an integer >= 0"),
+        ('hooks=[{type="epoch_iteration_reporter",every=[0,"epoch"]}]',  # the hook's own check, its key named
+         "hooks[0].every: hook 'epoch_iteration_reporter': a cadence's interval must be an integer >= 1, got 0"),
         ("split.validation=[50,200]", "split.validation = [50, 200] is not within the 100 records of the data"),
         ("split.validation=[50,50]", "split.validation: the held-out set is empty (the data has 100 records)"),
         ("split.validation=[0,20]", "split.validation: the training set is empty (the data has 100 records)"),

@@ -3,8 +3,8 @@
 Each run writes into its own directory, ``runs/<name>/version_N`` (:mod:`sigma_core.training.rundir`); a resumed run
 continues in its checkpoint's. However the run ends, it saves a checkpoint (where ``[checkpoint]`` saves, else in the
 run directory's ``checkpoints/``) and prints one line on stderr: what ended it, the checkpoint, the command that
-resumes from it. Exit status (README.md too): 0 when the epochs ran out or a hook's criterion stopped the run,
-3 for the web page's Stop, 130 for Ctrl-C, 2 for an error (one ``error:`` line), :data:`HOOK_FAILED` with --strict.
+resumes from it. Exit status: 0 when the epochs ran out or a hook's criterion stopped the run, 3 for the web page's
+Stop, 130 for Ctrl-C, 143 for SIGTERM, 2 for an error (one ``error:`` line), :data:`HOOK_FAILED` with --strict.
 """
 
 import contextlib
@@ -49,9 +49,9 @@ def add_parser(subparsers):
 
 
 def main(args) -> int:
+    from sigma_core.hooks.tables import parse_hook_option
     from sigma_core.run import build_run  # imports numpy: not on every sigma command's path
 
-    dtype = [f"handler.dtype={args.dtype}"] if args.dtype else []
     if args.print_config:  # sigmann-help's `sigma config`, with this command's options
         from sigma_core import plugins
 
@@ -59,11 +59,10 @@ def main(args) -> int:
             raise SigmaError(f"--print-config needs the `sigma config` command, which is not installed; {plugins.MORE}")
         from sigma_core.cli import build_parser
 
-        flags = [*(f"--set={o}" for o in args.overrides), *(f"--monitor={m}" for m in args.monitors),
-                 *(f"--{key}={getattr(args, key)}" for key in ("handler", "dtype") if getattr(args, key))]
+        flags = [*(f"--set={o}" for o in options.run_overrides(args)), *(f"--monitor={m}" for m in args.monitors)]
         config = build_parser().parse_args(["config", args.config, *flags])
         return config.run(config)
-    cfg = run_config.load(args.config, [*args.overrides, *dtype])
+    cfg = run_config.load(args.config, options.run_overrides(args))
     # Everything that can be refused is refused before anything is built, in one line.
     checkpoint = _checkpoint_to_resume(args.resume, cfg) if args.resume else None
     if checkpoint is not None and checkpoint.trainer["epoch"] >= cfg["training"]["epochs"]:
@@ -71,7 +70,12 @@ def main(args) -> int:
                          f"run has training.epochs = {cfg['training']['epochs']}: nothing left to train (raise it with "
                          "--set)")
     out = check_writable(args.out, what="--out") if args.out else None  # refused now, not after training
-    run = build_run(cfg, handler_name=args.handler)
+    run = build_run(cfg)
+    # --monitor hooks are saved in the checkpoints (beyond the run file's): --resume brings back those not given.
+    given = [parse_hook_option(text) for text in args.monitors]
+    saved = [table for table in (checkpoint.config or {}).get("hooks", []) if table not in cfg["hooks"]
+             and table.get("type") not in {spec["type"] for spec in given}] if checkpoint else []
+    run.config["hooks"] = [*run.config["hooks"], *given, *saved]
     if checkpoint is not None:
         run.resume(checkpoint)  # in its run directory, if it has one
     run.directory = run.directory or new_version(cfg["name"])
@@ -79,7 +83,7 @@ def main(args) -> int:
     run.command_line = ["sigma", "train", args.config, *flags, *(f"--set={o}" for o in args.overrides)]
     if not args.quiet:  # stderr: stdout holds only the result line
         print(run.trainer.network.summary(), file=sys.stderr)
-    summary, status = _train_guarded(run, _hooks(args, run))
+    summary, status = _train_guarded(run, _hooks(args, run, [*given, *saved]))
     accuracy = "n/a" if summary["accuracy"] is None else f"{summary['accuracy']:.2%}"
     cost = "n/a" if summary["cost"] is None else f"{summary['cost']:.4f}"  # e.g. stopped inside epoch 1
     trained = summary["epochs"] - (checkpoint.trainer["epoch"] if checkpoint else 0)
@@ -117,13 +121,13 @@ def _checkpoint_to_resume(resume: str, cfg: dict):
     raise SigmaError(f"--resume {resume}: no valid checkpoint of run {cfg['name']!r} in {where}")
 
 
-def _hooks(args, run) -> list:
-    """The ``--monitor`` hooks, plus a report per epoch unless ``--quiet`` or the run file has one: ``progress``'s
-    bars where installed (sigmann-monitors), else the core's plain ``epoch_lines``."""
+def _hooks(args, run, monitors: list[dict]) -> list:
+    """The hooks of ``monitors`` (tables), plus a report per epoch unless ``--quiet`` or the run file has one:
+    ``progress``'s bars where installed (sigmann-monitors), else the core's plain ``epoch_lines``."""
     from sigma_core import plugins
-    from sigma_core.hooks.tables import hooks_from_tables, parse_hook_option
+    from sigma_core.hooks.tables import hooks_from_tables
 
-    specs = [parse_hook_option(text) for text in args.monitors]  # a plugin's option may add to it (--explain)
+    specs = list(monitors)
     reports = {"progress", "epoch_lines"}
     if not args.quiet and not reports & ({hook.name for hook in run.hooks} | {s["type"] for s in specs}):
         installed = {c.name for c in plugins.components("hook")}
@@ -134,7 +138,8 @@ def _hooks(args, run) -> list:
 def _train_guarded(run, hooks) -> tuple[dict, int]:
     """Train holding this run's lock in every checkpoint directory it saves in; then save, and say in one line
     what ended the run, where it saved and how to resume. Returns the summary and the exit status. The first Ctrl-C
-    stops the run at the next iteration boundary, the second aborts at once (writes are atomic: files stay whole)."""
+    or SIGTERM stops the run at the next iteration boundary (:class:`StopOnSignal`), the second aborts at once
+    (writes are atomic: files stay whole)."""
     import numpy
 
     from sigma_core.training.checkpoint import run_lock
@@ -145,7 +150,7 @@ def _train_guarded(run, hooks) -> tuple[dict, int]:
         for directory in dict.fromkeys(folders or [run.directory / "checkpoints"]):
             locks.enter_context(run_lock(directory, run.trainer.name))
         with numpy.errstate(all="ignore"):  # an overflow is reported by the non-finite checks, in one line
-            summary = run.train([*hooks, StopOnCtrlC()])
+            summary = run.train([*hooks, StopOnSignal()])
         loop, trainer, stopped = run.loop, run.trainer, run.loop.stopped
         where = (f"after training step {trainer.total_iterations} (" + (
             f"epoch {trainer.epoch + 1} of {loop.epochs}, iteration {trainer.iteration}" if trainer.in_epoch
@@ -164,22 +169,37 @@ def _train_guarded(run, hooks) -> tuple[dict, int]:
     return summary, status
 
 
-class StopOnCtrlC(Hook):
-    """Turns Ctrl-C into a stop at the next iteration boundary; a second Ctrl-C aborts at once."""
+#: The signals that stop a run (so named in its stop line; exit status 128 + the number), and how long the run may
+#: take to reach its next boundary before the inline hook holding it there is interrupted, named and detached.
+STOPPERS, GRACE_SECONDS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}, 1.0
 
-    name, previous = "ctrl-c", None
+
+class StopOnSignal(Hook):
+    """Turns Ctrl-C or SIGTERM (what schedulers and ``docker stop`` send) into a stop at the next iteration
+    boundary, exit status 130 or 143; after :data:`GRACE_SECONDS` an inline hook still holding the run is interrupted
+    every :data:`GRACE_SECONDS` until it lets go. A second signal aborts at once."""
+
+    name, previous = "ctrl-c", {}
     order = -1_000_000  # attached first: from then on Ctrl-C stops the run, and a KeyboardInterrupt is a hook's own
 
     def attach(self, run):
         super().attach(run)
         if threading.current_thread() is threading.main_thread():  # only there can signals be caught
-            self.previous = signal.signal(signal.SIGINT, self.interrupt)
+            self.previous = {number: signal.signal(number, self.interrupt) for number in (*STOPPERS, signal.SIGALRM)}
+            signal.signal(signal.SIGALRM, self.interrupt_hook)
 
-    def interrupt(self, signum, frame):
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    def interrupt(self, number, frame):
+        for stopper in STOPPERS:
+            signal.signal(stopper, signal.SIG_DFL)
+        signal.setitimer(signal.ITIMER_REAL, GRACE_SECONDS, GRACE_SECONDS)
         # From another thread: this handler may run while the training thread holds the loop's lock.
-        threading.Thread(target=self.run.loop.signal_stop, args=("Ctrl-C", 130), daemon=True).start()
+        threading.Thread(target=self.run.loop.signal_stop, args=(STOPPERS[number], 128 + number), daemon=True).start()
+
+    def interrupt_hook(self, number, frame):
+        if self.run.loop.dispatcher.calling is not None:  # else the run is on its way to the boundary, or past it
+            raise TimeoutError(f"it held the run up {GRACE_SECONDS} s after {self.run.loop.stopped.reason}")
 
     def detach(self):
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        for number, previous in self.previous.items():
+            signal.signal(number, previous)

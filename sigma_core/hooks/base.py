@@ -38,8 +38,10 @@ class Hook:
     order = 0
     #: Receive events on an own thread through a bounded queue (True) or on the training thread (False).
     threaded = False
-    #: Events a threaded hook may fall behind by before its oldest iteration events are dropped.
-    queue_size = 64
+    #: Events a threaded hook may fall behind by in memory; past that they wait in a file (hooks/spool.py).
+    queue_size = 1024
+    #: Threaded hooks: drop the oldest iteration events past ``queue_size`` (a live chart); else get every event.
+    lossy = False
     #: How long the end of a run waits for a threaded hook to work through its queue.
     drain_seconds = 10.0
     #: Threaded hooks: the part of the interpreter (in (0, 1]; 1: no limit) its thread may take while training runs.
@@ -49,7 +51,7 @@ class Hook:
     reads: dict = {}
     #: The run as this hook sees it (a RunView); set when a run attaches the hook, and per event for threaded ones.
     run = None
-    #: Threaded hooks: events dropped in the last run because the queue was full.
+    #: Lossy threaded hooks: events dropped in the last run because the queue was full.
     dropped = 0
 
     def __repr__(self):
@@ -104,7 +106,7 @@ def failure(where: str, error: BaseException) -> str:
 
 #: The class settings :func:`check` holds a hook to, as :mod:`sigma_core.config` rules (``every``: :func:`schedule`).
 SETTINGS = {"queue_size": "int >= 1", "drain_seconds": "real >= 0", "share": "real in (0, 1]", "order": "real",
-            "threaded": "bool"}
+            "threaded": "bool", "lossy": "bool"}
 
 
 def check(hook) -> None:

@@ -1,22 +1,25 @@
-"""The one dispatcher: delivers a loop's events to its hooks, inline or through a bounded queue on a hook's thread.
+"""The one dispatcher: delivers a loop's events to its hooks, inline or through a queue on a hook's thread.
 
 The loop calls :meth:`Dispatcher.start` when a run starts, :meth:`~Dispatcher.emit` once per event and
 :meth:`~Dispatcher.close` when the run ends, also after an error (as ``fit`` calls Keras' ``CallbackList``).
 An event goes only to the hooks that override it and whose ``every`` is due (iterations count the run's
 ``total_iterations``, epochs the epochs done): inline hooks first, in order, then threaded hooks, which get a
-copy of the values as the inline hooks left them. Every call into a hook is guarded here, so that a hook's
-failure is that hook's alone.
+copy of the values as the inline hooks left them, each event (past ``queue_size`` through a spool file) unless
+``lossy``. Every call into a hook is guarded here, so that a hook's failure is that hook's alone.
 """
 
 import collections
+import contextlib
 import logging
+import pickle
 import sys
 import threading
 import time
 
 from sigma_core.errors import SigmaError
 from sigma_core.hooks.base import EVENTS, Hook, HookError, check, could_be_ctrl_c, failure, overrides, schedule
-from sigma_core.hooks.values import RunView, epoch_values
+from sigma_core.hooks.spool import Spool
+from sigma_core.hooks.values import RunView, Values, epoch_values
 
 log = logging.getLogger("sigma")
 
@@ -24,6 +27,7 @@ log = logging.getLogger("sigma")
 NAP_SECONDS = 0.01
 #: Processor time a hook's thread may use in one go before it rests to keep to its share (see :class:`Throttle`).
 SLICE_SECONDS = 0.001
+SPOOLED = object()  # what a channel's queue holds for an event that waits in its spool file
 #: Each event's (inline, threaded) listeners while no run is on.
 _NOBODY = dict.fromkeys(EVENTS, ((), ()))
 
@@ -38,6 +42,7 @@ class Dispatcher:
         #: One line per hook detached after an error, over this dispatcher's runs.
         self.failures: list[HookFailure] = []
         self.view: RunView | None = None  # the run's live view, while a run is on
+        self.calling: Hook | None = None  # the inline hook called now (sigma train interrupts one that holds a stop)
         self._listeners = _NOBODY  # event -> (inline, threaded) (hook|channel, interval) pairs
         self._inline: list[Hook] = []  # attached inline hooks, in order
         self._channels: list[Channel] = []
@@ -95,12 +100,14 @@ class Dispatcher:
         values = self.view.at(event, epoch_values(arguments["report"]) if event == "epoch" else {})
         method = f"on_{event}"
         for hook in inline:
+            self.calling = hook
             try:
                 getattr(hook, method)(**arguments)
             except BaseException as error:
                 if isinstance(error, SigmaError) or could_be_ctrl_c(error):
                     raise
                 self._drop(hook, method, error)
+        self.calling = None
         if threaded:
             copy = values.copy()
             for channel in threaded:
@@ -117,7 +124,7 @@ class Dispatcher:
     def close(self) -> None:
         """End the run: let threaded hooks work through their queues, detach every hook (last attached first)."""
         channels, inline = self._channels, self._inline
-        self._listeners, self._channels, self._inline, self.view = _NOBODY, [], [], None
+        self._listeners, self._channels, self._inline, self.view, self.calling = _NOBODY, [], [], None, None
         for channel in channels:
             channel.close()
         for hook in reversed(inline):  # the first attached (Ctrl-C's handler) goes last
@@ -171,13 +178,14 @@ class HookFailure(str):
 
 
 class Channel:
-    """Delivers one threaded hook's events for one run, through a bounded queue, on the hook's own thread."""
+    """Delivers one threaded hook's events for one run, in order, on the hook's own thread, through its spool."""
 
     def __init__(self, hook: Hook, dispatcher: Dispatcher):
-        self.hook, self.dispatcher = hook, dispatcher
+        self.hook, self.dispatcher, self.live = hook, dispatcher, dispatcher.view
         self.failed = self.abandoned = False
         self.throttle = Throttle(hook.share) if hook.share < 1 else None
-        self._events = collections.deque()
+        self._events = collections.deque()  # events, SPOOLED for each in the spool, None at the end
+        self._spool = Spool(self.live, f"{hook.name}-{id(self):x}.pickle")
         self._ready = threading.Condition(threading.Lock())
         hook.dropped = 0
         _serving[id(hook)] = self
@@ -185,18 +193,24 @@ class Channel:
         self._thread.start()
 
     def send(self, method: str, arguments: dict, view: RunView) -> None:
-        """Queue an event; never waits. A full queue drops its oldest iteration event (or, with none, this one)."""
+        """Queue an event; never waits. Past ``queue_size`` events in memory, a lossy hook drops its oldest iteration
+        event (or, with none, this one)."""
         if self.failed:
             return
-        events = self._events
+        events, item = self._events, (method, arguments, view)
         with self._ready:
-            if len(events) >= self.hook.queue_size:
+            behind = len(events) - self._spool.waiting >= self.hook.queue_size  # in memory
+            if behind and self.hook.lossy:
                 self.hook.dropped += 1
                 oldest = next((i for i, queued in enumerate(events) if queued[0] == "on_iteration"), None)
                 if oldest is None:
                     return
                 del events[oldest]
-            events.append((method, arguments, view))
+            elif behind:  # to the spool; an event holding a value no file can hold waits in memory
+                with contextlib.suppress(pickle.PicklingError, TypeError, AttributeError):
+                    self._spool.put((method, arguments, view.values.event, view.values._items))
+                    item = SPOOLED
+            events.append(item)
             if len(events) == 1:  # the thread waits only on an empty queue
                 self._ready.notify()
 
@@ -231,6 +245,9 @@ class Channel:
                 with self._ready:
                     self._ready.wait_for(lambda: self._events)
                     item = self._events.popleft()
+                    if item is SPOOLED:  # its values come back from the file: a view over them
+                        method, arguments, event, items = self._spool.get()
+                        item = method, arguments, self.live.for_thread(Values(event, items), self.hook.name)
                 if item is None or self.abandoned:
                     return
                 method, arguments, self.hook.run = item
@@ -249,6 +266,8 @@ class Channel:
                 if not self._events:  # caught up: let events gather, so that waking this thread
                     time.sleep(NAP_SECONDS)  # (which costs the training thread too) happens per batch
         finally:
+            with self._ready:
+                self._spool.close()
             if _serving.get(id(self.hook)) is self:  # else abandoned, and a new run has the hook by now
                 del _serving[id(self.hook)]
                 self.dispatcher._detach(self.hook, quiet=self.failed)

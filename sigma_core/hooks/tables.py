@@ -22,6 +22,9 @@ def hooks_from_tables(tables: list[dict], where: str = "hooks") -> list[Hook]:
         try:
             hook = plugins.build("hook", table, where=at)
         except BaseException as error:  # a plugin's constructor: one line naming it, before anything trains
+            key, _, why = str(error).partition(": ")
+            if isinstance(error, ConfigError) and key in table:  # the hook's own check of that key: say whose
+                raise ConfigError(f"{at}.{key}: hook {table['type']!r}: {why}") from None
             if isinstance(error, SigmaError) or could_be_ctrl_c(error):
                 raise
             raise HookError(f"{at}: hook {table['type']!r} failed in {failure('__init__', error)}") from error

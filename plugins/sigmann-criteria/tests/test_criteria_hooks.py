@@ -317,7 +317,7 @@ def test_binary_accuracy_scorer_thresholds_the_single_output():
 def test_config_errors_name_the_problem():
     with pytest.raises(ConfigError, match="unknown key 'mdoe'"):
         blobs(hooks=[{"type": "value_reporter", "values": ["epoch"], "on": {"extrema": "epoch", "mdoe": "min"}}])
-    with pytest.raises(ConfigError, match=r"ValueReporter: every must be \[interval, \"scale\"\]"):
+    with pytest.raises(ConfigError, match=r"every must be \[interval, \"scale\"\]"):
         blobs(hooks=[{"type": "value_reporter", "values": ["epoch"], "every": 3}])
     with pytest.raises(HookError, match=r"ValueReporter: target is gone: every hook runs once per event"):
         blobs(hooks=[{"type": "value_reporter", "values": ["epoch"], "target": "global"}])

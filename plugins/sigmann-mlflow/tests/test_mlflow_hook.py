@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -20,7 +21,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 from safetensors.numpy import load_file
 
-from sigma_core import build_run, cli_main, load_checkpoint, load_run_file, resolved_config
+from sigma_core import build_run, cli_main, load_checkpoint, load_run_file
+from sigmann_help import resolved_config
 
 @pytest.fixture
 def run_file(sigma_run_file, tmp_path, monkeypatch):
@@ -81,7 +83,10 @@ def test_monitor_logs_the_resolved_run_file_every_metric_and_the_artifacts(run_f
 
     folder = tmp_path / "artifacts"
     client.download_artifacts(run.info.run_id, "", str(folder))
-    assert tomllib.loads((folder / "run.toml").read_text()) == without_unset(resolved_config(load_run_file(run_file)))
+    monitors = [{"type": "metrics", "directory": str(out), "every": 3},
+                {"type": "mlflow", "tracking_uri": database, "experiment": "cli", "every": 3}]  # --monitor's too
+    assert tomllib.loads((folder / "run.toml").read_text()) == without_unset(resolved_config(
+        {**load_run_file(run_file), "hooks": monitors}))
     checkpoint = load_checkpoint(folder / "checkpoints" / "blobs-e2-i0.ckpt")
     assert (checkpoint.trainer["epoch"], checkpoint.trainer["total_iterations"]) == (2, 18)
     export = load_file(folder / "export" / "blobs-e2-i0.safetensors")
@@ -118,21 +123,72 @@ def test_a_run_files_monitors_table_defaults_to_a_store_beside_the_run_directori
         "checkpoints", "export", "run.toml"]
 
 
-def test_an_unreachable_server_is_one_line_and_training_goes_on(run_file, monkeypatch, caplog):
-    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # MLflow would otherwise retry for minutes
+def closed_port() -> int:
     with socket.socket() as closed:  # a port nothing listens on
         closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]
-    from sigmann_mlflow.hook import MlflowHook
+        return closed.getsockname()[1]
 
-    run = build_run(load_run_file(run_file))
+
+def test_an_unreachable_server_is_named_once_and_what_it_missed_is_kept_to_be_sent_later(run_file, database, caplog,
+                                                                                         capsys):
+    """No server on the port: one warning names it, training goes on, the end waits ``wait`` seconds, then says
+    what was not delivered and where it is; ``sigma mlflow-replay`` sends it to a store that works."""
+    uri = f"http://127.0.0.1:{closed_port()}"
     with caplog.at_level(logging.WARNING, logger="sigma"):
-        summary = run.train([MlflowHook(tracking_uri=f"http://127.0.0.1:{port}")])
-    assert summary["epochs"] == 2
-    [warning] = [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
-    assert warning.startswith("hook 'mlflow' failed in on_start: MlflowException: API request to "
-                              f"http://127.0.0.1:{port}/") and warning.endswith("; detached, training goes on")
-    assert "\n" not in warning
+        assert cli_main(["train", str(run_file), "--quiet", "--out", "summary.json", "--monitor",
+                         f"mlflow:tracking_uri='{uri}',experiment='later',every=3,wait=0.5"]) == 0
+    warnings = [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
+    assert len(warnings) == 2, warnings
+    assert warnings[0].startswith(f"hook 'mlflow': cannot reach the MLflow tracking server {uri} (")
+    assert warnings[0].endswith("); what it logs is kept and sent again with backoff while training goes on")
+    kept = "runs/blobs/version_0/mlflow-undelivered.jsonl"
+    assert re.fullmatch(rf"hook 'mlflow': the MLflow tracking server {re.escape(uri)} could still not be reached 0.5 s "
+                        rf"after the run ended \(the failure is above\); 24 metrics and \d+ parameters not delivered, "
+                        rf"kept in {kept}; send them with: sigma mlflow-replay {kept}", warnings[1]), warnings[1]
+    assert json.loads((run_file.parent / "summary.json").read_text())["hook_failures"] == []  # not detached
+    capsys.readouterr()
+
+    assert cli_main(["mlflow-replay", "runs/blobs/version_0", "--tracking-uri", database]) == 0
+    client = MlflowClient(database)
+    run = only_run(client, "later")
+    assert capsys.readouterr().out == f"sent 24 metrics to MLflow run {run.info.run_id} at {database}\n"
+    assert run.info.status == "FINISHED" and run.data.params["optimiser.type"] == "momentum"
+    assert sorted(history(client, run, "iteration/cost")) == [3, 6, 9, 12, 15, 18]
+    assert sorted(history(client, run, "epoch/cost")) == [1, 2]
+    assert not (run_file.parent / kept).exists() and (run_file.parent / f"{kept}.sent").exists()  # not sent twice
+
+
+def test_replaying_a_file_that_is_not_the_hooks_or_to_a_server_still_down_is_one_line(tmp_path, capsys,
+                                                                                       monkeypatch):
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # MLflow would otherwise retry for minutes
+    kept = tmp_path / "mlflow-undelivered.jsonl"
+    kept.write_text('{"experiment": "x"}\n')
+    assert cli_main(["mlflow-replay", str(kept)]) == 2
+    assert capsys.readouterr().err == (f"error: {kept}: not a file the mlflow hook wrote (line 1.tracking_uri is "
+                                       "missing)\n")
+    record = {"tracking_uri": None, "experiment": "x", "run_name": "version_0", "run_id": None, "tags": {},
+              "params": {"a": "1"}, "metrics": [["iteration/cost", 0.5, 0, 1]]}
+    kept.write_text(json.dumps(record) + "\n")
+    uri = f"http://127.0.0.1:{closed_port()}"
+    assert cli_main(["mlflow-replay", str(tmp_path), "--tracking-uri", uri]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: {kept}: could not send it to {uri} (MlflowException: ") and line.endswith(
+        "); what was not sent is kept there, try again")
+    assert json.loads(kept.read_text()) == record
+
+
+def test_a_resumed_run_continues_its_mlflow_run_without_gaps_or_duplicates(run_file, database, capsys):
+    assert cli_main(["train", str(run_file), "--quiet", "--monitor",
+                     f"mlflow:tracking_uri='{database}',experiment='resumed',every=1"]) == 0
+    command = shlex.split(capsys.readouterr().err.partition("train on with: ")[2].splitlines()[0])
+    assert not any("mlflow" in part for part in command)  # the checkpoint brings the hook back
+    assert cli_main([*command[1:], "--quiet"]) == 0  # to epoch 4
+    client = MlflowClient(database)
+    run = only_run(client, "resumed")
+    assert run.info.status == "FINISHED"
+    steps = [metric.step for metric in client.get_metric_history(run.info.run_id, "iteration/cost")]
+    assert sorted(steps) == list(range(1, 37))
+    assert sorted(history(client, run, "epoch/cost")) == [1, 2, 3, 4]
 
 
 @pytest.fixture
@@ -191,7 +247,8 @@ def test_sigma_help_shows_the_hooks_arguments(capsys):
     assert shown.startswith("hook mlflow, from sigmann-mlflow 0.1.0\n")
     arguments = {line.split()[0]: line.split(maxsplit=1)[1] for line in shown.partition("\nArguments (")[2]
                  .partition("\n\n")[0].splitlines()[1:]}
-    assert list(arguments) == ["tracking_uri", "experiment", "run_name", "every", "artifacts"]
+    assert list(arguments) == ["tracking_uri", "experiment", "run_name", "every", "artifacts", "wait"]
+    assert re.fullmatch(r"a number >= 0\s+default 10.0", arguments["wait"])
     assert re.fullmatch(r"an integer >= 0\s+default 10", arguments["every"])
     assert re.fullmatch(r"true or false\s+default true", arguments["artifacts"])
     assert re.fullmatch(r"a string\s+default unset", arguments["tracking_uri"])

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import collections
 import errno
 import json
 import logging
 import re
+import shlex
+import time
 
 import numpy
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
 from tensorboard.plugins.hparams import plugin_data_pb2
 
 from sigma_core import Hook, build_run, plugins
 from sigma_core import config as run_config
 from sigma_core.cli import main
-from sigmann_tensorboard.hook import TensorBoardHook
+from sigmann_tensorboard.hook import EventFile, TensorBoardHook
 
 @pytest.fixture
 def run_file(sigma_run_file):
@@ -56,7 +60,10 @@ def test_scalars_equal_the_printed_epoch_lines_and_the_metrics_files(run_file, t
     assert scalars(board, "epoch/learning_rate") == {1: pytest.approx(0.1), 2: pytest.approx(0.1)}
 
     config = board.Tensors("config/text_summary")[0].tensor_proto.string_val[0].decode()
-    assert json.loads(config) == run_config.load(run_file, [])  # the run file as validated, indented as code
+    monitors = [{"type": "metrics", "directory": str(out), "every": 3}, {"type": "tensorboard", "directory": str(out),
+                                                                        "every": 3}, {"type": "progress"}]
+    # The run file as validated, with the --monitor hooks it was given (a resumed run gets them back), as code.
+    assert json.loads(config) == {**run_config.load(run_file, []), "hooks": monitors}
 
 
 def assert_histogram(histogram, array):
@@ -174,3 +181,55 @@ def test_bad_arguments_are_one_line_errors(run_file, capsys):
                             ("updates=all", "tensorboard: updates must be \"epoch\", \"step\" or \"\", got 'all'")):
         assert main(["train", str(run_file), "--quiet", "--monitor", f"tensorboard:{option}"]) == 2
         assert capsys.readouterr().err.strip().splitlines()[-1] == f"error: {message}"
+
+
+def test_a_throttled_writer_still_writes_every_iteration_scalar_the_metrics_file_holds(run_file, tmp_path,
+                                                                                       monkeypatch):
+    """The disk made slow on purpose (20 ms per event) and a queue of 2: the hook falls far behind, its events wait
+    in the run directory's spool instead of being dropped, and its file holds each iteration the metrics file does."""
+    write = EventFile._write
+
+    def slow(self, event):
+        time.sleep(0.02)
+        write(self, event)
+
+    monkeypatch.setattr(EventFile, "_write", slow)
+    monkeypatch.setattr(TensorBoardHook, "queue_size", 2)
+    out = tmp_path / "run"
+    assert main(["train", str(run_file), "--quiet", "--monitor", f"metrics:directory='{out}',every=1",
+                 "--monitor", f"tensorboard:directory='{out}',every=1"]) == 0
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    costs = {record["step"]: record["cost"] for record in records if record["event"] == "iteration"}
+    assert sorted(costs) == list(range(1, 19))
+    assert scalars(events(out), "iteration/cost") == pytest.approx(costs, rel=1e-6)
+
+
+def logged_steps(directory) -> collections.Counter:
+    """How often each (tag, step) of a scalar is in the event files of ``directory``, as they are on disk."""
+    counted = collections.Counter()
+    for path in directory.glob("events.out.tfevents.*"):
+        for event in LegacyEventFileLoader(str(path)).Load():
+            counted.update((value.tag, event.step) for value in event.summary.value if value.HasField("simple_value"))
+    return counted
+
+
+def test_a_resumed_run_keeps_its_monitors_and_its_files_hold_every_step_once(run_file, tmp_path, monkeypatch, capsys):
+    """Trained 2 epochs with --monitor metrics and tensorboard, then resumed from the checkpoint of epoch 1 with the
+    command the run printed (no --monitor in it): the monitors come back from the checkpoint, and what the resumed
+    run trains again replaces what the first run logged past that checkpoint, on both scales."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", str(run_file), "--quiet", "--set", "checkpoint.every_epochs=1", "--monitor",
+                 "metrics:every=1", "--monitor", "tensorboard:every=1"]) == 0
+    command = shlex.split(capsys.readouterr().err.partition("train on with: ")[2].splitlines()[0])
+    assert command[-2] == "--resume" and not any("monitor" in part for part in command)  # short, and true:
+    assert main([*command[1:-1], "checkpoints/blobs-e1-i0.ckpt", "--quiet"]) == 0  # from epoch 1 of 2, to 4
+    directory = tmp_path / "runs" / "blobs" / "version_0"
+    records = [json.loads(line) for line in (directory / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if r["event"] == "iteration"] == list(range(1, 37))
+    assert [r["epoch"] for r in records if r["event"] == "epoch"] == [1, 2, 3, 4]
+    counted = logged_steps(directory)
+    assert set(counted.values()) == {1}  # no step twice
+    assert sorted(step for tag, step in counted if tag == "iteration/cost") == list(range(1, 37))
+    assert sorted(step for tag, step in counted if tag == "epoch/cost") == [1, 2, 3, 4]
+    assert scalars(events(directory), "iteration/cost") == pytest.approx(
+        {r["step"]: r["cost"] for r in records if r["event"] == "iteration"}, rel=1e-6)

@@ -69,10 +69,13 @@ def after(interval: int, scale="iteration") -> Cadence:
 
 def cadence_from_config(value, where: str) -> Cadence:
     """``[10, "iteration"]``, ``[1, "epoch", 3]`` (live time) or ``"epoch"`` from a run file."""
-    if isinstance(value, str):
-        return every(1, value)
-    if isinstance(value, list) and len(value) in (2, 3) and isinstance(value[0], int) and isinstance(value[1], str):
-        return every(*value)
+    try:
+        if isinstance(value, str):
+            return every(1, value)
+        if isinstance(value, list) and len(value) in (2, 3) and isinstance(value[0], int) and isinstance(value[1], str):
+            return every(*value)
+    except ConfigError as error:  # a bad scale, interval or live time: say whose
+        raise ConfigError(f"{where}: {error}") from None
     raise ConfigError(f"{where} must be [interval, \"scale\"] or [interval, \"scale\", live], got {value!r}")
 
 

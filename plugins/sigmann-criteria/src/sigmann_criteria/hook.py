@@ -56,7 +56,7 @@ class CriteriaHook(Hook):
         if cadence is None:
             cadence = every(1, self.default_scale)
         elif not isinstance(cadence, Cadence):
-            cadence = cadence_from_config(cadence, f"{type(self).__name__}: every")
+            cadence = cadence_from_config(cadence, "every")  # from a run file, its table names the hook
         self.cadence = cadence
         self.parameters = dict(parameters or {})
         self.required_entries: list[str] = list(requires)

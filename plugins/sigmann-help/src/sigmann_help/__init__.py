@@ -32,11 +32,15 @@ def register_commands(cli):
     config.set_defaults(run=run_config)
 
 
-def __getattr__(name):  # config_toml (sigmann-mlflow, sigmann-testing) without importing tomli_w at discovery
+def __getattr__(name):  # config_toml, resolved_config (sigmann-mlflow, sigmann-testing), not imported at discovery
     if name == "config_toml":
         from sigmann_help.toml_config import config_toml
 
         return config_toml
+    if name == "resolved_config":
+        from sigmann_help.resolved import resolved_config
+
+        return resolved_config
     raise AttributeError(f"module 'sigmann_help' has no attribute {name!r}")
 
 

@@ -1,6 +1,6 @@
 """``sigma config``: a run file with every component's default filled in, as TOML (``sigma train --print-config``).
 
-The resolving is the core's (``sigma_core.resolved_config``, which sigmann-mlflow logs too); writing TOML, which
+The resolving is :func:`sigmann_help.resolved_config`'s (which sigmann-mlflow logs too); writing TOML, which
 Python reads (tomllib) but cannot write, is tomli_w's, here.
 """
 
@@ -9,14 +9,13 @@ import re
 
 import tomli_w
 
-from sigma_core import load_run_file, parse_hook_option, resolved_config
+from sigma_core import cli_options, load_run_file, parse_hook_option
+from sigmann_help.resolved import resolved_config
 
 
 def run(args) -> int:
-    dtype = [f"handler.dtype={args.dtype}"] if args.dtype else []
-    cfg = load_run_file(args.config, [*args.overrides, *dtype])
-    cfg["hooks"] += [parse_hook_option(text) for text in args.monitors]  # with --monitor's and --handler: the run
-    cfg["handler"]["name"] = args.handler or cfg["handler"]["name"]
+    cfg = load_run_file(args.config, cli_options.run_overrides(args))
+    cfg["hooks"] += [parse_hook_option(text) for text in args.monitors]  # with --monitor's: the run
     print(config_toml(resolved_config(cfg)), end="")
     return 0
 

@@ -1,4 +1,5 @@
-"""The ``mlflow`` hook (see :mod:`sigmann_mlflow.hook`).
+"""The ``mlflow`` hook (see :mod:`sigmann_mlflow.hook`) and ``sigma mlflow-replay``
+(:mod:`sigmann_mlflow.undelivered`).
 
 Registered lazily, so plugin discovery does not import MLflow (two seconds).
 """
@@ -17,3 +18,10 @@ def _has_mlflow():
 def register_hooks(register):
     register("mlflow", "sigmann_mlflow.hook:MlflowHook", check=_has_mlflow,
              description="logs the resolved run file, metrics per step and epoch, and artifacts to MLflow")
+
+
+@hookimpl
+def register_commands(cli):
+    from sigmann_mlflow.undelivered import register
+
+    register(cli)

@@ -5,7 +5,7 @@ run's name), named ``run_name`` (default: its run directory's, ``version_N``)
 and tagged ``sigma.directory`` with that directory. It logs
 
 - parameters: the run file as the run resolved it, every component's
-  default filled in (:func:`sigma_core.resolved_config`, what ``sigma train
+  default filled in (:func:`sigmann_help.resolved_config`, what ``sigma train
   --print-config`` prints), flattened to dotted keys (``optimiser.beta1``,
   ``network.layers.1.size``), each value as TOML writes it;
 - metrics named ``<event>/<name>`` after the ``metrics`` hook's records
@@ -19,6 +19,10 @@ and tagged ``sigma.directory`` with that directory. It logs
   ``checkpoints/`` (``sigma train run.toml --resume`` continues it); and, when
   safetensors is installed, its export in ``export/``. The MLflow run is then
   FINISHED; one whose Sigma run ended in an error is FAILED.
+
+A run resumed from a checkpoint (``sigma train ... --resume``) continues the
+MLflow run tagged with its run directory, where the checkpoint was saved,
+rather than make a new one (:meth:`MlflowHook._run_to_continue`).
 
 ``tracking_uri`` is any MLflow tracking URI (``http://127.0.0.1:5000``,
 ``sqlite:///path/mlflow.db``, ``databricks``). Without one:
@@ -34,33 +38,49 @@ by default (``sqlite:///mlflow.db``). See it with ``mlflow ui
 Threads: MLflow is imported when the hook attaches (on the training thread,
 once, about two seconds, before the first step rather than during it); every
 call to MLflow is made on the hook's own thread (``threaded``), so a slow or
-unreachable server never holds a step up, and a failing one is one line
-naming the hook, which the dispatcher detaches while training goes on.
-Iteration metrics are sent in batches, at each epoch's end and every
-:data:`FLUSH_SECONDS`. The end of the run waits up to ``drain_seconds`` for
-the hook to send what it holds (what is still queued then is not sent, and
-the MLflow run stays RUNNING). The final checkpoint is saved on the hook's
-thread, first thing in ``on_stop``, from the trainer the hook was given when
-it attached: meanwhile the training thread waits for this hook's queue to
-empty, so the trainer stands still while it is read.
+unreachable server never holds a step up. Iteration metrics are sent in
+batches, at each epoch's end and every :data:`FLUSH_SECONDS`.
+
+A server that cannot be reached (down, refusing, slower than
+:data:`REQUEST_SECONDS` a request) is named in one warning, once; the hook
+keeps what it has not sent and tries again with backoff (1 s, doubling up to
+:data:`LONGEST_BACKOFF`), on its own thread, while training goes on. MLflow's
+own retries, minutes of them, are turned off for it (``MLFLOW_HTTP_REQUEST_MAX_RETRIES``
+and ``MLFLOW_HTTP_REQUEST_TIMEOUT``, unless set). The end of the run waits up
+to ``wait`` seconds (default 10) for the server; what it could not send then
+is appended to ``mlflow-undelivered.jsonl`` in the run directory, a warning
+says how much and where, and ``sigma mlflow-replay FILE`` sends it later
+(:mod:`sigmann_mlflow.undelivered`). The final checkpoint is saved on the
+hook's thread, in ``on_stop``, from the trainer the hook was given when it
+attached: meanwhile the training thread waits for this hook's queue to empty,
+so the trainer stands still while it is read.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import os
 import re
 import tempfile
 import time
 from pathlib import Path
 
-from sigma_core import Hook, check_writable, checkpoint_path, load_component, resolved_config, save_checkpoint
-from sigmann_help import config_toml
+from sigma_core import Hook, check_writable, checkpoint_path, describe, load_component, save_checkpoint
+from sigmann_help import config_toml, resolved_config
 from sigmann_monitors import MetricsHook, record
+
+from sigmann_mlflow.undelivered import UNDELIVERED, keep_undelivered
+
+log = logging.getLogger("sigma")
 
 #: Seconds between batches of iteration metrics within an epoch (the epoch's end sends one too).
 FLUSH_SECONDS = 5.0
+#: The longest a request to the tracking server may take before it counts as failed (MLflow's own default: 120 s).
+REQUEST_SECONDS = 5
+#: The longest wait between two tries to reach a server that failed.
+LONGEST_BACKOFF = 60.0
 #: What MLflow takes in one request: metrics, parameters (its ``MAX_METRICS_PER_BATCH``, ``MAX_PARAMS_TAGS_PER_BATCH``).
 BATCH_METRICS, BATCH_PARAMETERS = 1000, 100
 #: The longest parameter value MLflow stores (its ``MAX_PARAM_VAL_LENGTH``); longer ones are cut.
@@ -74,14 +94,13 @@ class MlflowHook(Hook):
 
     name = "mlflow"
     threaded = True
-    queue_size = 1024  # events wait, not dropped, while a new store is set up at the thread's share of the CPU
-    drain_seconds = 60.0  # the end of the run waits this long for the last metrics and the artifacts
-    argument_rules = {"every": "int >= 0"}  # checked when built from a run file or --monitor
+    argument_rules = {"every": "int >= 0", "wait": "real >= 0"}  # checked when built from a run file or --monitor
 
     def __init__(self, tracking_uri: str | None = None, experiment: str | None = None, run_name: str | None = None,
-                 every: int = 10, artifacts: bool = True):
+                 every: int = 10, artifacts: bool = True, wait: float = 10.0):
         self.tracking_uri, self.experiment, self.run_name = tracking_uri, experiment, run_name
-        self.every, self.artifacts = every, artifacts
+        self.every, self.artifacts, self.wait = every, artifacts, wait
+        self.drain_seconds = wait + 5  # the hook gives up on the server after ``wait``; then it writes what it kept
         self.reads = {"on_iteration": ("cost",)}
         self.run_id = None  # the MLflow run's, once it is made
         self._pending: list = []  # metrics not sent yet
@@ -91,33 +110,57 @@ class MlflowHook(Hook):
         import mlflow  # noqa: F401  about 2 s: here, once, rather than on the hook's thread at its share of the CPU
 
         super().attach(run)
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # this hook retries, off the training thread
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(REQUEST_SECONDS))
         self._trainer = run.trainer  # for the final checkpoint, read when the run has ended (module docstring)
-        directory = run.directory
+        self._directory = directory = run.directory
         default = not (self.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"))
         self._store = directory.parent.parent / "mlruns" if default else None  # runs/mlruns, beside runs/<name>/
         self._experiment = self.experiment or run.name
         self._run_name = self.run_name or directory.name
         self._tags = {"sigma.directory": str(directory.resolve())}
+        self._resumed = run.values["total_iterations"] > 0  # from a checkpoint: continue its MLflow run
         config = None if run.config is None else resolved_config(run.config)
         self._parameters = dict(parameters(config)) if config else {}
         self._toml = config_toml(config) if config else None
         self._pending, self._open, self.run_id = [], False, None
+        self._failure, self._backoff, self._retry_at = None, 0.0, 0.0  # the last failure to reach the server
+        self._flushed = time.monotonic()  # when metrics were last sent (or tried)
 
     def on_start(self):
-        from mlflow.entities import Param
         from mlflow.tracking import MlflowClient
 
-        uri, location = self.tracking_uri, None
+        self._uri, self._location = self.tracking_uri, None
         if self._store is not None:  # the default: a local database beside the run directories
             store = check_writable(self._store, folder=True, what="mlflow store").resolve()
-            uri, location = f"sqlite:///{store / 'mlflow.db'}", (store / "artifacts").as_uri()
-        self._client = client = MlflowClient(uri)  # None: MLFLOW_TRACKING_URI
-        experiment = self._experiment_id(location)
+            self._uri, self._location = f"sqlite:///{store / 'mlflow.db'}", (store / "artifacts").as_uri()
+        self._client = MlflowClient(self._uri)  # None: MLFLOW_TRACKING_URI
+        self._send()
+
+    def _create_run(self) -> None:
+        """Make the MLflow run (and its experiment, if new) and log its parameters."""
+        from mlflow.entities import Param
+
+        client = self._client
+        experiment = self._experiment_id(self._location)
+        self.run_id = self._run_to_continue(experiment) if self._resumed else None
+        self._open, self._flushed = self.run_id is not None, time.monotonic()
+        if self._open:  # its parameters are logged already (MLflow refuses to change one)
+            client.update_run(self.run_id, status="RUNNING")
+            return
         self.run_id = client.create_run(experiment, run_name=self._run_name, tags=self._tags).info.run_id
-        self._open, self._flushed = True, time.monotonic()
+        self._open = True
         items = [Param(key, value) for key, value in self._parameters.items()]
         for start in range(0, len(items), BATCH_PARAMETERS):
             client.log_batch(self.run_id, params=items[start:start + BATCH_PARAMETERS])
+
+    def _run_to_continue(self, experiment: str) -> str | None:
+        """The MLflow run a resumed run continues: the newest tagged with its run directory, which its checkpoint
+        holds (a resumed run trains on in the directory it was saved from)."""
+        directory = self._tags["sigma.directory"].replace("'", "\\'")
+        found = self._client.search_runs([experiment], filter_string=f"tags.`sigma.directory` = '{directory}'",
+                                         order_by=["attributes.start_time DESC"], max_results=1)
+        return found[0].info.run_id if found else None
 
     def _experiment_id(self, location: str | None) -> str:
         """The id of the experiment named ``self._experiment``, made (with its artifacts at ``location``) if new."""
@@ -137,23 +180,63 @@ class MlflowHook(Hook):
         values = self.run.values
         self._add(record("iteration", values), values["total_iterations"])
         if len(self._pending) >= BATCH_METRICS or time.monotonic() - self._flushed >= FLUSH_SECONDS:
-            self._flush()
+            self._send()
 
     def on_epoch(self, report):
         self._add(record("epoch", self.run.values, report), report.epoch)
-        self._flush()
+        self._send()
 
     def on_stop(self):
-        self._flush()
+        deadline = time.monotonic() + self.wait
+        while not self._send() and self._retry_at < deadline:
+            time.sleep(max(0.0, self._retry_at - time.monotonic()))
+        if self._failure is not None:
+            self._keep_undelivered()
+            return
         if self.artifacts:
             self._log_artifacts()
         self._open = False
         self._client.set_terminated(self.run_id, "FINISHED")
 
     def detach(self):  # on the hook's thread; the run ended in an error, or this hook failed, if it is still open
-        if self._open:
+        if self._open and self._failure is None:
             self._open = False
             self._client.set_terminated(self.run_id, "FAILED")
+
+    def _send(self) -> bool:
+        """Make the run if not made yet and send the pending metrics, unless waiting to try again; whether all got
+        through. A failure is said once (the server named) and tried again later, each wait twice the last."""
+        if time.monotonic() < self._retry_at:
+            return False
+        try:
+            if self.run_id is None:
+                self._create_run()
+            self._flush()
+        except Exception as error:  # noqa: BLE001  whatever stops delivery now may pass: kept, tried again
+            if self._failure is None:
+                log.warning("hook %r: cannot reach the MLflow tracking server %s (%s); what it logs is kept and "
+                            "sent again with backoff while training goes on", self.name, self._server(), describe(error))
+            self._failure, self._backoff = error, min(max(1.0, 2 * self._backoff), LONGEST_BACKOFF)
+            self._retry_at = time.monotonic() + self._backoff
+            return False
+        if self._failure is not None:
+            log.info("hook %r: the MLflow tracking server %s answers again", self.name, self._server())
+        self._failure, self._backoff = None, 0.0
+        return True
+
+    def _server(self) -> str:
+        return self._uri or os.environ.get("MLFLOW_TRACKING_URI", "(MLflow's default)")
+
+    def _keep_undelivered(self) -> None:
+        """Append what could not be sent to the run directory's :data:`UNDELIVERED` file and say so."""
+        path = self._directory / UNDELIVERED
+        keep_undelivered(path, {"tracking_uri": self._uri, "experiment": self._experiment, "run_name": self._run_name,
+                                "run_id": self.run_id, "tags": self._tags, "params": self._parameters,
+                                "metrics": [[m.key, m.value, m.timestamp, m.step] for m in self._pending]})
+        log.warning("hook %r: the MLflow tracking server %s could still not be reached %s s after the run ended "
+                    "(the failure is above); %d metrics%s not delivered, kept in %s; send them with: sigma "
+                    "mlflow-replay %s", self.name, self._server(), self.wait, len(self._pending),
+                    "" if self.run_id else f" and {len(self._parameters)} parameters", path, path)
 
     def _add(self, row: dict, step: int) -> None:
         from mlflow.entities import Metric
@@ -163,9 +246,11 @@ class MlflowHook(Hook):
                           for name, value in row.items() if name not in MetricsHook.HEADER and value is not None]
 
     def _flush(self) -> None:
-        pending, self._pending, self._flushed = self._pending, [], time.monotonic()
-        for start in range(0, len(pending), BATCH_METRICS):
-            self._client.log_batch(self.run_id, metrics=pending[start:start + BATCH_METRICS])
+        """Send the pending metrics, batch by batch; what a failure leaves unsent stays pending."""
+        self._flushed = time.monotonic()
+        while self._pending:
+            self._client.log_batch(self.run_id, metrics=self._pending[:BATCH_METRICS])
+            del self._pending[:BATCH_METRICS]
 
     def _log_artifacts(self) -> None:
         """The final checkpoint (saved first, while the training thread waits), its export, the resolved run file."""

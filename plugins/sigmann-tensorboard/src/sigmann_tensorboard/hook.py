@@ -28,7 +28,11 @@ hook's files), on the hook's own thread:
 
 Each run writes its own directory (``tensorboard --logdir runs/<name>`` shows
 its versions side by side); a resumed run adds an event file to its
-checkpoint's run directory, and TensorBoard shows one run.
+checkpoint's run directory, and TensorBoard shows one run. First it purges
+what it is about to train again from the event files there (what
+tensorboardX's ``purge_step`` asks TensorBoard to do, done in the files, so
+that every reader agrees), on both scales: iteration scalars past the
+checkpoint's step, epoch scalars and histograms past its epochs (:func:`purge`).
 
 The files are written on the hook's thread (:class:`EventFile`), each epoch
 flushed to disk: a disk that fills up or goes away is one line naming the
@@ -39,10 +43,11 @@ from __future__ import annotations
 
 import json
 import socket
+import struct
 import time
 from pathlib import Path
 
-from sigma_core import Hook, HookError, check_writable
+from sigma_core import Hook, HookError, atomic_write, check_writable
 from sigmann_monitors import MetricsHook, record
 
 
@@ -80,6 +85,9 @@ class TensorBoardHook(Hook):
 
     def on_start(self):
         self.on_reset()
+        values = self.run.values
+        if values["total_iterations"] and self.directory.is_dir():  # resumed: what it trains again goes
+            purge(self.directory, values["total_iterations"], values["epoch"])
         self.writer = EventFile(self.directory)
         if self.run.config is not None:  # indented: a code block in TensorBoard's markdown
             text = json.dumps(self.run.config, indent=2, default=str)
@@ -150,7 +158,8 @@ class EventFile:
         from tensorboardX.record_writer import RecordWriter
 
         check_writable(directory, folder=True, what="tensorboard directory")  # a file there, no permission: one line
-        name = f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}"  # as tensorboardX names them
+        earlier = len(list(directory.glob(f"{EVENT_FILES}*")))  # a resumed run's may start within the same second
+        name = f"{EVENT_FILES}{int(time.time())}.{socket.gethostname()}.{earlier}"  # as tensorboardX names them
         self._Event, self._records = Event, RecordWriter(str(directory / name))
         self._write(Event(wall_time=time.time(), file_version="brain.Event:2"))
 
@@ -174,6 +183,34 @@ class EventFile:
             self._records.flush()
         finally:
             self._records.close()
+
+
+#: How event files' names start (TensorBoard reads the files whose names hold ``tfevents``).
+EVENT_FILES = "events.out.tfevents."
+
+
+def purge(directory: Path, step: int, epochs: int) -> None:
+    """Drop from the event files in ``directory`` the events a run resumed at training ``step`` and ``epochs`` done
+    trains again: iteration scalars (and the config) past ``step``, any other summary past ``epochs``.
+
+    The files are TFRecords (a little-endian 8-byte length, its checksum, the event, the event's checksum); the
+    records kept are copied as they are, so no checksum is computed again. A file that changes is rewritten
+    atomically.
+    """
+    from tensorboardX.proto.event_pb2 import Event
+
+    for path in sorted(directory.glob(f"{EVENT_FILES}*")):
+        data, kept, at = path.read_bytes(), [], 0
+        while at + 12 <= len(data):
+            end = at + 12 + struct.unpack_from("<Q", data, at)[0] + 4
+            event = Event.FromString(data[at + 12:end - 4])
+            by_step = any(value.tag.startswith(("iteration/", "config")) for value in event.summary.value)
+            if not event.HasField("summary") or event.step <= (step if by_step else epochs):
+                kept.append(data[at:end])
+            at = end
+        if sum(map(len, kept)) < len(data):
+            with atomic_write(path, what="tensorboard event file") as stream:
+                stream.write(b"".join(kept))
 
 
 def _tensorflow_bins() -> list[float]:

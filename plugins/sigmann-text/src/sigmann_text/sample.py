@@ -75,7 +75,7 @@ class Sampler:
     """A checkpoint's network and vocabulary, ready to :meth:`sample` (see the module docstring)."""
 
     def __init__(self, checkpoint, handler=None, dtype=None, text=None):
-        from sigma_core import create_handler, load_checkpoint, resolve_handler_name
+        from sigma_core import create_handler, load_checkpoint
 
         from .chars import build_vocabulary
 
@@ -100,9 +100,8 @@ class Sampler:
             raise SigmaError(f"{self.checkpoint.path}: the network's input layer must take shape [sequence], "
                              f"it takes {shape}")
         self.window = shape[0]
-        name, source = resolve_handler_name(cli=handler)
         saved = self.checkpoint.metadata["handler"]["dtype"]
-        self.handler = create_handler(name, dtype=dtype or saved, seed=0, source=source)
+        self.handler = create_handler(handler, dtype=dtype or saved, seed=0)
         self._networks = {}
         classes = self._classes()
         if len(self.symbols) > classes:

@@ -1,21 +1,19 @@
-"""A run file with every component's defaults filled in: what ``sigma config`` (``sigma train --print-config``,
-sigmann-help) prints as TOML (LightningCLI's ``--print_config``, for run files: the run it would train, ready to
+"""A run file with every component's defaults filled in: what ``sigma config`` (``sigma train --print-config``)
+prints as TOML (LightningCLI's ``--print_config``, for run files: the run it would train, ready to
 be saved and trained) and sigmann-mlflow logs.
 
 A component's arguments are read from its signature, as the run file is checked
-(:func:`sigma_core.config.check`), so no list of them is kept anywhere to go stale; ``sigma help``
-(sigmann-help) reads them here too.
+(``sigma_core.check_arguments``), so no list of them is kept anywhere to go stale; ``sigma help`` reads them here
+too. (In the core until issue 37: no run needs it, and the core's lines are few.)
 """
 
 import copy
 import inspect
 
-from sigma_core import plugins
-from sigma_core.config import SCHEMA, check
-from sigma_core.errors import UnknownComponentError
+from sigma_core import RUN_FILE_SECTIONS, UnknownComponentError, check_arguments, get_component
 
 #: Leading parameters a kind's builder passes itself, which are no run-file keys: a layer's name and input shapes,
-#: an operator's trainer (see :func:`sigma_core.plugins.build`).
+#: an operator's trainer (see ``sigma_core.build``).
 CONTEXT = {"layer": 2, "operator": 1}
 #: The keys of a kind's table besides its component's arguments, the one naming the component first.
 TABLE_KEYS = {"layer": ("type", "name", "inputs"), "optimiser": ("type",), "initialiser": ("type",),
@@ -23,11 +21,11 @@ TABLE_KEYS = {"layer": ("type", "name", "inputs"), "optimiser": ("type",), "init
 
 
 def component_table_keys(kind: str) -> tuple:
-    """:data:`TABLE_KEYS` of ``kind``; the data table's (extractor) are :data:`sigma_core.data.sources.COMMON_KEYS`."""
+    """:data:`TABLE_KEYS` of ``kind``; the data table's (extractor) are ``sigma_core.SOURCE_KEYS``."""
     if kind == "extractor":
-        from sigma_core.data.sources import COMMON_KEYS  # imports NumPy: only when asked
+        from sigma_core import SOURCE_KEYS  # imports NumPy: only when asked
 
-        return COMMON_KEYS
+        return SOURCE_KEYS
     return TABLE_KEYS[kind]
 
 
@@ -59,7 +57,7 @@ def resolved_config(config: dict) -> dict:
                            for index, table in enumerate(config[section])]
     config["operator"] = _completed("operator", {"type": "single_worker", **config["operator"]}, "operator")
     config["data"] = _completed("extractor", config["data"], "data")
-    return {**{key: config[key] for key in SCHEMA if key in config}, **config}  # in the order run files have
+    return {**{key: config[key] for key in RUN_FILE_SECTIONS if key in config}, **config}  # in the order run files have
 
 
 def _completed(kind: str, table, where: str):
@@ -69,11 +67,11 @@ def _completed(kind: str, table, where: str):
     if not isinstance(table, dict) or not isinstance(table.get(key), str):
         return table  # refused, in its own words, where it is built
     try:
-        implementation = plugins.get(kind, table[key]).load()
+        implementation = get_component(kind, table[key]).load()
     except UnknownComponentError as error:
         raise UnknownComponentError(f"{where}.{key}: {error}") from None
     arguments = {name: value for name, value in table.items() if name not in others}
-    check(where, implementation, arguments, label=f"{kind} {table[key]!r}", kind=kind, skip=CONTEXT.get(kind, 0),
+    check_arguments(where, implementation, arguments, label=f"{kind} {table[key]!r}", kind=kind, skip=CONTEXT.get(kind, 0),
           shared=others)
     defaults = {name: list(p.default) if isinstance(p.default, tuple) else p.default
                 for name, p in component_arguments(implementation, kind).items() if p.default is not p.empty}
