@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy
 import pytest
 from matplotlib.image import imread
+from sigmann_testing import default_ctrl_c
 
 from sigma_core import plugins
 from sigma_core.cli import main
@@ -171,7 +172,7 @@ def test_ctrl_c_stops_the_run_and_the_drawing_process_draws_the_last_epoch_witho
     training = subprocess.Popen([sys.executable, "-c", "from sigma_core.cli import main; raise SystemExit(main())",
                                  "train", str(run_file), "--quiet", "--monitor", f"plots:directory='{tmp_path}'"],
                                 stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=tmp_path,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                                preexec_fn=default_ctrl_c)  # Ctrl-C even under nohup
     deadline = time.monotonic() + 60
     while not (tmp_path / "metrics.png").exists():  # the worker is up and drawing
         assert time.monotonic() < deadline and training.poll() is None, "no drawing"
@@ -184,3 +185,15 @@ def test_ctrl_c_stops_the_run_and_the_drawing_process_draws_the_last_epoch_witho
 def test_sigma_plugins_lists_the_hook_and_the_command_with_their_distribution():
     assert plugins.get("hook", "plots").distribution == "sigmann-plots"
     assert plugins.get("command", "plot").distribution == "sigmann-plots"
+
+
+def test_a_long_run_is_drawn_from_about_a_thousand_points_a_curve_its_spike_among_them(tmp_path):
+    lines = [json.dumps({"time": step / 10, "event": "iteration", "step": step, "epoch": 1 + step // 1000,
+                         "iteration": step % 1000, "cost": 100.0 if step == 31_410 else 1 + step % 3 / 10,
+                         "learning_rate": 0.1}) for step in range(1, 50_001)]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    records = read_run(tmp_path)
+    costs = [r["cost"] for r in records]
+    assert len(records) <= 1501 and 100.0 in costs and records[-1]["step"] == 50_000  # not 50,000 records
+    assert main(["plot", str(tmp_path), "-o", str(tmp_path / "long.png")]) == 0
+    assert_png(tmp_path / "long.png")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sigmann_testing import default_ctrl_c
 
 from sigma_core.cli import main
 from sigma_core.model.inference import load
@@ -176,7 +177,8 @@ def test_sample_streams_so_ctrl_c_keeps_what_was_generated(trained, tmp_path):
     import sys
 
     child = subprocess.Popen([sys.executable, "-m", "sigma_core", "sample", str(trained[0]), "--length", "100000",
-                              "--seed", "1", "--handler", "cpu"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                              "--seed", "1", "--handler", "cpu"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             preexec_fn=default_ctrl_c)  # Ctrl-C even under nohup
     try:
         first = child.stdout.read(10)  # arrives long before the 100,000 characters are done
         child.send_signal(signal.SIGINT)

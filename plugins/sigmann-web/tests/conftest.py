@@ -1,7 +1,9 @@
-"""A live run with the web hook, trained in this process on a thread, and a client for its API."""
+"""A live run with the web hook, trained in this process on a thread, and a client for its API; a long run's
+metrics file."""
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 import tomllib
@@ -13,6 +15,43 @@ from sigma_core import config as run_config
 from sigma_core.training.loop import Loop
 from sigma_core.run import build_run
 from sigmann_web.hook import WebHook
+
+#: The step whose cost spikes in a :func:`long_run`.
+SPIKE = 4_321_230
+
+
+@pytest.fixture
+def long_run():
+    """A function writing into a directory a long run's ``metrics.jsonl`` (:func:`write_long_run`)."""
+    return write_long_run
+
+
+def write_long_run(directory, size: int) -> dict:
+    """Write into ``directory`` a run's ``metrics.jsonl`` of ``size`` bytes, as the ``metrics`` hook writes it
+    (:func:`sigmann_monitors.record`'s keys, one JSON object a line): an iteration record every 10 steps, an epoch
+    record every 1,000, a cost of 100 at step :data:`SPIKE`, and a stop record; returns its ``last`` step and
+    the ``spike``'s."""
+    directory.mkdir()
+    step, written, lines = 0, 0, []
+    with (directory / "metrics.jsonl").open("w") as stream:
+        while written < size:
+            step += 10
+            epoch, iteration = step // 1000 + 1, step % 1000
+            cost = 100.0 if step == SPIKE else 2.0 / (1 + step / 1e5) + (step % 70) / 1000
+            lines.append(f'{{"time": {step / 100:.3f}, "event": "iteration", "step": {step}, "epoch": {epoch}, '
+                         f'"iteration": {iteration}, "cost": {cost!r}, "learning_rate": 0.01}}\n')
+            if iteration == 0:
+                lines.append(f'{{"time": {step / 100:.3f}, "event": "epoch", "step": {step}, "epoch": {epoch - 1}, '
+                             f'"iteration": 1000, "cost": {cost!r}, "validation.cost": {cost * 1.1!r}, '
+                             f'"validation.accuracy": {1 - cost / 3!r}, "learning_rate": 0.01}}\n')
+            if len(lines) >= 10_000:
+                written += stream.write("".join(lines))
+                lines = []
+        stream.write("".join(lines))
+        stream.write(json.dumps({"time": step / 100, "event": "stop", "epoch": step // 1000, "iteration": 0,
+                                 "step": step, "epochs": step // 1000, "stopped": None}) + "\n")
+    return {"last": step, "spike": SPIKE}
+
 
 # 8×8 "images" of noise in 10 classes: nothing to learn, but the shape of the digits run, on the numpy handler.
 RUN_FILE = """

@@ -16,6 +16,7 @@ import time
 import httpx
 import numpy
 import pytest
+from sigmann_testing import default_ctrl_c
 
 from sigma_core import ConfigError, plugins
 from sigma_core.training.checkpoint import load_checkpoint
@@ -133,6 +134,19 @@ def test_registry_values_can_be_added_to_the_charts(live):
                              run.client.get("/api/history").json()["records"]), what="the watched value")
     refused = run.post("/api/watch", key="nothing.here.*")
     assert refused.status_code == 400 and "matches no number or array" in refused.json()["error"]
+
+
+def test_history_answers_a_range_of_steps_and_refuses_one_that_is_not_a_number(live):
+    run = live()
+    run.wait_for(lambda: len(run.client.get("/api/history").json()["records"]) > 20, what="some chart points")
+    steps = [r["step"] for r in run.client.get("/api/history").json()["records"]]
+    start, end = steps[5], steps[15]
+    answer = run.client.get("/api/history", params={"start": start, "end": end}).json()
+    ranged = [r["step"] for r in answer["records"]]
+    assert (answer["start"], answer["end"]) == (start, end) and ranged and start <= min(ranged) <= max(ranged) <= end
+    for bad in ("ten", "nan", "inf"):
+        refused = run.client.get("/api/history", params={"start": bad})
+        assert refused.status_code == 400 and refused.json() == {"error": f"start must be a step (a number), got {bad!r}"}
 
 
 def test_the_event_stream_sends_a_snapshot_then_updates(live):
@@ -293,12 +307,7 @@ def sigma(*arguments, **options):
     """``sigma ...`` in a new process, its stderr a pipe; in its own process group, so SIGINT reaches it alone."""
     return subprocess.Popen([sys.executable, "-c", "from sigma_core.cli import main; raise SystemExit(main())",
                              *arguments], stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=_default_ctrl_c, **options)
-
-
-def _default_ctrl_c():
-    """Undo an inherited "ignore SIGINT" (a test run started with nohup or `&`), so Ctrl-C reaches the child."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+                            start_new_session=True, preexec_fn=default_ctrl_c, **options)
 
 
 def url_of(process) -> str:

@@ -212,3 +212,33 @@ def test_stop_and_save_keeps_the_resume_command_on_the_page_until_clicked_away(p
     assert "sticky" in toast.get_attribute("class")  # no timer hides it
     toast.click()
     expect(toast).to_be_hidden()
+
+
+def test_a_zoomed_cost_chart_asks_the_server_for_the_detail_of_its_range(page, long_run, tmp_path):
+    """A long run's page holds about 1,000 points of the cost; a range dragged on the chart gets every record in it
+    from ``GET /api/history?start=&end=``, and a double click goes back to the whole run."""
+    last = long_run(tmp_path / "long", 3_000_000)["last"]  # some 21,000 iteration records
+    server = Server()
+    server.add(board_from_files(tmp_path / "long"))
+    server.start()
+    try:
+        page.goto(server.url(with_token=False))
+        page.wait_for_function("() => runs.get('long')?.charts.cost.plot?.data[0].length > 0")  # a function: no eval
+        steps = "runs.get('long').charts.cost.plot.data[0]"
+        overview = page.evaluate(steps)
+        assert len(overview) < 3000 and overview[-1] == last  # the union of a few series of about 1,000 points
+        box = page.locator(f'{RUN} [data-chart="cost"] .u-over').bounding_box()
+        y = box["y"] + box["height"] / 2
+        page.mouse.move(box["x"] + box["width"] * 0.50, y)
+        page.mouse.down()
+        page.mouse.move(box["x"] + box["width"] * 0.51, y, steps=5)
+        with page.expect_request(lambda request: "/api/history?" in request.url and "start=" in request.url):
+            page.mouse.up()
+        page.wait_for_function(f"() => {steps}.length > 2 && {steps}[1] - {steps}[0] === 10")  # every record: 10 apart
+        detail = page.evaluate(steps)
+        assert detail == list(range(detail[0], detail[-1] + 1, 10)) and last * 0.49 < detail[0] < last * 0.52
+        page.mouse.dblclick(box["x"] + box["width"] * 0.5, y)
+        page.wait_for_function(f"() => {steps}[{steps}.length - 1] === {last}")  # the whole run again
+        assert page.evaluate(steps) == overview
+    finally:
+        server.stop()

@@ -2,8 +2,9 @@
 the stoppers.
 
 The core runs without them (a core-only install prints one plain line per epoch); the README's main-job command
-installs them. Other plugins that read a run's metrics files (``sigmann-plots``, ``sigmann-web``) import
-:func:`record` and :func:`read_metrics` from here: the files' one format.
+installs them. Other plugins that write or read a run's metrics files (``sigmann-plots``, ``sigmann-web``) import
+:func:`record`, :func:`read_metrics`, :func:`read_history` and :func:`read_new` from here: the files' one format,
+and one reader of them at any length (:mod:`sigmann_monitors.history`).
 """
 
 from sigma_core import hookimpl
@@ -29,8 +30,12 @@ def register_hooks(register):
 
 
 def __getattr__(name):  # the metrics files' format, without importing NumPy when only discovery runs
-    if name in ("record", "read_metrics", "MetricsHook"):
+    if name in ("record", "MetricsHook"):
         from . import metrics
 
         return getattr(metrics, name)
+    if name in ("read_metrics", "read_history", "read_new", "History"):
+        from . import history
+
+        return getattr(history, name)
     raise AttributeError(f"module 'sigmann_monitors' has no attribute {name!r}")

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import numpy
 
-from sigma_core import (ConfigError, Hook, HookError, SigmaError, atomic_write, check_readable, check_writable,
-                        epoch_values, require)
+from sigma_core import Hook, HookError, atomic_write, check_writable, epoch_values
 
 HEADER = ("time", "event", "epoch", "iteration", "step", "name", "value")
 
@@ -121,39 +120,7 @@ def _reopen(path: Path, step: int, csv_file: bool = False):
     return path.open("a", newline="", encoding="utf-8")
 
 
-#: What a record of :func:`record` is, as :func:`sigma_core.config.require` checks it: its counters, and numbers.
+#: What a record of :func:`record` is, as :func:`sigma_core.config.require` checks it (:mod:`sigmann_monitors.history`
+#: reads the files): its counters, and numbers.
 RECORD = {"event": ("iteration", "epoch", "stop"), "epoch": "int >= 0", "iteration": "int >= 0",
           "step": "int >= 0", ...: "real or null"}
-
-
-def read_metrics(directory) -> tuple[Path, list[dict]]:
-    """The records of ``directory``'s ``metrics.jsonl`` (or of that file itself), in step order, for ``sigma plot``
-    and ``sigma dashboard``; ``stop`` records included.
-
-    A line that is not a JSON object (cut short by a crash) is skipped; an object that is not a :data:`RECORD` is
-    an error naming its line. A step logged twice (trained again after a resume) keeps its last record.
-    """
-    path = Path(directory)
-    path = check_readable(path / "metrics.jsonl" if path.is_dir() else path, SigmaError, "metrics file")
-    try:
-        lines = path.read_bytes().splitlines()
-    except OSError as error:
-        raise SigmaError(f"{path}: cannot read it ({error.strerror or error}); train with --monitor metrics "
-                         "and give the run directory it wrote, e.g. runs/digits") from None
-    records = {}
-    for number, line in enumerate(lines, start=1):
-        try:
-            row = json.loads(line)
-        except (ValueError, RecursionError):  # undecodable bytes and bad JSON are ValueErrors
-            continue
-        if not isinstance(row, dict):
-            continue
-        try:
-            require("", RECORD, {key: value for key, value in row.items() if key != "stopped"}, complete=True)
-            require("stopped", "str or null", row.get("stopped"))  # a stop record's reason
-        except ConfigError as error:
-            raise SigmaError(f"{path} line {number}: not a metrics record ({error})") from None
-        records[row["event"], row["step"]] = row
-    if not records:
-        raise SigmaError(f"{path}: no metrics records in it")
-    return path, sorted(records.values(), key=lambda r: (r["step"], r["event"] == "epoch"))

@@ -26,7 +26,7 @@ import subprocess
 import sys
 
 from sigma_core import HookError, SigmaError, check_writable
-from sigmann_monitors import MetricsHook, read_metrics
+from sigmann_monitors import MetricsHook, read_history
 
 
 class PlotsHook(MetricsHook):
@@ -45,12 +45,11 @@ class PlotsHook(MetricsHook):
         start = self.run.values["total_iterations"]
         if start and (self.directory / "metrics.jsonl").is_file():  # resumed: what was drawn before
             try:
-                earlier = read_metrics(self.directory)[1]
+                earlier = read_history(self.directory, end=start).records  # of a long run, a chart's worth
             except SigmaError:
                 earlier = []  # nothing readable: draw from here on
             for row in earlier:
-                if row["step"] <= start and row["event"] != "stop":
-                    self.write(row)
+                self.write(row)
 
     def write(self, row: dict):
         try:

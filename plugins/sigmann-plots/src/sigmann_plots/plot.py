@@ -14,12 +14,14 @@ import math
 from pathlib import Path
 
 from sigma_core import atomic_write
-from sigmann_monitors import read_metrics
+from sigmann_monitors import read_history
 
 
 def read_run(directory) -> list[dict]:
-    """The records of ``directory``'s ``metrics.jsonl`` (or of that file itself), one per event and step."""
-    return read_metrics(directory)[1]
+    """The records of ``directory``'s ``metrics.jsonl`` (or of that file itself) to draw, one per event and step:
+    all of a short run's, about 1,000 a curve of a long one's (the least and greatest of each range of steps,
+    read in one streaming pass: :func:`sigmann_monitors.read_history`)."""
+    return read_history(directory).records
 
 
 def draw(runs: dict[str, list[dict]], output) -> Path:

@@ -11,7 +11,8 @@ Sigma's dtype, random-number and session contracts; :func:`check_op`
 on every installed handler: what an op distribution's own tests call. :func:`fuzz_loader`
 (:mod:`sigmann_testing.loaders`) feeds a file loader seeded corruptions of a valid file.
 :class:`ArrayCensus` (:mod:`sigmann_testing.census`) checks that a run's handler arrays do not pile up
-from epoch to epoch.
+from epoch to epoch. :func:`default_ctrl_c` (:mod:`sigmann_testing.processes`) lets a child process a test
+interrupts take Ctrl-C even when the suite runs with SIGINT ignored (``nohup``, a background job).
 
 The distribution is a pytest plugin (:mod:`sigmann_testing.plugin`), so pytest
 imports this package in every session of the environment: the names below are
@@ -27,6 +28,7 @@ _LAZY = {
     "check_op": "sigmann_testing.ops",
     **dict.fromkeys(["fuzz_loader", "mutants"], "sigmann_testing.loaders"),
     **dict.fromkeys(["ArrayCensus", "Prober", "live_arrays"], "sigmann_testing.census"),
+    "default_ctrl_c": "sigmann_testing.processes",
 }
 
 __all__ = list(_LAZY)

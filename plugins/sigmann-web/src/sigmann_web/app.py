@@ -17,6 +17,7 @@ while running, or the run has ended) or 413 (a body too large); never a 500.
 from __future__ import annotations
 
 import json
+import math
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -91,9 +92,17 @@ def build_app(server) -> Starlette:
         return failed or reply({**board.state(), "info": board.info})
 
     async def history(request):
+        """The run's chart points, or those between steps ``start`` and ``end`` (a zoomed chart), downsampled."""
         server.flush()
         board, failed = board_or_error(request.query_params.get("run"))
-        return failed or reply({"run": board.name, "records": board.records, "weights": board.weights})
+        if failed:
+            return failed
+        try:
+            start, end = (step_bound(request.query_params, key) for key in ("start", "end"))
+        except Refused as refused:
+            return error(refused.status, str(refused))
+        records = board.records if start is end is None else await run_in_threadpool(board.history, start, end)
+        return reply({"run": board.name, "start": start, "end": end, "records": records, "weights": board.weights})
 
     async def events(request):
         server.flush()  # open pages get what is pending, so this page's snapshot and its updates do not overlap
@@ -202,6 +211,18 @@ async def read_json(request) -> dict:
     if depth(body) > MAX_DEPTH:
         raise Refused(400, f"the request body is nested more than {MAX_DEPTH} deep")
     return body
+
+
+def step_bound(query, key: str) -> float | None:
+    """The query's ``key`` as a step (a finite number), None if absent, else :class:`Refused`."""
+    given = query.get(key)
+    try:
+        step = None if given is None else float(given)
+    except ValueError:
+        step = math.nan
+    if step is not None and not math.isfinite(step):
+        raise Refused(400, f"{key} must be a step (a number), got {given!r}")
+    return step
 
 
 def json_integer(text: str):

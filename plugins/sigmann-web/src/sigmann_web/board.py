@@ -17,8 +17,8 @@ from __future__ import annotations
 import collections
 import time
 
-from sigma_core import run_label
-from sigmann_monitors import read_metrics, record
+from sigma_core import SigmaError, run_label
+from sigmann_monitors import read_history, read_new, record
 
 #: Inbox entries a live board holds before the oldest is dropped (a server stalled for a second, at every=1).
 INBOX_SIZE = 4096
@@ -97,6 +97,10 @@ class Board:
         old = [r for i, r in enumerate(self.records[:half]) if r["event"] == "epoch" or i % 2 == 0]
         self.records = old + self.records[half:]
 
+    def history(self, start: float | None, end: float | None) -> list[dict]:
+        """The chart points between steps ``start`` and ``end`` (None: unbounded), for a zoomed chart."""
+        return [r for r in self.records if (start is None or r["step"] >= start) and (end is None or r["step"] <= end)]
+
     def show_weights(self, weights) -> None:
         if weights is not None:
             self.weights, self.weights_changed = weights, True
@@ -154,28 +158,80 @@ def _finite(value):
 
 
 def board_from_files(directory) -> Board:
-    """A read-only board of an ended run from the ``metrics.jsonl`` in ``directory`` (or that file).
+    """A read-only board of a run from the ``metrics.jsonl`` in ``directory`` (or that file): its history
+    downsampled (:func:`sigmann_monitors.read_history`), followed as the file grows (:meth:`FileBoard.pump`).
 
     Its ``stop`` record (the last, if it was resumed) says how it ended: ``stopped`` with the epochs done of those
-    planned and what stopped it, or ``finished``; a run without one (it crashed, or predates them) shows as ended.
+    planned and what stopped it, or ``finished``; a run without one (it crashed, is still training, or predates
+    them) shows as ended.
     """
-    path, rows = read_metrics(directory)
-    stop = next((r for r in reversed(rows) if r["event"] == "stop"), None)
-    rows = [r for r in rows if r["event"] != "stop"]
-    epochs = [r for r in rows if r["event"] == "epoch"]
-    done = stop["epoch"] if stop else len(epochs)
-    planned = stop.get("epochs", done) if stop else max((r["epoch"] for r in rows), default=0)
-    ended = "ended" if stop is None else "stopped" if stop.get("stopped") or done < planned else "finished"
-    name = run_label(path)
-    info = {"run": name, "source": str(path), "epochs": planned,
-            "iterations_per_epoch": max((r["iteration"] for r in epochs), default=0),
-            "ended": (f"stopped at epoch {done} of {planned}" + (f" by {stop['stopped']}" if stop["stopped"] else "")
-                      if ended == "stopped" else f"{ended} after {done} of {planned} epochs")}
-    board = Board(name, info, max_points=max(2000, len(rows)))
-    last = rows[-1] if rows else stop
-    board.values = {"time": last.get("time", time.time()), "epoch": done, "total_iterations": last["step"],
-                    "iteration": last["iteration"], "optimiser.cost_total": last.get("cost"),
-                    "optimiser.learning_rate": last.get("learning_rate")}
-    board.records = rows
-    board.ended = ended
+    history = read_history(directory)
+    board = FileBoard(history.path)
+    board.take_in(history)
     return board
+
+
+class FileBoard(Board):
+    """A board read from a metrics file: its chart points are the file's history downsampled, and what the file
+    gains (the run may still be training) is read from where the last read ended, four times a second."""
+
+    def __init__(self, path):
+        super().__init__(run_label(path), {})
+        self.path, self.offset = path, 0
+        self.epochs_done, self.per_epoch, self.planned, self.stop = 0, 0, 0, None
+
+    def take_in(self, history) -> None:
+        """Start over from ``history`` (:class:`sigmann_monitors.History`): the file read from its start."""
+        self.records, self.offset = history.records, history.offset
+        self.max_points = max(2000, 2 * len(self.records))
+        self.epochs_done, self.per_epoch, self.stop = history.epochs, history.iterations_per_epoch, history.stop
+        self.planned = history.last["epoch"] if history.last else 0  # records lie in step order
+        self._ended(history.last)
+
+    def pump(self) -> bool:
+        """Take in the records the file gained since the last read (all of it again if it was rewritten)."""
+        try:
+            size = self.path.stat().st_size
+            if size < self.offset:  # rewritten (a resumed run drops the records past its step): read it again
+                self.take_in(read_history(self.path))
+                self.pending, self.cleared = list(self.records), True
+                return True
+            rows, self.offset = read_new(self.path, self.offset) if size > self.offset else ([], self.offset)
+        except (OSError, SigmaError):  # gone or broken since: it keeps showing what it had
+            return False
+        last = None
+        for row in rows:
+            if row["event"] == "stop":
+                self.stop = row
+                continue
+            self.epochs_done += row["event"] == "epoch"
+            if row["event"] == "epoch":
+                self.per_epoch = max(self.per_epoch, row["iteration"])
+            self.planned, last = max(self.planned, row["epoch"]), row
+            self.add(row)
+        if rows:
+            self._ended(last)
+        return bool(rows)
+
+    def history(self, start, end) -> list[dict]:
+        """The file's records between steps ``start`` and ``end``, downsampled: a zoomed chart gets their detail."""
+        return read_history(self.path, start, end).records
+
+    def _ended(self, last) -> None:
+        """The run's facts and how it ended, from its stop record and its ``last`` record (if any)."""
+        stop = self.stop
+        done = stop["epoch"] if stop else self.epochs_done
+        planned = stop.get("epochs", done) if stop else self.planned
+        ended = "ended" if stop is None else "stopped" if stop.get("stopped") or done < planned else "finished"
+        if ended == "stopped":
+            said = f"stopped at epoch {done} of {planned}" + (f" by {stop['stopped']}" if stop["stopped"] else "")
+        else:
+            said = f"{ended} after {done} of {planned} epochs"
+        self.info = {"run": self.name, "source": str(self.path), "epochs": planned,
+                     "iterations_per_epoch": self.per_epoch, "ended": said}
+        last = last or stop
+        if last is not None:
+            self.values = {"time": last.get("time", time.time()), "epoch": done, "total_iterations": last["step"],
+                           "iteration": last["iteration"], "optimiser.cost_total": last.get("cost"),
+                           "optimiser.learning_rate": last.get("learning_rate")}
+        self.ended = ended

@@ -111,10 +111,14 @@ function renderTabs() {
 
 // -- charts ----------------------------------------------------------------------------------------
 class Chart {
-  constructor(el, {x, y = {}, format, axis, whole = false}) {
+  // onZoom(start, end): a drag selected the x range [start, end], or a double click undid it (null, null);
+  // a chart given one shows the x range in its `range` (null: all of it), whatever data it is given.
+  constructor(el, {x, y = {}, format, axis, whole = false, onZoom = null}) {
     this.el = el;
     this.labels = null;
     this.spec = {x, y, format, axis, whole};
+    this.onZoom = onZoom;
+    this.range = null;
   }
   // series: [{label, values, dash, width, alpha}], xs: shared x values
   draw(xs, series, log = false) {
@@ -139,8 +143,19 @@ class Chart {
         cursor: {drag: {x: true, y: false}},
         legend: {live: true},
       };
+      if (this.onZoom) {
+        opts.hooks = {setSelect: [u => {
+          if (u.select.width > 0) this.onZoom(u.posToVal(u.select.left, "x"), u.posToVal(u.select.left + u.select.width, "x"));
+        }]};
+        opts.cursor.bind = {dblclick: () => () => { this.onZoom(null, null); return null; }};
+      }
       this.plot = new uPlot(opts, data, this.el);
-      this.zoomed = false;
+      if (this.range) this.plot.setScale("x", this.range);
+      return;
+    }
+    if (this.onZoom) {
+      this.plot.setData(data, !this.range);
+      if (this.range) this.plot.setScale("x", this.range);
       return;
     }
     const shownXs = this.plot.data[0];
@@ -170,12 +185,14 @@ class Run {
     this.el = document.getElementById("run-template").content.firstElementChild.cloneNode(true);
     this.el.dataset.run = this.name;
     document.getElementById("runs").append(this.el);
+    const onZoom = (start, end) => this.zoom(start, end);
     this.charts = {
-      cost: new Chart($(this.el, '[data-chart="cost"]'), {x: "step"}),
+      cost: new Chart($(this.el, '[data-chart="cost"]'), {x: "step", onZoom}),
       accuracy: new Chart($(this.el, '[data-chart="accuracy"]'), {x: "epoch", format: percent, axis: percentTick, whole: true}),
-      rate: new Chart($(this.el, '[data-chart="rate"]'), {x: "step"}),
-      values: new Chart($(this.el, '[data-chart="values"]'), {x: "step"}),
+      rate: new Chart($(this.el, '[data-chart="rate"]'), {x: "step", onZoom}),
+      values: new Chart($(this.el, '[data-chart="values"]'), {x: "step", onZoom}),
     };
+    this.detail = null; // a zoomed step range and its records, downsampled by the server: {start, end, records}
     this.wire();
     this.load(snapshot);
     new ResizeObserver(() => this.resize()).observe($(this.el, ".charts"));
@@ -210,6 +227,20 @@ class Run {
   }
 
   resize() { Object.values(this.charts).forEach(chart => chart.resize()); }
+
+  // The server keeps about 1,000 points of each series for the whole run, so a zoomed range asks it for that
+  // range's own points (GET /api/history?start=&end=); a double click goes back to the whole run.
+  async zoom(start, end) {
+    const detail = this.detail = start == null ? null : {start, end, records: null};
+    for (const chart of [this.charts.cost, this.charts.rate, this.charts.values]) chart.range = detail && {min: start, max: end};
+    if (detail) {
+      const query = new URLSearchParams({run: this.name, start: Math.floor(start), end: Math.ceil(end)});
+      const answer = await fetch(`/api/history?${query}`).then(response => response.json()).catch(() => ({}));
+      if (this.detail !== detail) return; // zoomed elsewhere meanwhile
+      detail.records = answer.records || null;
+    }
+    this.renderCharts();
+  }
 
   // -- controls -----------------------------------------------------------------------------------
   wire() {
@@ -281,7 +312,8 @@ class Run {
   }
 
   renderCharts() {
-    const records = this.records, el = this.el, live = !!this.state.live;
+    const el = this.el, live = !!this.state.live;
+    const records = this.detail?.records || this.records; // what the step charts show
     const steps = [...new Set(records.map(r => r.step))].sort((a, b) => a - b);
     const at = new Map(steps.map((step, i) => [step, i]));
     const column = (filter, key) => {
@@ -292,7 +324,7 @@ class Run {
     const iteration = r => r.event === "iteration", epoch = r => r.event === "epoch";
     const raw = column(iteration, "cost");
     const weight = parseFloat($(el, '[data-field="smoothing"]').value);
-    const heldOut = [...new Set(records.filter(epoch).flatMap(r => Object.keys(r)))].filter(k => k.endsWith(".accuracy")).map(k => k.slice(0, -9));
+    const heldOut = [...new Set(this.records.filter(epoch).flatMap(r => Object.keys(r)))].filter(k => k.endsWith(".accuracy")).map(k => k.slice(0, -9));
     const cost = [];
     if (raw.some(v => v != null)) {
       cost.push({label: "training", values: raw, colour: "rgba(37,99,235,0.25)", width: 1});
@@ -304,7 +336,7 @@ class Run {
     if (log) cost.forEach(s => { s.values = s.values.map(v => v > 0 ? v : null); }); // a log axis has no 0
     this.charts.cost.draw(steps, records.length ? cost : [], log);
 
-    const epochs = records.filter(epoch);
+    const epochs = this.records.filter(epoch);
     const accuracy = [];
     heldOut.forEach((name, i) => {
       const keys = [`${name}.accuracy`, ...Object.keys(epochs[epochs.length - 1] || {}).filter(k => k.startsWith(`${name}.top`))];
