@@ -47,7 +47,7 @@ _PROVIDERS = {
     "training.loop": "Loop Operator SingleWorker State EpochReport operator_from_config",
     "run": "build_run step_compiler",
     "training.checkpoint": "save_checkpoint load_checkpoint checkpoint_path latest_checkpoint CheckpointError",
-    "training.rundir": "run_directories run_label=label",
+    "training.rundir": "run_directories run_label=label RUNS=ROOT",
     "atomic": "atomic_path atomic_write remove_stale partial_prefix check_writable WriteError write_error",
     "reading": "check_readable",
     # what hook plugins (sigmann-monitors, -tensorboard, -plots, -web, -criteria) build on
