@@ -204,18 +204,12 @@ SCHEMA = {
     "operator": "table",
 }
 DEFAULTS = {
-    "name": "run",
-    "seed": 0,
-    "handler": {"name": "auto", "dtype": "float32"},
-    "split": {"validation": 0.2, "shuffle": True},
-    "initialisers": {},
-    "optimiser": {"type": "sgd", "learning_rate": 0.1},
+    "name": "run", "seed": 0, "handler": {"name": "auto", "dtype": "float32"}, "initialisers": {},
+    "split": {"validation": 0.2, "shuffle": True}, "optimiser": {"type": "sgd", "learning_rate": 0.1},
     "training": {"batch_size": 32, "epochs": 10, "last_batch": "keep", "shuffle": True, "validation_batch_size": 1000,
                  "prefetch": 2, "compile": "auto"},
     "checkpoint": {"directory": "checkpoints", "every_iterations": 0, "every_epochs": 0, "keep": 3},  # 0, 0: off
-    "hooks": [],
-    "monitors": [],
-    "operator": {},
+    "hooks": [], "monitors": [], "operator": {},
 }
 
 

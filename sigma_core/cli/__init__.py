@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run ``sigma`` with ``argv`` (default: the process arguments); return the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv  # known before parsing: building the parser runs plugins, which can fail
-    with _logging_to_stderr(debug):
+    with _logging_to_stderr(debug, quiet="--quiet" in argv):
         try:
             args = build_parser().parse_args(argv)
             return args.run(args)
@@ -67,8 +67,10 @@ class _PluginCommands:
 
     def add_parser(self, name, **kwargs):
         clash = next((n for n in (name, *kwargs.get("aliases", ())) if n in self._built_in), None)
-        if clash is None:
-            return self._subparsers.add_parser(name, **kwargs)
+        if clash is None:  # with --debug, which every command takes, where the plugin left it out
+            parents = kwargs.pop("parents", [])
+            parents = parents if options.DEBUG in parents else [*parents, options.DEBUG]
+            return self._subparsers.add_parser(name, parents=parents, **kwargs)
         log.warning("command %r of %s is left out: it clashes with sigma's built-in %r; uninstall %s, or leave it "
                     "out with SIGMA_PLUGINS", clash, self._distribution, clash, self._distribution)
         return options.Parser(prog=f"sigma {name}")
@@ -78,18 +80,21 @@ class _PluginCommands:
 
 
 @contextlib.contextmanager
-def _logging_to_stderr(debug: bool):
-    """Show the ``sigma`` logger on stderr (info, e.g. the handler chosen) while a command runs; undone afterwards,
+def _logging_to_stderr(debug: bool, quiet: bool):
+    """Show the ``sigma`` logger on stderr (info, e.g. the handler chosen) while a command runs, and with ``--quiet``
+    no INFO line of any logger (a library's too: MLflow's run links), only warnings and errors; undone afterwards,
     so that calling :func:`main` in-process (tests, notebooks) leaves logging as it was."""
-    handler, level = logging.StreamHandler(sys.stderr), log.level
+    handler, level, disabled = logging.StreamHandler(sys.stderr), log.level, logging.root.manager.disable
     handler.setFormatter(logging.Formatter("sigma: %(message)s"))
     log.addHandler(handler)
     log.setLevel(logging.DEBUG if debug else logging.INFO)
+    logging.disable(max(logging.INFO if quiet else logging.NOTSET, disabled))
     try:
         yield
     finally:
         log.removeHandler(handler)
         log.setLevel(level)
+        logging.disable(disabled)
 
 
 def register_commands(cli) -> None:

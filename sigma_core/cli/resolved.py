@@ -1,10 +1,9 @@
 """A run file with every component's defaults filled in: what ``sigma config`` (``sigma train --print-config``,
-sigmann-help) prints as TOML (LightningCLI's ``--print_config``, for run files: the run it would train, ready to
-be saved and trained) and sigmann-mlflow logs.
+sigmann-help) prints as TOML (LightningCLI's ``--print_config``, for run files: the run it would train, ready to be
+saved and trained) and sigmann-mlflow logs.
 
-A component's arguments are read from its signature, as the run file is checked
-(:func:`sigma_core.config.check`), so no list of them is kept anywhere to go stale; ``sigma help``
-(sigmann-help) reads them here too.
+A component's arguments are read from its signature, as the run file is checked (:func:`sigma_core.config.check`), so no
+list of them is kept anywhere to go stale; ``sigma help`` (sigmann-help) reads them here too.
 """
 
 import copy

@@ -8,7 +8,7 @@ and the graph values of its inputs, and returns the value the layer outputs
 
 from __future__ import annotations
 
-from sigma_core import SigmaError
+from sigma_core import SigmaError, components
 
 #: The core's activations by kernel name, and the ONNX operator of each (None: the identity).
 ACTIVATIONS = {"none": None, "relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "softplus": "Softplus"}
@@ -18,10 +18,21 @@ def activate(graph, name: str, layer, x: str) -> str:
     """``layer.activation`` applied to ``x``: one of :data:`ACTIVATIONS`, else a one-line error naming it."""
     kind = getattr(layer.activation, "kernel_name", None)
     if kind not in ACTIVATIONS:
-        activation = getattr(layer.activation, "__name__", layer.activation)
-        raise SigmaError(f"layer {name!r}: activation {activation!r} does not export to ONNX; "
+        raise SigmaError(f"layer {name!r}: activation {registered_name(layer.activation)!r} does not export to ONNX; "
                          f"these do: {', '.join(ACTIVATIONS)}")
     return graph.op(ACTIVATIONS[kind], [x], f"{name}/{kind}") if ACTIVATIONS[kind] else x
+
+
+def registered_name(activation) -> str:
+    """The name ``activation`` is registered under, as the run file gives it: a plugin's activation may be a lambda,
+    whose ``__name__`` (``<lambda>``) names nothing the user wrote."""
+    for component in components("activation"):
+        try:
+            if component.load() is activation:
+                return component.name
+        except SigmaError:  # another plugin's activation that cannot be loaded is not this one
+            continue
+    return getattr(activation, "__name__", str(activation))
 
 
 def input_(graph, name, layer, inputs):
