@@ -12,6 +12,8 @@ import pytest
 from sigma_core.cli import build_parser, main
 from sigma_core.errors import SigmaError
 
+ENABLED = logging.Logger.isEnabledFor
+
 
 def test_every_command_takes_debug_a_plugins_too():
     parser = build_parser()
@@ -56,4 +58,11 @@ def test_quiet_silences_a_librarys_info_lines_not_its_warnings(sigma_run_file, l
     shown = stream.getvalue().splitlines()
     assert shown == (["a warning still shows"] if quiet else ["View run at http://127.0.0.1:5000/#/experiments/0/runs/1",
                                                              "a warning still shows"])
-    assert logging.root.manager.disable == logging.NOTSET  # as it was before the command
+    assert logging.Logger.isEnabledFor is ENABLED  # as it was before the command
+
+
+def test_quiet_keeps_sigmas_own_info_lines(sigma_run_file, caplog):
+    """A run file's hooks report at INFO on the sigma loggers (sigmann-text's bits per character): they still show."""
+    with caplog.at_level(logging.INFO, logger="sigma"):
+        assert main(["train", str(sigma_run_file()), "--quiet", "--monitor", "accuracy_reporter"]) == 0
+    assert any(record.name.startswith("sigma") and record.levelno == logging.INFO for record in caplog.records)

@@ -81,20 +81,22 @@ class _PluginCommands:
 
 @contextlib.contextmanager
 def _logging_to_stderr(debug: bool, quiet: bool):
-    """Show the ``sigma`` logger on stderr (info, e.g. the handler chosen) while a command runs, and with ``--quiet``
-    no INFO line of any logger (a library's too: MLflow's run links), only warnings and errors; undone afterwards,
-    so that calling :func:`main` in-process (tests, notebooks) leaves logging as it was."""
-    handler, level, disabled = logging.StreamHandler(sys.stderr), log.level, logging.root.manager.disable
+    """Show the ``sigma`` loggers on stderr (info: the handler chosen, a hook's reports) while a command runs, with
+    ``--quiet`` no library's INFO line (MLflow's run links, on its own handler); undone afterwards, so that calling
+    :func:`main` in-process (tests, notebooks) leaves logging as it was."""
+    handler, level, enabled = logging.StreamHandler(sys.stderr), log.level, logging.Logger.isEnabledFor
     handler.setFormatter(logging.Formatter("sigma: %(message)s"))
     log.addHandler(handler)
     log.setLevel(logging.DEBUG if debug else logging.INFO)
-    logging.disable(max(logging.INFO if quiet else logging.NOTSET, disabled))
+    if quiet:  # every logger's, those a library makes during the command too: a level set on one would not hold
+        logging.Logger.isEnabledFor = lambda logger, at: enabled(logger, at) and (
+            at > logging.INFO or logger.name.split(".")[0] == "sigma")
     try:
         yield
     finally:
         log.removeHandler(handler)
         log.setLevel(level)
-        logging.disable(disabled)
+        logging.Logger.isEnabledFor = enabled
 
 
 def register_commands(cli) -> None:
