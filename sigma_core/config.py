@@ -199,9 +199,7 @@ SCHEMA = {
                  "validation_batch_size": "int >= 1", "prefetch": "int >= 0", "compile": "str",
                  "replay": "bool"},  # the older spelling of compile
     "checkpoint": {"directory": "path", "every_iterations": "int >= 0", "every_epochs": "int >= 0", "keep": "int >= 1"},
-    "hooks": ["table"],
-    "monitors": ["table"],  # the older name for [[hooks]]
-    "operator": "table",
+    "hooks": ["table"], "monitors": ["table"], "operator": "table",  # monitors: the older name for [[hooks]]
 }
 DEFAULTS = {
     "name": "run", "seed": 0, "handler": {"name": "auto", "dtype": "float32"}, "initialisers": {},

@@ -270,9 +270,8 @@ class Handler:
             check(raws, params)
         if type(result := forward(self.kernels, *raws, **params)) is not tuple or len(result) != 2:  # the contract
             raise SigmaError(f"op {name!r}: its forward returned {type(result).__name__}, not the pair (out, saved)")
-        raw_out, saved = result
-        out = self._wrap(raw_out)
-        self._record(inputs, raws, out, vjp, (saved, params))
+        out = self._wrap(result[0])
+        self._record(inputs, raws, out, vjp, (result[1], params))  # result[1]: what the op saved for its backward
         return out
 
     def _resolve_op(self, name):

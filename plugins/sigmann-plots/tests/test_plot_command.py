@@ -184,3 +184,29 @@ def test_ctrl_c_stops_the_run_and_the_drawing_process_draws_the_last_epoch_witho
 def test_sigma_plugins_lists_the_hook_and_the_command_with_their_distribution():
     assert plugins.get("hook", "plots").distribution == "sigmann-plots"
     assert plugins.get("command", "plot").distribution == "sigmann-plots"
+
+
+def test_no_legend_covers_a_curve(tmp_path):
+    """Each legend lies outside its axes, however many runs and curves it lists."""
+    def records(run):
+        return [{"event": "epoch", "epoch": epoch, "iteration": 9, "cost": 1 / (epoch + run), "learning_rate": 0.1,
+                 "validation.cost": 1.2 / (epoch + run), "validation.accuracy": 0.5 + 0.1 * epoch - 0.05 * run}
+                for epoch in range(1, 5)]
+
+    drawn = figure({f"run-{run}": records(run) for run in range(3)})
+    drawn.canvas.draw()
+    for axes in drawn.axes:
+        legend, area = axes.get_legend().get_window_extent(), axes.get_window_extent()
+        assert legend.y1 <= area.y0, (axes.get_title(), legend, area)  # wholly below the plotting area
+
+
+def test_a_version_without_metrics_is_named_not_left_out_silently(run_file, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", str(run_file), "--quiet", "--monitor", "metrics:every=2"]) == 0  # version_0
+    assert main(["train", str(run_file), "--quiet"]) == 0  # version_1: no metrics hook
+    monkeypatch.setattr("sigmann_plots.plot.draw", lambda runs, output: None)
+    capsys.readouterr()
+    assert main(["plot", "runs/blobs"]) == 0
+    err = capsys.readouterr().err
+    assert err.strip() == ("sigma plot: left out, no metrics.jsonl (trained without the metrics hook): "
+                           f"{Path('runs/blobs/version_1')}"), err
