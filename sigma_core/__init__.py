@@ -25,7 +25,7 @@ _PROVIDERS = {
               "validate_run=validate apply_override",
     # compute: what backends (sigma_cpu, sigma_cuda) and op plugins (sigmann-recurrent) build on
     "compute.handler": "Handler NumpyHandler",
-    "compute.backend": "create_handler resolve_handler_name available_handlers handler_availability",
+    "compute.backend": "create_handler available_handlers handler_availability",
     "compute.kernels": "ACTIVATIONS ArrayKernels UpdateKernels CompiledUpdates UPDATE_SCALARS",
     "compute.ndarray": "NDArray ExpiredArrayError", "compute.ops.base": "Op",
     "compute.streams": "CounterStreams GOLDEN", "compute.memory": "require_memory=require available_memory=available",

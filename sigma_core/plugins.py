@@ -106,8 +106,8 @@ def components(kind: str | None = None) -> list[Component]:
 
 
 #: How every "not installed" message ends. The core names no distribution (what provides what changes with the
-#: plugins, not with the core): the README's list of distributions says which one provides what.
-MORE = "the README lists the plugins that provide more"
+#: plugins, not with the core): docs/distributions.md, the site's Distributions page, says which one provides what.
+MORE = "docs/distributions.md lists the plugins that provide more"
 
 
 def get(kind: str, name: str) -> Component:

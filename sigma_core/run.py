@@ -150,8 +150,9 @@ def step_compiler(name: str):
     return component.load()
 
 
-def build_run(config: dict, *, handler_name: str | None = None) -> Run:
-    """Create handler, data, network, optimiser and trainer from a validated config."""
+def build_run(config: dict) -> Run:
+    """Create handler, data, network, optimiser and trainer from a validated config (whose ``handler.name`` holds
+    ``--handler`` and ``SIGMA_HANDLER`` when a command was given them: :func:`sigma_core.cli.options.run_overrides`)."""
     seed, training_cfg = config["seed"], config["training"]
     # Everything a run file can get wrong is checked before the handler is created (which logs its
     # choice), so a bad config is reported as the CLI's one error line and nothing else.
@@ -179,8 +180,7 @@ def build_run(config: dict, *, handler_name: str | None = None) -> Run:
         iterator = PrefetchIterator(iterator, depth=training_cfg["prefetch"])
     validation = MinibatchIterator(held_out, training_cfg["validation_batch_size"], shuffle=False)
 
-    name, source = backend.resolve_handler_name(cli=handler_name, config=config["handler"].get("name"))
-    handler = backend.create_handler(name, dtype=config["handler"]["dtype"], seed=seed, source=source)
+    handler = backend.create_handler(config["handler"]["name"], dtype=config["handler"]["dtype"], seed=seed)
     if isinstance(iterator, PrefetchIterator):  # a GPU handler copies batches into pinned memory there
         iterator.prepare = getattr(handler, "pin_batch", None)
     trainer = Trainer(network, optimiser, iterator, validation={"validation": validation}, initialisers=initialisers,

@@ -58,41 +58,65 @@ def fake_handlers(fake_site, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("cli", "env", "config", "expected"),
-    [
-        ("slow", "fast", "twin", ("slow", "--handler")),
-        (None, "fast", "twin", ("fast", "SIGMA_HANDLER")),
-        (None, None, "twin", ("twin", "config")),
-        (None, None, None, ("auto", "default")),
-        ("", " ", "twin", ("twin", "config")),  # empty counts as unset
-    ],
+    ("given", "env", "expected"),
+    [("slow", "fast", "slow"), (None, "fast", "fast"), (None, None, "fast"), ("", " ", "fast"), (" slow ", None, "slow")],
 )
-def test_handler_name_precedence(monkeypatch, cli, env, config, expected):
+def test_a_handler_not_named_is_sigma_handler_else_auto(fake_handlers, monkeypatch, given, env, expected):
+    """Networks loaded without a run file (``load``, ``sigma predict``, ``sigma sample``) name no handler of their
+    own: the environment's, else the best available (``fast``, in this fake set)."""
     if env is not None:
         monkeypatch.setenv("SIGMA_HANDLER", env)
-    assert backend.resolve_handler_name(cli=cli, config=config) == expected
+    assert backend.create_handler(given).name == expected
+
+
+@pytest.mark.parametrize(
+    ("flag", "env", "sets", "expected"),
+    [
+        ("slow", "fast", ["handler.name=twin"], "slow"),  # --handler over everything
+        (None, "fast", ["handler.name=twin"], "twin"),  # --set over the environment
+        (None, "fast", [], "fast"),  # the environment over the run file
+        (None, None, [], "numpy"),  # the run file
+        (None, " ", [], "numpy"),  # empty counts as unset
+    ],
+)
+def test_handler_and_sigma_handler_are_run_file_overrides_the_command_line_winning(monkeypatch, tmp_path, flag, env,
+                                                                                  sets, expected):
+    from argparse import Namespace
+
+    from sigma_core import config
+    from sigma_core.cli.options import run_overrides
+
+    monkeypatch.delenv("SIGMA_HANDLER", raising=False)
+    if env is not None:
+        monkeypatch.setenv("SIGMA_HANDLER", env)
+    run_file = tmp_path / "run.toml"
+    run_file.write_text('name = "n"\n[handler]\nname = "numpy"\n[data]\nextractor = "digits"\n'
+                        '[network]\nlayers = [{type = "input", shape = 4}, {type = "output", size = 2}]\n')
+    args = Namespace(handler=flag, dtype="float64", overrides=sets)
+    loaded = config.load(run_file, run_overrides(args))["handler"]
+    assert loaded == {"name": expected, "dtype": "float64"}
 
 
 def test_auto_picks_the_highest_ranked_available_handler_and_logs_why(fake_handlers, caplog):
     with caplog.at_level(logging.INFO, logger="sigma"):
-        handler = backend.create_handler("auto", source="SIGMA_HANDLER")
+        handler = backend.create_handler("auto")
     # gpu (100) fails its check, picky (50) its class; fast and twin tie at 10: name order.
     assert handler.name == "fast"
-    assert "handler auto -> fast (fastest available; from SIGMA_HANDLER)" in caplog.messages
+    assert "handler auto -> fast (fastest available)" in caplog.messages
 
 
 def test_named_handler_is_built_with_dtype_and_seed(fake_handlers, caplog):
     with caplog.at_level(logging.INFO, logger="sigma"):
-        handler = backend.create_handler("slow", dtype="float64", seed=7, source="--handler")
+        handler = backend.create_handler("slow", dtype="float64", seed=7)
     assert (handler.name, handler.dtype, handler.seed) == ("slow", "float64", 7)
-    assert "handler slow (from --handler)" in caplog.messages
+    assert "handler slow" in caplog.messages
 
 
 def test_unknown_handler_lists_the_registered_ones(fake_handlers):
     with pytest.raises(UnknownComponentError) as caught:
         backend.create_handler("quantum")
     assert str(caught.value) == ("unknown handler 'quantum' (available: fast, gpu, numpy, picky, slow, twin); "
-                                 "the README lists the plugins that provide more")
+                                 "docs/distributions.md lists the plugins that provide more")
 
 
 @pytest.mark.parametrize(

@@ -227,7 +227,7 @@ def test_the_core_reads_a_local_path_and_names_a_missing_one(tmp_path, monkeypat
     assert str(caught.value) == (f"data.path: file not found: data/gone.csv (looked for {tmp_path}/data/gone.csv: "
                                  f"a relative path is relative to the working directory, {tmp_path})")
     with pytest.raises(ConfigError, match=r"^data.blocks needs a cache registered as 'blocks', and none is installed; "
-                                          r"the README lists the plugins that provide more$"):
+                                          r"docs/distributions.md lists the plugins that provide more$"):
         dataset_from_config({"extractor": "csv", "path": str(tmp_path / "a.csv"), "blocks": {"records": 1}})
 
 

@@ -72,15 +72,16 @@ def test_the_core_ships_only_plain_file_and_synthetic_extractors():
 
 @pytest.mark.parametrize("source, distribution", [("digits", "sigmann-sklearn"), ("sklearn", "sigmann-sklearn"),
                                                   ("images", "sigmann-images"), ("mnist", "sigmann-mnist")])
-def test_an_extractor_of_an_uninstalled_plugin_points_to_the_readme_which_names_the_distribution(
+def test_an_extractor_of_an_uninstalled_plugin_points_to_the_page_which_names_the_distribution(
         monkeypatch, source, distribution):
     monkeypatch.setenv("SIGMA_PLUGINS", "")  # the core alone, as after a bare ``pip install .``
     plugins.reset()
     with pytest.raises(ConfigError, match=rf"^data.extractor: unknown extractor '{source}' \(available: .*npz.*\); "
-                                          "the README lists the plugins that provide more$"):
+                                          "docs/distributions.md lists the plugins that provide more$"):
         dataset_from_config({"source": source})
-    rows = [line for line in (ROOT / "README.md").read_text().splitlines() if f"`{distribution}`" in line]
-    assert any(f"`{source}`" in row for row in rows), f"the README's row for {distribution} does not name {source}"
+    page = (ROOT / "docs" / "distributions.md").read_text()
+    rows = [line for line in page.splitlines() if f"`{distribution}`" in line]
+    assert any(f"`{source}`" in row for row in rows), f"docs/distributions.md's row for {distribution} misses {source}"
 
 
 def test_training_the_main_job_without_sigmann_sklearn_is_one_line_naming_it(monkeypatch, capsys):
@@ -89,7 +90,7 @@ def test_training_the_main_job_without_sigmann_sklearn_is_one_line_naming_it(mon
     assert cli.main(["train", str(ROOT / "examples" / "digits.toml"), "--quiet"]) == 2
     assert capsys.readouterr().err.splitlines() == [
         "error: data.extractor: unknown extractor 'sklearn' (available: and, npy, npz, synthetic, xor); "
-        "the README lists the plugins that provide more"]
+        "docs/distributions.md lists the plugins that provide more"]
 
 
 def test_third_party_extractor_is_usable_by_name_from_a_run_file(fake_site, tmp_path):

@@ -208,7 +208,7 @@ def test_unknown_component_lists_the_names_of_that_kind():
     message = str(caught.value)
     assert message.startswith("unknown handler 'numpyy' (did you mean 'numpy'? available: ")
     available, _, hint = message.rpartition("available: ")[2].partition(")")
-    assert "numpy" in available.split(", ") and "README" in hint  # the core names no plugin distribution itself
+    assert "numpy" in available.split(", ") and "docs/distributions.md" in hint  # the core names no plugin distribution itself
     assert isinstance(caught.value, SigmaError)
 
 

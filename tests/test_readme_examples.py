@@ -1,4 +1,5 @@
-"""Every shell and Python example in README.md runs as written, in document order, in a scratch directory.
+"""Every shell and Python example in README.md and the user's pages of docs/ runs as written, in reading order, in
+one scratch directory (a page may use what an earlier one wrote: the checkpoints pages train, later ones predict).
 
 Python blocks run in one namespace, as in a notebook (a later block may use an earlier one's ``inputs``).
 Shell lines run ``sigma`` in-process (``sigma_core.cli.main``, what the console script calls) and must exit 0;
@@ -32,10 +33,15 @@ import pytest
 from sigma_core.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
+#: The README, then the pages its content moved to, in the order the README had them.
+DOCUMENTS = [ROOT / name for name in (
+    "README.md", "docs/getting-started.md", "docs/run-files.md", "docs/hooks.md", "docs/operators.md",
+    "docs/dashboard.md", "docs/checkpoints.md", "docs/tune.md", "docs/using-networks.md", "docs/examples.md",
+    "docs/python.md", "docs/backends.md", "docs/extending.md", "docs/performance.md")]
 NOT_RUN = {  # a command's program -> why it is not run here
     "pip": "installs packages", "python3 -m venv": "creates a venv", "python -m pytest": "the tests themselves",
     "tensorboard": "a third-party server", "curl": "requests to a live dashboard",
+    "mkdocs": "serves the documentation site (.ci/run builds it)",
 }
 
 
@@ -43,8 +49,9 @@ TEXT = "The quick brown fox jumps over the lazy dog; the dog sleeps on. " * 4
 
 
 def blocks():
-    """(language, text) of every fenced block, in order."""
-    return re.findall(r"^```(\w*)\n(.*?)^```", README.read_text(), flags=re.S | re.M)
+    """(document, language, text) of every fenced block, in reading order."""
+    return [(path, *block) for path in DOCUMENTS
+            for block in re.findall(r"^```(\w*)\n(.*?)^```", path.read_text(), flags=re.S | re.M)]
 
 
 def commands(line: str):
@@ -107,9 +114,9 @@ def test_every_readme_example_runs_as_written(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("SIGMA_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.chdir(tmp_path)
     namespace, ran, skipped = {}, [], []
-    for language, text in blocks():
+    for document, language, text in blocks():
         if language == "python":
-            exec(compile(text, str(README), "exec"), namespace)
+            exec(compile(text, str(document), "exec"), namespace)
             ran.append(text.splitlines()[0])
         elif language == "sh":
             for line in text.splitlines():
@@ -120,7 +127,7 @@ def test_every_readme_example_runs_as_written(tmp_path, capsys, monkeypatch):
                         dashboard(argv[1:], tmp_path)
                         ran.append(line)
                     else:
-                        assert Path(argv[0]).name == "sigma", f"README runs {argv[0]!r}: run it here, or say why not"
+                        assert Path(argv[0]).name == "sigma", f"{document.name} runs {argv[0]!r}: run it here, or say why not"
                         status, out, err = sigma(argv[1:], stdin, capsys, monkeypatch)
                         assert status == 0, f"{line}\n{err}"
                         ran.append(line)

@@ -43,7 +43,7 @@ def test_the_plugin_templates_and_the_guides_import_only_the_public_surface():
     """``sigma plugin new`` writes the templates, and plugin authors copy the guides' examples: a new plugin starts
     on the public surface too."""
     found = []
-    for path in [*ROOT.glob("plugins/*/src/*/templates/*.tmpl"), ROOT / "docs" / "plugins.md", ROOT / "README.md"]:
+    for path in [*ROOT.glob("plugins/*/src/*/templates/*.tmpl"), *ROOT.glob("docs/*.md"), ROOT / "README.md"]:
         text = path.read_text(encoding="utf-8")
         found += [f"{path.name}: imports sigma_core.{module}" for module in re.findall(r"(?:from|import) sigma_core\.(\w+)", text)]
         for names in re.findall(r"from sigma_core import ([\w, ]+)", text):

@@ -1,5 +1,5 @@
 """Issue 15 item 2: the network summary, --resume last/DIR, --set on list entries, --version, python -m sigma_core,
-the MNIST example's data source and the README's resume example as written."""
+the MNIST example's data source and the resume example (docs/checkpoints.md) as written."""
 
 from __future__ import annotations
 
@@ -108,8 +108,8 @@ def test_mnist_example_takes_its_data_from_the_mnist_plugin():
 
 
 def test_readme_resume_example_runs_as_written(capsys, tmp_path, monkeypatch):
-    block = next(b for b in re.findall(r"```sh\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
-                 if "--resume last" in b)
+    block = next(b for b in re.findall(r"```sh\n(.*?)```", (ROOT / "docs" / "checkpoints.md").read_text(),
+                                     flags=re.S) if "--resume last" in b)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     for line in block.splitlines():

@@ -84,19 +84,18 @@ def _logging_to_stderr(debug: bool, quiet: bool):
     """Show the ``sigma`` loggers on stderr (info: the handler chosen, a hook's reports) while a command runs, with
     ``--quiet`` no library's INFO line (MLflow's run links, on its own handler); undone afterwards, so that calling
     :func:`main` in-process (tests, notebooks) leaves logging as it was."""
-    handler, level, enabled = logging.StreamHandler(sys.stderr), log.level, logging.Logger.isEnabledFor
+    handler, level, on = logging.StreamHandler(sys.stderr), log.level, logging.Logger.isEnabledFor
     handler.setFormatter(logging.Formatter("sigma: %(message)s"))
     log.addHandler(handler)
     log.setLevel(logging.DEBUG if debug else logging.INFO)
     if quiet:  # every logger's, those a library makes during the command too: a level set on one would not hold
-        logging.Logger.isEnabledFor = lambda logger, at: enabled(logger, at) and (
-            at > logging.INFO or logger.name.split(".")[0] == "sigma")
+        logging.Logger.isEnabledFor = lambda one, at: on(one, at) and (at > logging.INFO or one.name[:5] == "sigma")
     try:
         yield
     finally:
         log.removeHandler(handler)
         log.setLevel(level)
-        logging.Logger.isEnabledFor = enabled
+        logging.Logger.isEnabledFor = on
 
 
 def register_commands(cli) -> None:

@@ -12,13 +12,26 @@ DEBUG.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, he
 
 #: The computation handler and its precision, for commands that compute.
 HANDLER = argparse.ArgumentParser(add_help=False)
-HANDLER.add_argument("--handler", help="computation handler (overrides SIGMA_HANDLER and the run file)")
+HANDLER.add_argument("--handler", help="override handler.name (and SIGMA_HANDLER)")
 HANDLER.add_argument("--dtype", choices=("float32", "float64"), help="override handler.dtype")
 
 #: Run-file overrides, for commands that read a run file.
 SET = argparse.ArgumentParser(add_help=False)
 SET.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                  help="override a run-file key, e.g. --set training.epochs=3 (repeatable)")
+
+
+def run_overrides(args) -> list[str]:
+    """The run-file overrides a command's options make, in the order they apply (the last word wins):
+    ``SIGMA_HANDLER``, each ``--set``, then ``--handler`` and ``--dtype``. Each lands in the run's config like any
+    ``--set``, so the checkpoint, ``sigma config`` and every worker see the handler the run really asked for."""
+    from sigma_core.compute.backend import handler_from_environment
+
+    environment = handler_from_environment()
+    flags = (("name", getattr(args, "handler", None)), ("dtype", getattr(args, "dtype", None)))
+    return [*([f"handler.name={environment}"] if environment else []), *getattr(args, "overrides", ()),
+            *(f"handler.{key}={value}" for key, value in flags if value)]
+
 
 #: Machine-readable output.
 JSON = argparse.ArgumentParser(add_help=False)

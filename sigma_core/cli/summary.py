@@ -19,10 +19,10 @@ def add_parser(subparsers):
 
 
 def main(args) -> int:
-    from sigma_core import Network, SigmaError, config, from_layer_list, latest_checkpoint, load_checkpoint, plugins
+    from sigma_core import Network, SigmaError, config, from_layer_list, load_checkpoint, plugins
 
-    path = Path(args.config)
-    if path.is_dir() and (path := latest_checkpoint(path) or path).is_dir():  # a run folder: its newest checkpoint
+    path = Path(args.config)  # a folder (runs/<name>/version_N): the newest checkpoint in it or below
+    if path.is_dir() and (path := max(path.rglob("*.ckpt"), key=lambda p: p.stat().st_mtime, default=path)).is_dir():
         raise SigmaError(f"{args.config}: no checkpoint in this folder or below it")
     saved_suffixes = {".ckpt", *(f".{c.name}" for c in plugins.components("loader"))}  # a checkpoint or an export
     if path.suffix not in saved_suffixes:

@@ -51,7 +51,6 @@ def add_parser(subparsers):
 def main(args) -> int:
     from sigma_core.run import build_run  # imports numpy: not on every sigma command's path
 
-    dtype = [f"handler.dtype={args.dtype}"] if args.dtype else []
     if args.print_config:  # sigmann-help's `sigma config`, with this command's options
         from sigma_core import plugins
 
@@ -59,11 +58,10 @@ def main(args) -> int:
             raise SigmaError(f"--print-config needs the `sigma config` command, which is not installed; {plugins.MORE}")
         from sigma_core.cli import build_parser
 
-        flags = [*(f"--set={o}" for o in args.overrides), *(f"--monitor={m}" for m in args.monitors),
-                 *(f"--{key}={getattr(args, key)}" for key in ("handler", "dtype") if getattr(args, key))]
+        flags = [*(f"--set={o}" for o in options.run_overrides(args)), *(f"--monitor={m}" for m in args.monitors)]
         config = build_parser().parse_args(["config", args.config, *flags])
         return config.run(config)
-    cfg = run_config.load(args.config, [*args.overrides, *dtype])
+    cfg = run_config.load(args.config, options.run_overrides(args))
     # Everything that can be refused is refused before anything is built, in one line.
     checkpoint = _checkpoint_to_resume(args.resume, cfg) if args.resume else None
     if checkpoint is not None and checkpoint.trainer["epoch"] >= cfg["training"]["epochs"]:
@@ -71,7 +69,7 @@ def main(args) -> int:
                          f"run has training.epochs = {cfg['training']['epochs']}: nothing left to train (raise it with "
                          "--set)")
     out = check_writable(args.out, what="--out") if args.out else None  # refused now, not after training
-    run = build_run(cfg, handler_name=args.handler)
+    run = build_run(cfg)
     if checkpoint is not None:
         run.resume(checkpoint)  # in its run directory, if it has one
     run.directory = run.directory or new_version(cfg["name"])

@@ -16,30 +16,28 @@ AUTO = "auto"
 _log = logging.getLogger("sigma")
 
 
-def resolve_handler_name(*, cli: str | None = None, config: str | None = None) -> tuple[str, str]:
-    """The handler name and where it came from: command line > ``SIGMA_HANDLER`` > run config > ``auto``."""
-    for name, source in ((cli, "--handler"), (os.environ.get("SIGMA_HANDLER"), "SIGMA_HANDLER"), (config, "config")):
-        if name and name.strip():
-            return name.strip(), source
-    return AUTO, "default"
+def handler_from_environment() -> str | None:
+    """``SIGMA_HANDLER``, the handler a user's shell asks for: below ``--handler``, above a run file's name."""
+    return os.environ.get("SIGMA_HANDLER", "").strip() or None
 
 
-def create_handler(name: str = AUTO, *, dtype: str = "float32", seed: int | None = None, source: str = "code") -> Any:
-    """Construct the handler ``name`` (or the best available for ``"auto"``); ``source`` is for the log line.
-    ``name:N`` picks device N of a handler that has several (``cuda:1``)."""
+def create_handler(name: str | None = None, *, dtype: str = "float32", seed: int | None = None) -> Any:
+    """Construct the handler ``name`` (None: ``SIGMA_HANDLER``, else ``auto``, the best available). ``name:N`` picks
+    device N of a handler that has several (``cuda:1``)."""
+    name = (name or "").strip() or handler_from_environment() or AUTO
     name, colon, device = name.partition(":")
     if colon and not device.isdigit():
         raise SigmaError(f"handler '{name}:{device}': the part after ':' must be a device number, as in '{name}:1'")
     if name == AUTO:
         component = _best_available()
-        _log.info("handler auto -> %s (fastest available; from %s)", component.name, source)
+        _log.info("handler auto -> %s (fastest available)", component.name)
     else:
         component = plugins.get("handler", name)  # UnknownComponentError lists the names
         available, reason = handler_availability(component.name)
         if not available:
             names = ", ".join(sorted(available_handlers())) or "none"
             raise HandlerUnavailableError(f"handler {name!r} cannot run here: {reason} (available: {names})")
-        _log.info("handler %s (from %s)", component.name, source)
+        _log.info("handler %s", component.name)
     cls = component.load()
     if colon and not getattr(cls, "takes_device", False):
         raise SigmaError(f"handler {component.name!r} has no devices to choose from (drop ':{device}')")

@@ -64,8 +64,7 @@ def load(path, handler=None, *, dtype: str | None = None):
         raise SigmaError(f"{path}: its run's preprocess transform {preprocessing.adaptive[0]!r} takes statistics from "
                          "the training data, which this file (written by an older Sigma) does not hold; train again")
     if handler is None or isinstance(handler, str):
-        handler_name, source = backend.resolve_handler_name(cli=handler)
-        handler = backend.create_handler(handler_name, dtype=dtype or saved.dtype, seed=0, source=source)
+        handler = backend.create_handler(handler, dtype=dtype or saved.dtype, seed=0)
     try:
         network = Network(from_layer_list(saved.layers), name=saved.name)
     except SigmaError as error:  # the layer list a file holds: name the file

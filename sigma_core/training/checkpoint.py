@@ -254,10 +254,8 @@ def checkpoints(directory, name: str) -> list[Path]:
     return [entry[-1] for entry in sorted(found)]
 
 
-def latest_checkpoint(directory, name: str | None = None) -> Path | None:
-    """The newest checkpoint of trainer ``name`` in ``directory``, or None; no name: any, there or below (a run's)."""
-    if name is None:
-        return max(Path(directory).rglob(f"*{SUFFIX}"), key=lambda path: path.stat().st_mtime_ns, default=None)
+def latest_checkpoint(directory, name: str) -> Path | None:
+    """The newest checkpoint of the trainer ``name`` in ``directory``, or None."""
     return next(reversed(checkpoints(directory, name)), None)
 
 

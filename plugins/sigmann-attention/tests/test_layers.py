@@ -49,9 +49,15 @@ def test_attention_takes_a_padding_mask_as_second_input():
     numpy.testing.assert_array_equal(run(changed)[0, :3], run(tokens)[0, :3])
 
 
+def test_embedding_gradients_on_every_handler_with_token_ids():
+    """The table's gradient scatters into the rows the ids use (a repeated id adds up), the rest stay 0."""
+    ids = numpy.array([[4, 0, 4], [1, 2, 4]])
+    outputs = check_layer("embedding", input_shapes=[(3,)], inputs=[ids], vocabulary=6, size=2)
+    assert all(out.shape == (2, 3, 2) for out in outputs.values())
+
+
 def test_embedding_and_positional_pick_rows_and_add_positions():
-    """check_layer feeds uniform floats in [-1, 1], which are no token ids: the embedding is checked here, and its
-    op by the conformance kit (test_ops_torch.py)."""
+    """What the two tables compute, row by row (their gradients: check_layer above and the conformance kit)."""
     handler = NumpyHandler("float64", seed=0)
     network = Network(Input(3) + Embedding(5, 2, name="embedding") + Positional(4, name="positional")
                       + SquaredDifference())

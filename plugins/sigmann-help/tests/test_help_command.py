@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from sigma_core import cli_main, components, load_component
+from sigmann_help.markup import plain
 
 
 def shown(capsys, *arguments) -> tuple[int, str, str]:
@@ -40,7 +41,8 @@ def test_help_shows_a_layers_arguments_types_defaults_and_docstring(capsys):
     status, out, _ = shown(capsys, "help", "layer", "dense")
     assert status == 0
     assert out.startswith("layer dense (aliases: fullyconnected, fc), from sigmann ")
-    assert f"\n{inspect.cleandoc(load_component('layer', 'dense').__doc__)}\n" in out  # its own docstring
+    docstring = plain(inspect.cleandoc(load_component("layer", "dense").__doc__))
+    assert f"\n{docstring}\n" in out  # its own docstring, its markup left out
     assert "\nArguments ([[network.layers]]):\n" in out
     assert rows(out) == [("size", "an integer >= 1", "required"), ("activation", "anything", 'default "none"'),
                          ("bias", "true or false", "default true"),
@@ -83,3 +85,14 @@ def test_an_unknown_kind_or_name_is_one_line_listing_what_exists(capsys, argumen
     status, out, err = shown(capsys, "help", *arguments)
     assert (status, out) == (2, "")
     assert err.startswith(message) and err.count("\n") == 1
+
+
+def test_help_shows_docstrings_without_their_markup(capsys):
+    """Docstrings are written with RST inline markup (``x``, :class:`y`); a terminal shows the words alone."""
+    assert plain("a ``dense`` :class:`~sigma_core.Layer`, :func:`sigma_core.build`, :ref:`the guide <guide>`") == \
+        "a dense Layer, sigma_core.build, the guide"
+    documented = [c for c in components("layer") + components("hook") if "``" in (inspect.getdoc(c.load()) or "")]
+    assert documented, "no component's docstring has markup to check against"
+    for component in documented:
+        status, out, _ = shown(capsys, "help", component.kind, component.name)
+        assert status == 0 and "``" not in out and not re.search(r":\w+:`", out), out

@@ -139,7 +139,7 @@ def test_without_this_plugin_an_image_is_one_line_naming_it(tmp_path, capsys, mo
         assert main(["predict", str(checkpoint), str(tmp_path / "0.png"), "--handler", "numpy"]) == 2
         assert capsys.readouterr().err.splitlines()[-1:] == [
             f"error: {tmp_path / '0.png'}: unknown input format 'png' (sigma predict reads .npy, .npz, .csv, - for JSON "
-            "on stdin); the README lists the plugins that provide more"]
+            "on stdin); docs/distributions.md lists the plugins that provide more"]
     finally:
         monkeypatch.delenv("SIGMA_PLUGINS")
         plugins.reset()  # the next test sees every installed plugin again

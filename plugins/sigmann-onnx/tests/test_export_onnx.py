@@ -143,8 +143,8 @@ def test_a_plugin_activation_is_named_in_the_error():
 
     with pytest.raises(SigmaError) as caught:
         activate(None, "08-dense", SimpleNamespace(activation=swish), "x")
-    assert str(caught.value) == ("layer '08-dense': activation 'swish' does not export to ONNX; "
-                                 "these do: none, relu, sigmoid, tanh, softplus")
+    assert str(caught.value).startswith("layer '08-dense': activation 'swish' does not export to ONNX; "
+                                        "these do: none, relu, sigmoid, tanh, softplus")  # then plugins' exporters
 
 
 def test_a_plugin_activation_registered_as_a_lambda_is_named_as_registered(monkeypatch):

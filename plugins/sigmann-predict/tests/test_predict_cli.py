@@ -24,10 +24,10 @@ DIGITS = ROOT / "examples" / "digits.toml"
 def held_out(overrides=(), preprocess=True):
     """The digits run's held-out records: as it trained on them, or (``preprocess=False``) raw, as the data source
     gives them (the split is the same: preprocessing never reorders records)."""
-    cfg = config.load(DIGITS, list(overrides))
+    cfg = config.load(DIGITS, [*overrides, "handler.name=numpy"])
     if not preprocess:
         cfg["data"]["preprocess"] = []
-    return build_run(cfg, handler_name="numpy").trainer.validation["validation"].dataset
+    return build_run(cfg).trainer.validation["validation"].dataset
 
 
 @pytest.fixture(scope="module")

@@ -329,7 +329,7 @@ def test_without_this_plugin_auto_trains_as_written_and_a_named_replay_is_an_err
         with pytest.raises(ConfigError) as error:
             build_run(digits(compile="replay"))
         assert str(error.value) == ("training.compile: unknown compiler 'replay' (available: none); "
-                                    "the README lists the plugins that provide more")  # sigmann-replay, there
+                                    "docs/distributions.md lists the plugins that provide more")  # sigmann-replay
     finally:
         monkeypatch.delenv("SIGMA_PLUGINS")
         plugins.reset()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy
 import pytest
 
 from sigma_core import Layer
@@ -75,3 +76,15 @@ def test_a_correct_layer_passes():
 def test_broken_layers_are_caught_with_a_message_naming_the_problem(layer, message):
     with pytest.raises(AssertionError, match=message):
         check_layer(layer, handlers=["numpy"])
+
+
+def test_given_inputs_are_fed_and_integer_ones_are_not_differentiated():
+    """A layer whose input is ids (here: used as a mask, no gradient): the given batch is what the layer sees."""
+    ids = numpy.array([[1, 0, 1, 1], [0, 0, 1, 0]])
+    outputs = check_layer(Scaled, inputs=[ids], handlers=["numpy"])
+    numpy.testing.assert_array_equal(outputs["numpy"] == 0, ids == 0)  # scale·0 is 0 exactly, scale·1 is not
+
+
+def test_given_inputs_of_the_wrong_shape_are_named():
+    with pytest.raises(AssertionError, match=r"inputs\[0\] has shape \(2, 3\), the layer takes \(batch, \*\(4,\)\)"):
+        check_layer(Scaled, inputs=[numpy.zeros((2, 3))], handlers=["numpy"])

@@ -56,6 +56,15 @@ def register_activations(register):
 
 
 @hookimpl
+def register_exporters(register):
+    """sigmann-onnx's table (sigma export --format onnx): the layers, and GELU for the dense layers using it."""
+    for name in LAYERS:
+        register(f"onnx/{name}", f"sigmann_attention.onnx:{name}", description=f"a {name} layer in ONNX")
+    for name in ("gelu", "gelu_tanh"):
+        register(f"onnx-activation/{name}", f"sigmann_attention.onnx:{name}", description=f"{name} in ONNX")
+
+
+@hookimpl
 def register_optimisers(register):
     register("adamw", "sigmann_attention.adamw:AdamW",
              description="Adam with decoupled weight decay (excluded by pattern) and global-norm clipping")

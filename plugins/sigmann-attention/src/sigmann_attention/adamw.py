@@ -42,17 +42,17 @@ class AdamW(Adam):
     def step(self, handler, params, grads):
         ids = self.trainable(params)
         norm = None
-        if self.clip_norm:
-            norm = math.sqrt(sum(float(handler.sum(grads[i] * grads[i])) for i in ids if i in grads))
+        if self.clip_norm:  # one read of the device for the norm, not one per parameter
+            squares = [handler.sum(grads[i] * grads[i]) for i in ids if i in grads]
+            norm = math.sqrt(float(sum(squares[1:], squares[0]))) if squares else 0.0
             scale = self.clip_norm / (norm + 1e-6)
             if scale < 1.0:
                 grads = {i: g * scale for i, g in grads.items()}
-        shrink = 1.0 - self.learning_rate * self.weight_decay
-        if shrink != 1.0:
-            with handler.no_grad():
-                for param_id in ids:
-                    if self.decays(param_id):
-                        handler.fill(params[param_id], params[param_id] * shrink)
+        decay = self.learning_rate * self.weight_decay
+        if decay:
+            for param_id in ids:
+                if self.decays(param_id):  # param ·= 1 − decay, in place
+                    handler.add_(params[param_id], params[param_id], -decay)
         super().step(handler, params, grads)
         if norm is not None:
             self.published["gradient_norm"] = norm

@@ -10,6 +10,8 @@ import json
 from sigma_core import (COMPONENT_KINDS, UnknownComponentError, component_arguments, component_table_keys,
                         components, describe_rule, get_component, rule_of)
 
+from sigmann_help.markup import plain
+
 #: Where a run file gives each kind's arguments.
 TABLES = {"layer": "[[network.layers]]", "optimiser": "[optimiser]", "initialiser": "[initialisers] pattern = {...}",
           "operator": "[operator]", "hook": "[[hooks]], or --monitor NAME:key=value,...", "extractor": "[data]"}
@@ -27,7 +29,7 @@ def run(kind: str | None, name: str | None) -> int:
         raise UnknownComponentError(f"unknown kind {kind!r}; kinds are {', '.join(COMPONENT_KINDS)}")
     if name is None:
         for component in components(kind):
-            print(f"{component.name:24} {component.description}")
+            print(f"{component.name:24} {plain(component.description)}")
     else:
         print(component_help(get_component(kind, name)))
     return 0
@@ -38,7 +40,7 @@ def component_help(component) -> str:
     implementation, kind = component.load(), component.kind
     aliases = f" (aliases: {', '.join(component.aliases)})" if component.aliases else ""
     lines = [f"{kind} {component.name}{aliases}, from {component.distribution} {component.version}"]
-    lines += [f"  {component.description}"] if component.description else []
+    lines += [f"  {plain(component.description)}"] if component.description else []
     if kind == "command":  # its implementation adds it to the parser: the parser documents it
         return "\n".join([*lines, "", f"Its arguments: sigma {component.name} --help"])
     documentation = _documentation(implementation)
@@ -46,11 +48,11 @@ def component_help(component) -> str:
     heading, shared = "Arguments", ()
     if kind == "section" and isinstance(implementation, dict):  # a plugin's run-file section: its rule, key by key
         heading, where = "Keys", f"[{component.name}]"
-        rows = [(str(key), _words(rule), "") for key, rule in implementation.items() if key is not ...]
+        rows = [(str(key), rule_words(rule), "") for key, rule in implementation.items() if key is not ...]
     elif kind in TABLES:
         where, shared = TABLES[kind], component_table_keys(kind)
-        rows = [(name, _words(rule_of(implementation, name, parameter)),
-                 "required" if parameter.default is parameter.empty else f"default {_default(parameter.default)}")
+        rows = [(name, rule_words(rule_of(implementation, name, parameter)),
+                 "required" if parameter.default is parameter.empty else f"default {toml_value(parameter.default)}")
                 for name, parameter in component_arguments(implementation, kind).items()]
     else:  # a handler, an activation, a source...: named in a run file, never given arguments
         return "\n".join(lines)
@@ -62,29 +64,30 @@ def component_help(component) -> str:
 
 
 def _documentation(implementation) -> str:
-    """The docstring the implementation itself has (a class's, then its ``__init__``'s), not one it inherits."""
+    """The docstring the implementation itself has (a class's, then its ``__init__``'s), not one it inherits, as
+    plain text."""
     if inspect.isfunction(implementation):
-        return inspect.cleandoc(implementation.__doc__ or "")
+        return plain(inspect.cleandoc(implementation.__doc__ or ""))
     owner = implementation if inspect.isclass(implementation) else type(implementation)  # an instance: its class's
     if owner.__module__ == "builtins":  # a section's rule (a dict): its description says what it is
         return ""
     init = owner.__dict__.get("__init__")
     texts = [owner.__dict__.get("__doc__"), init.__doc__ if init else None]
-    return "\n\n".join(inspect.cleandoc(text) for text in texts if text)
+    return plain("\n\n".join(inspect.cleandoc(text) for text in texts if text))
 
 
-def _words(rule) -> str:
+def rule_words(rule) -> str:
     """What a rule (:mod:`sigma_core.config`) accepts, in words."""
     if isinstance(rule, str):
         return describe_rule(rule)
     if isinstance(rule, tuple):
-        return "one of " + ", ".join(map(_default, rule))
+        return "one of " + ", ".join(map(toml_value, rule))
     if isinstance(rule, list):
-        return f"an array, each {_words(rule[0])}"
+        return f"an array, each {rule_words(rule[0])}"
     return "anything" if rule is None else "a table"
 
 
-def _default(value) -> str:
+def toml_value(value) -> str:
     """A value as a run file writes it (JSON's spelling is TOML's for what defaults hold; inf and others: repr)."""
     if value is None:
         return "unset"

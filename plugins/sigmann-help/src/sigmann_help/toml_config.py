@@ -9,14 +9,12 @@ import re
 
 import tomli_w
 
-from sigma_core import load_run_file, parse_hook_option, resolved_config
+from sigma_core import cli_options, load_run_file, parse_hook_option, resolved_config
 
 
 def run(args) -> int:
-    dtype = [f"handler.dtype={args.dtype}"] if args.dtype else []
-    cfg = load_run_file(args.config, [*args.overrides, *dtype])
-    cfg["hooks"] += [parse_hook_option(text) for text in args.monitors]  # with --monitor's and --handler: the run
-    cfg["handler"]["name"] = args.handler or cfg["handler"]["name"]
+    cfg = load_run_file(args.config, cli_options.run_overrides(args))
+    cfg["hooks"] += [parse_hook_option(text) for text in args.monitors]  # with --monitor's: the run
     print(config_toml(resolved_config(cfg)), end="")
     return 0
 

@@ -1,12 +1,13 @@
 """Learning-rate schedules: set the optimiser's rate for the next step from the steps (or epochs) done.
 
 A schedule sets the first step's rate when the run attaches it, and again after a reset; ``base`` defaults to
-the optimiser's rate at that moment.
+the run file's ``optimiser.learning_rate`` (its optimiser's default where the file sets none), and for a run
+built in code to the optimiser's rate when it attaches.
 """
 
 import math
 
-from sigma_core import Hook, require
+from sigma_core import Hook, require, resolved_config
 
 
 class LearningRateSchedule(Hook):
@@ -30,7 +31,7 @@ class LearningRateSchedule(Hook):
     def attach(self, run):
         super().attach(run)
         if self.base is None:
-            self.base = float(run.optimiser.learning_rate)
+            self.base = _configured_rate(run)
         self.apply()
 
     def apply(self, report=None) -> None:
@@ -80,3 +81,10 @@ class WarmUp(LearningRateSchedule):
 
     def factor(self, t):
         return self.start + (1.0 - self.start) * min(t, self.period) / self.period
+
+
+def _configured_rate(run) -> float:
+    """The rate the run file gives its optimiser. Not the optimiser's own rate: a resumed run's optimiser holds the
+    rate scheduled when its checkpoint was written, which as a base would apply the schedule twice."""
+    optimiser = resolved_config(run.config)["optimiser"] if run.config is not None else {}
+    return float(optimiser.get("learning_rate", run.optimiser.learning_rate))

@@ -12,27 +12,25 @@ from sigma_core import SigmaError, components
 
 #: The core's activations by kernel name, and the ONNX operator of each (None: the identity).
 ACTIVATIONS = {"none": None, "relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "softplus": "Softplus"}
+#: A plugin activation's exporter is registered as this prefix and the activation's name (``onnx-activation/gelu``)
+#: and called as ``export(graph, layer name, x)``, returning the activated value.
+ACTIVATION_PREFIX = "onnx-activation/"
 
 
 def activate(graph, name: str, layer, x: str) -> str:
-    """``layer.activation`` applied to ``x``: one of :data:`ACTIVATIONS`, else a one-line error naming it."""
+    """``layer.activation`` applied to ``x``: one of :data:`ACTIVATIONS`, a plugin activation's registered
+    exporter, else a one-line error naming it and those that export."""
     kind = getattr(layer.activation, "kernel_name", None)
-    if kind not in ACTIVATIONS:
-        raise SigmaError(f"layer {name!r}: activation {registered_name(layer.activation)!r} does not export to ONNX; "
-                         f"these do: {', '.join(ACTIVATIONS)}")
-    return graph.op(ACTIVATIONS[kind], [x], f"{name}/{kind}") if ACTIVATIONS[kind] else x
-
-
-def registered_name(activation) -> str:
-    """The name ``activation`` is registered under, as the run file gives it: a plugin's activation may be a lambda,
-    whose ``__name__`` (``<lambda>``) names nothing the user wrote."""
-    for component in components("activation"):
-        try:
-            if component.load() is activation:
-                return component.name
-        except SigmaError:  # another plugin's activation that cannot be loaded is not this one
-            continue
-    return getattr(activation, "__name__", str(activation))
+    if kind in ACTIVATIONS:
+        return graph.op(ACTIVATIONS[kind], [x], f"{name}/{kind}") if ACTIVATIONS[kind] else x
+    exporters = {c.name.removeprefix(ACTIVATION_PREFIX): c for c in components("exporter")
+                 if c.name.startswith(ACTIVATION_PREFIX)}
+    registered = next((c.name for c in components("activation") if c.load() is layer.activation), None)
+    if registered not in exporters:
+        activation = registered or getattr(layer.activation, "__name__", layer.activation)
+        raise SigmaError(f"layer {name!r}: activation {activation!r} does not export to ONNX; "
+                         f"these do: {', '.join([*ACTIVATIONS, *sorted(exporters)])}")
+    return exporters[registered].load()(graph, name, x)
 
 
 def input_(graph, name, layer, inputs):
@@ -45,9 +43,8 @@ def passthrough(graph, name, layer, inputs):
 
 
 def dense(graph, name, layer, inputs):
-    if layer.keep_time:
-        raise SigmaError(f"layer {name!r}: a dense layer over time steps (keep_time) does not export to ONNX")
-    x = graph.op("Flatten", inputs, f"{name}/flat", axis=1) if len(layer.input_shape) != 1 else inputs[0]
+    flat = len(layer.input_shape) != 1 and not layer.keep_time  # over time steps: MatMul takes (batch, T, features)
+    x = graph.op("Flatten", inputs, f"{name}/flat", axis=1) if flat else inputs[0]
     y = graph.op("MatMul", [x, f"{name}.weights"], f"{name}/matmul")
     y = graph.op("Add", [y, f"{name}.biases"], f"{name}/add") if "biases" in layer.parameter_shapes else y
     return activate(graph, name, layer, y)

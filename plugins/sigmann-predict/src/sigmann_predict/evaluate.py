@@ -18,7 +18,7 @@ def add_parser(subparsers):
 
 
 def main(args) -> int:
-    from sigma_core import CheckpointError, MinibatchIterator, build_run, load_checkpoint, load_run_file
+    from sigma_core import CheckpointError, MinibatchIterator, apply_override, build_run, load_checkpoint, load_run_file
 
     checkpoint = load_checkpoint(args.checkpoint)
     cfg = checkpoint.config  # this process's own copy: changed below
@@ -28,10 +28,12 @@ def main(args) -> int:
     if cfg is None:
         raise SigmaError(f"{args.checkpoint}: the checkpoint has no run config (saved from code); "
                          "pass --data-config RUNFILE")
-    cfg["handler"]["dtype"] = args.dtype or checkpoint.metadata["handler"]["dtype"]
+    cfg["handler"]["dtype"] = checkpoint.metadata["handler"]["dtype"]
+    for override in options.run_overrides(args):  # --handler, --dtype and SIGMA_HANDLER over the saved run's
+        apply_override(cfg, override)
     if checkpoint.metadata["preprocess"] is not None:  # the statistics the network was trained with, not refitted
         cfg["data"]["preprocess"] = checkpoint.metadata["preprocess"]
-    run = build_run(cfg, handler_name=args.handler)
+    run = build_run(cfg)
     trainer = run.trainer
     trainer.initialise(run.handler)
     try:

@@ -122,7 +122,8 @@ class RayOperator(Operator):
         # Soft node affinity: the planned node while it has room, another one otherwise (rather than waiting).
         self._spawn = lambda index, node: RayWorker.options(**options, scheduling_strategy=(
             NodeAffinitySchedulingStrategy(node, soft=True, _spill_on_unavailable=True))).remote(
-            self._config, trainer.handler.name, index, workers, seed, os.getcwd())
+            {**self._config, "handler": {**self._config["handler"], "name": trainer.handler.name}}, index, workers,
+            seed, os.getcwd())
         self._homes = self._plan(ray.nodes(), cpus_per_worker, gpus_per_worker)  # per actor, the node it goes to
         self._synced, self._ahead = None, None  # _ahead: (counters, refs) of the step submitted ahead
         self._exchange = None  # how the synchronised actors' arrays travel (sigmann_ray.exchange)

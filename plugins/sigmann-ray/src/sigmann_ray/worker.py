@@ -30,14 +30,15 @@ from sigmann_threads import Worker, shard_bounds, worker_failed
 
 @ray.remote
 class RayWorker:
-    """One worker process: its own run (handler, network, optimiser, data) built from the run file."""
+    """One worker process: its own run (handler, network, optimiser, data) built from the run file; ``config``'s
+    ``handler.name`` is the driver's handler, so ``auto`` means one thing across the cluster."""
 
-    def __init__(self, config: dict, handler_name: str, index: int, count: int, seed: int, directory: str):
+    def __init__(self, config: dict, index: int, count: int, seed: int, directory: str):
         self.failure = None  # reported by load(): a failed start as one line naming the worker, not an actor traceback
         try:
             if os.path.isdir(directory):
                 os.chdir(directory)
-            run = build_run(config, handler_name=handler_name)
+            run = build_run(config)
             run.trainer.initialise(run.handler)
         except Exception as error:
             self.failure = worker_failed(index, error)

@@ -27,10 +27,9 @@ UPDATE_FLOPS = {"sgd": 2, "momentum": 5, "adagrad": 6, "rmsprop": 8, "adadelta":
 
 def run_explain(args) -> int:
     """``sigma explain``: two steps of the run file's first batches, the second recorded, and its table."""
-    from sigma_core import build_run, load_run_file
+    from sigma_core import build_run, cli_options, load_run_file
 
-    overrides = [*args.overrides, "training.prefetch=0"] + ([f"handler.dtype={args.dtype}"] if args.dtype else [])
-    run = build_run(load_run_file(args.config, overrides), handler_name=args.handler)
+    run = build_run(load_run_file(args.config, [*cli_options.run_overrides(args), "training.prefetch=0"]))
     trainer = run.trainer
     trainer.initialise(run.handler)
     trainer.compile_step(StepReplay.compile)

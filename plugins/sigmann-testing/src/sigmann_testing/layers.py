@@ -17,11 +17,14 @@ from sigma_core import ForwardContext, build, components
 
 
 def check_layer(layer, input_shapes=((4,),), *, batch: int = 3, seed: int = 0, handlers=None, eps: float = 1e-6,
-                rtol: float = 1e-5, atol: float = 1e-7, samples: int = 20, **arguments) -> dict:
+                rtol: float = 1e-5, atol: float = 1e-7, samples: int = 20, inputs=None, **arguments) -> dict:
     """Check ``layer`` (a registered layer type name, or a ``Layer`` class) built with ``arguments``.
 
     ``handlers``: names to check (default: :func:`available_handlers`); a handler named here is built from its
     class even where its registration's check fails (a test's emulated device).
+    ``inputs``: the batch to feed, one array (batch, *shape) or None per input; None is drawn uniform in [-1, 1).
+    Integer arrays (token ids, class indices) are fed as the data path feeds them and, being no variables, get
+    no gradient check: an embedding's ids, say.
     Returns ``{handler name: outputs in inference mode}`` (NumPy) for further checks.
     """
     names = handlers or available_handlers()
@@ -33,9 +36,16 @@ def check_layer(layer, input_shapes=((4,),), *, batch: int = 3, seed: int = 0, h
     for param, shape in built.parameter_shapes.items():
         assert isinstance(shape, tuple) and all(isinstance(n, int) and n > 0 for n in shape), \
             f"{built.name}: parameter_shapes[{param!r}] must be a tuple of positive ints, got {shape!r}"
-    inputs = [rng.uniform(-1, 1, (batch, *shape)) for shape in built.input_shapes]
+    given = [None] * len(built.input_shapes) if inputs is None else list(inputs)
+    assert len(given) == len(built.input_shapes), \
+        f"{built.name}: inputs holds {len(given)} arrays for {len(built.input_shapes)} inputs"
+    inputs = [rng.uniform(-1, 1, (batch, *shape)) if x is None else numpy.asarray(x)
+              for x, shape in zip(given, built.input_shapes)]
+    for i, (x, shape) in enumerate(zip(inputs, built.input_shapes)):
+        assert x.shape == (inputs[0].shape[0], *shape), f"{built.name}: inputs[{i}] has shape {x.shape}, the layer " \
+                                                        f"takes (batch, *{shape})"
     params = {p: rng.normal(0, 0.5, shape) for p, shape in built.parameter_shapes.items()}
-    projection = rng.normal(size=(batch, *built.output_shape))
+    projection = rng.normal(size=(inputs[0].shape[0], *built.output_shape))
     outputs = {}
     for name in names:
         assert name in installed, f"check_layer: no handler {name!r} is installed (installed: {', '.join(installed)})"
@@ -96,6 +106,8 @@ def _check_mode(handler, layer, inputs, params, projection, training, where, eps
         grads = tape.gradient((out * handler.asarray(projection)).sum(), [*xs, *ps.values()])
     arrays = [(f"input {i}", i, x) for i, x in enumerate(inputs)] + [(f"parameter {p!r}", p, v) for p, v in params.items()]
     for (label, key, base), grad in zip(arrays, grads):
+        if base.dtype.kind in "iu":  # ids: no variable to differentiate
+            continue
         grad = numpy.zeros(base.shape) if grad is None else grad.to_numpy()
         assert grad.shape == base.shape, f"{where}: gradient of {label} has shape {grad.shape}, not {base.shape}"
         if isinstance(key, str):

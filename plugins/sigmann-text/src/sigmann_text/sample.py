@@ -65,8 +65,8 @@ def newest(given: str):
 
     from sigma_core import latest_checkpoint, load_run_file
 
-    if Path(given).is_dir():
-        found = latest_checkpoint(given)
+    if Path(given).is_dir():  # a run folder, runs/<name>/version_N: as sigma summary takes one
+        found = max(Path(given).rglob("*.ckpt"), key=lambda path: path.stat().st_mtime, default=None)
         if found is None:
             raise SigmaError(f"{given}: no checkpoint in this folder or below it")
         return found
@@ -85,7 +85,7 @@ class Sampler:
     """A checkpoint's network and vocabulary, ready to :meth:`sample` (see the module docstring)."""
 
     def __init__(self, checkpoint, handler=None, dtype=None, text=None):
-        from sigma_core import create_handler, load_checkpoint, resolve_handler_name
+        from sigma_core import create_handler, load_checkpoint
 
         from .chars import build_vocabulary
 
@@ -110,9 +110,8 @@ class Sampler:
             raise SigmaError(f"{self.checkpoint.path}: the network's input layer must take shape [sequence], "
                              f"it takes {shape}")
         self.window = shape[0]
-        name, source = resolve_handler_name(cli=handler)
         saved = self.checkpoint.metadata["handler"]["dtype"]
-        self.handler = create_handler(name, dtype=dtype or saved, seed=0, source=source)
+        self.handler = create_handler(handler, dtype=dtype or saved, seed=0)
         self._networks = {}
         classes = self._classes()
         if len(self.symbols) > classes:

@@ -80,13 +80,13 @@ def _plan(args):
     import dataclasses
     import tomllib
 
-    from sigma_core import apply_override, load_run_file
+    from sigma_core import apply_override, cli_options, load_run_file
 
     from .driver import Plan
     from .space import read_section
     from .study import default_storage, study_folder
 
-    overrides = list(args.overrides) + ([f"handler.dtype={args.dtype}"] if args.dtype else [])
+    overrides = cli_options.run_overrides(args)
     load_run_file(args.config, overrides)  # the file readable, TOML, and right outside [tune]: else one line
     run_file = Path(args.config)
     raw = tomllib.loads(run_file.read_text(encoding="utf-8"))
@@ -99,7 +99,7 @@ def _plan(args):
     if not args.storage:
         study_folder(name).mkdir(parents=True, exist_ok=True)
     return Plan(run_file, raw, section, args.study or run_file.stem, args.storage or default_storage(run_file, name),
-                jobs=args.jobs, ray=args.ray, handler=args.handler, overrides=overrides)
+                jobs=args.jobs, ray=args.ray, overrides=overrides)
 
 
 def report(args) -> int:

@@ -40,7 +40,6 @@ class Plan:
     storage: str
     jobs: int = 1
     ray: str | None = None
-    handler: str | None = None
     overrides: list = field(default_factory=list)
 
 
@@ -70,7 +69,7 @@ def supervise(plan: Plan, console: Console) -> optuna.Study:
                     store.record_heartbeat(store.get_trial_id_from_study_id_trial_number(study_id, trial.number))
                     workers.start(Task(plan.study, plan.storage, trial.number, _config(plan, name, trial),
                                        f"{plan.run_file} (trial {trial.number})", section,
-                                       plan.handler, os.getcwd()))
+                                       os.getcwd()))
                     active[trial.number] = trial
                 if not active:
                     break

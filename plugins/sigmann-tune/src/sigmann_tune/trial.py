@@ -37,7 +37,6 @@ class Task:
     config: dict  # the run file's tables, the trial's parameters set, no [tune]
     source: str  # names the run in messages
     section: object  # the checked [tune] section (sigmann_tune.space.Section): objective and pruner
-    handler: str | None
     directory: str  # the working directory of `sigma tune`, against which the run file's paths resolve
 
 
@@ -60,7 +59,7 @@ def _train(task: Task) -> dict:
     trial_id = store.get_trial_id_from_study_id_trial_number(store.get_study_id_from_name(task.study), task.number)
     trial = optuna.trial.Trial(study, trial_id)
     trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}")
-    run = build_run(validate_run(task.config, source=task.source), handler_name=task.handler)
+    run = build_run(validate_run(task.config, source=task.source))
     reporter = ReportToOptuna(trial, task.section.objective, prune=task.section.pruner != "none")
     with numpy.errstate(all="ignore"):  # an overflow is reported by the non-finite checks, as in sigma train
         summary = run.train([reporter])
