@@ -53,6 +53,27 @@ CUBE = """
             return super().forward(k, x, scale)
 
 
+    class WrongGradient(Cube):
+        '''A VJP that sums over the first axis: a gradient of the wrong shape.'''
+
+        def backward(self, k, g, inputs, out, saved, needs, scale=1.0):
+            (grad,) = super().backward(k, g, inputs, out, saved, needs, scale)
+            return (grad.sum(axis=0),)
+
+
+    class WrongDtype(Cube):
+        def backward(self, k, g, inputs, out, saved, needs, scale=1.0):
+            (grad,) = super().backward(k, g, inputs, out, saved, needs, scale)
+            return (grad.astype("float32"),)
+
+
+    class OutOnly(Cube):
+        '''A forward that returns its output alone, not (out, saved).'''
+
+        def forward(self, k, x, scale=1.0):
+            return super().forward(k, x, scale)[0]
+
+
     @hookimpl
     def register_ops(register):
         register("cube", Cube, kernels=KERNELS, description="scale·x³")
@@ -162,3 +183,42 @@ def test_sigma_plugins_lists_ops_with_their_distribution(fake_site, capsys):
     rows = [row for row in json.loads(capsys.readouterr().out) if row["kind"] == "op"]
     assert {"name": "cube", "distribution": "sigmann-cube", "description": "scale·x³"}.items() <= \
         next(row for row in rows if row["name"] == "cube").items()
+
+
+@pytest.mark.parametrize("kernel, got", [("WrongGradient", "(4,) float64"), ("WrongDtype", "(3, 4) float32")])
+def test_a_backward_returning_the_wrong_shape_or_dtype_names_the_op_the_input_and_both(fake_site, kernel, got):
+    """As PyTorch's autograd does: the op whose VJP is wrong, not the op the wrong gradient reaches next."""
+    _install(fake_site, kernels=f'{{"numpy": "cube_op:{kernel}"}}')
+    handler = create_handler("numpy", dtype="float64")
+    with pytest.raises(ShapeError) as error:
+        _cube(handler, numpy.ones((3, 4)))
+    assert str(error.value) == (f"op 'cube': its backward returned a gradient of shape {got} for input 0, which is "
+                                "(3, 4) float64")
+
+
+def test_a_forward_that_breaks_the_out_saved_contract_is_one_line_naming_the_op(fake_site):
+    _install(fake_site, kernels='{"numpy": "cube_op:OutOnly"}')
+    handler = create_handler("numpy")
+    with pytest.raises(SigmaError) as error:
+        handler.op("cube", handler.ones((2, 2)))
+    assert str(error.value) == "op 'cube': its forward returned ndarray, not the pair (out, saved)"
+
+
+def test_sigma_train_names_the_op_whose_backward_is_wrong_in_one_line_exit_2(sigma_run_file, capsys, monkeypatch):
+    from sigma_core.compute import ops
+
+    real = ops.resolve
+
+    def resolve(name, handler_name):  # the fused dense op, its weights' gradient a row short
+        op = real(name, handler_name)
+        if name == "dense":
+            backward = op.backward
+            op.backward = lambda k, *args, **params: tuple(
+                grad[1:] if i == 1 else grad for i, grad in enumerate(backward(k, *args, **params)))
+        return op
+
+    monkeypatch.setattr(ops, "resolve", resolve)
+    assert cli.main(["train", str(sigma_run_file()), "--quiet", "--handler", "numpy"]) == 2
+    error = capsys.readouterr().err.splitlines()[-1]  # after the run's INFO lines: the handler, the records
+    assert error.startswith("error: op 'dense': its backward returned a gradient of shape (4, 3) float32 for input 1, "
+                            "which is (5, 3) float32"), error

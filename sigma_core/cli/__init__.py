@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run ``sigma`` with ``argv`` (default: the process arguments); return the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv  # known before parsing: building the parser runs plugins, which can fail
-    with _logging_to_stderr(debug):
+    with _logging_to_stderr(debug, quiet="--quiet" in argv):
         try:
             args = build_parser().parse_args(argv)
             return args.run(args)
@@ -67,8 +67,10 @@ class _PluginCommands:
 
     def add_parser(self, name, **kwargs):
         clash = next((n for n in (name, *kwargs.get("aliases", ())) if n in self._built_in), None)
-        if clash is None:
-            return self._subparsers.add_parser(name, **kwargs)
+        if clash is None:  # with --debug, which every command takes, where the plugin left it out
+            parents = kwargs.pop("parents", [])
+            parents = parents if options.DEBUG in parents else [*parents, options.DEBUG]
+            return self._subparsers.add_parser(name, parents=parents, **kwargs)
         log.warning("command %r of %s is left out: it clashes with sigma's built-in %r; uninstall %s, or leave it "
                     "out with SIGMA_PLUGINS", clash, self._distribution, clash, self._distribution)
         return options.Parser(prog=f"sigma {name}")
@@ -78,18 +80,22 @@ class _PluginCommands:
 
 
 @contextlib.contextmanager
-def _logging_to_stderr(debug: bool):
-    """Show the ``sigma`` logger on stderr (info, e.g. the handler chosen) while a command runs; undone afterwards,
-    so that calling :func:`main` in-process (tests, notebooks) leaves logging as it was."""
-    handler, level = logging.StreamHandler(sys.stderr), log.level
+def _logging_to_stderr(debug: bool, quiet: bool):
+    """Show the ``sigma`` loggers on stderr (info: the handler chosen, a hook's reports) while a command runs, with
+    ``--quiet`` no library's INFO line (MLflow's run links, on its own handler); undone afterwards, so that calling
+    :func:`main` in-process (tests, notebooks) leaves logging as it was."""
+    handler, level, on = logging.StreamHandler(sys.stderr), log.level, logging.Logger.isEnabledFor
     handler.setFormatter(logging.Formatter("sigma: %(message)s"))
     log.addHandler(handler)
     log.setLevel(logging.DEBUG if debug else logging.INFO)
+    if quiet:  # every logger's, those a library makes during the command too: a level set on one would not hold
+        logging.Logger.isEnabledFor = lambda one, at: on(one, at) and (at > logging.INFO or one.name[:5] == "sigma")
     try:
         yield
     finally:
         log.removeHandler(handler)
         log.setLevel(level)
+        logging.Logger.isEnabledFor = on
 
 
 def register_commands(cli) -> None:

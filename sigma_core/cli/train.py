@@ -40,7 +40,7 @@ def add_parser(subparsers):
     parser.add_argument("--monitor", "--hook", dest="monitors", action="append", default=[],
                         metavar="NAME[:KEY=VALUE,...]",
                         help="attach a hook (see `sigma plugins`), e.g. --monitor metrics:every=10 (repeatable)")
-    parser.add_argument("--quiet", action="store_true", help="no network summary, no progress bars")
+    parser.add_argument("--quiet", action="store_true", help="no network summary, no progress bars, no INFO logs")
     parser.add_argument("--strict", action="store_true",
                         help=f"exit with status {HOOK_FAILED} when a hook failed (it is detached and training goes on)")
     parser.add_argument("--print-config", action="store_true",

@@ -1,12 +1,11 @@
 """The computation handler: the only thing that touches live data.
 
-Layers, optimisers and hooks call a handler's ops on :class:`~sigma_core.compute.ndarray.NDArray` handles:
-every differentiable one is a registered :class:`~sigma_core.compute.ops.Op`, the core's as a plugin's, run
-by :meth:`Handler.op` (``handler.add(a, b)`` is a shorthand for ``handler.op("add", a, b)``). The handler runs
-an op's rules with its kernels (:class:`~sigma_core.compute.kernels.ArrayKernels` or a backend's subclass),
-records it on the active tape so gradients come for free, and recycles buffers between iterations (sessions).
-A backend sets ``name`` and ``kernels_class`` and, if it may not run everywhere, overrides
-:meth:`Handler.availability`.
+Layers, optimisers and hooks call a handler's ops on :class:`~sigma_core.compute.ndarray.NDArray` handles: every
+differentiable one is a registered :class:`~sigma_core.compute.ops.Op`, the core's as a plugin's, run by
+:meth:`Handler.op` (``handler.add(a, b)`` is a shorthand for ``handler.op("add", a, b)``). The handler runs an op's
+rules with its kernels (:class:`~sigma_core.compute.kernels.ArrayKernels` or a backend's subclass), records it on the
+active tape so gradients come for free, and recycles buffers between iterations (sessions). A backend sets ``name`` and
+``kernels_class`` and, if it may not run everywhere, overrides :meth:`Handler.availability`.
 """
 
 import contextlib
@@ -269,9 +268,10 @@ class Handler:
         raws = tuple([self._raw(x) for x in inputs])
         if check is not None:
             check(raws, params)
-        raw_out, saved = forward(self.kernels, *raws, **params)
-        out = self._wrap(raw_out)
-        self._record(inputs, raws, out, vjp, (saved, params))
+        if type(result := forward(self.kernels, *raws, **params)) is not tuple or len(result) != 2:  # the contract
+            raise SigmaError(f"op {name!r}: its forward returned {type(result).__name__}, not the pair (out, saved)")
+        out = self._wrap(result[0])
+        self._record(inputs, raws, out, vjp, (result[1], params))  # result[1]: what the op saved for its backward
         return out
 
     def _resolve_op(self, name):
@@ -374,9 +374,12 @@ class Handler:
             if g is None:
                 continue
             needs = tuple([s is not None for s in input_slots])
-            for slot, grad in zip(input_slots, vjp(k, g, raw_inputs, raw_out, saved, needs)):
+            for i, (slot, grad) in enumerate(zip(input_slots, vjp(k, g, raw_inputs, raw_out, saved, needs))):
                 if slot is None or grad is None:
                     continue
+                if grad.shape != (x := raw_inputs[i]).shape or grad.dtype != x.dtype:  # named here, not by a later op
+                    raise ShapeError(f"op {vjp.__name__!r}: its backward returned a gradient of shape {grad.shape} "
+                                     f"{grad.dtype} for input {i}, which is {x.shape} {x.dtype}")
                 previous = grads[slot]
                 grads[slot] = grad if previous is None else k.add(previous, grad)
         results = []

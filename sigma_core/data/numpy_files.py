@@ -1,10 +1,9 @@
 """The NumPy extractors (``.npy`` arrays, ``.npz`` archives) and the ``.npy`` reader checkpoints share.
 
 ``np.load`` trusts a header: an 80-byte file claiming 10^12 elements fails deep in NumPy, or not at all.
-:func:`read_array` holds the claim against the bytes that follow and the memory available before allocating,
-and refuses object arrays (unpickling runs code from the file) and anything but real numbers (strings, complex
-numbers). NaN and infinity are refused unless ``allow_non_finite``. Every problem is a :class:`DataError`
-naming the file.
+:func:`read_array` holds the claim against the bytes that follow and the memory available before allocating, and refuses
+object arrays (unpickling runs code from the file) and anything but real numbers (strings, complex numbers). NaN and
+infinity are refused unless ``allow_non_finite``. Every problem is a :class:`DataError` naming the file.
 """
 
 import math

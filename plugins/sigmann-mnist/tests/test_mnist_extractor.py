@@ -82,6 +82,27 @@ def test_a_download_with_the_wrong_checksum_is_refused(tmp_path, monkeypatch):
     assert not (tmp_path / "cache" / "mnist" / "t10k-images-idx3-ubyte.gz").exists()
 
 
+def test_offline_the_error_is_one_short_line_that_ends_with_the_way_out(tmp_path, monkeypatch, capsys):
+    import requests
+    from pooch import HTTPDownloader
+
+    from sigma_core import cli_main
+
+    def offline(*args, **kwargs):  # what requests raises when DNS fails: 400 characters of wrapped urllib3 errors
+        raise requests.ConnectionError("HTTPSConnectionPool(host='x', port=443): Max retries exceeded with url: "
+                                       "/mnist (Caused by NameResolutionError(...: Failed to resolve 'x' ...))" * 3)
+
+    monkeypatch.setattr(HTTPDownloader, "__call__", offline)
+    run = tmp_path / "mnist.toml"
+    run.write_text('[data]\nextractor = "mnist"\n[[network.layers]]\ntype = "input"\nshape = [28, 28]\n'
+                   '[[network.layers]]\ntype = "dense"\nsize = 10\n[[network.layers]]\ntype = "softmax_ce"\n')
+    assert cli_main(["train", str(run), "--quiet"]) == 2
+    err = capsys.readouterr().err.splitlines()[-1] + "\n"  # after the run's INFO lines ("MNIST files are stored")
+    assert err.startswith("error: MNIST: ") and "Caused by" not in err, err
+    assert "cannot connect to ossci-datasets.s3.amazonaws.com" in err and "cannot connect to yann.lecun.com" in err
+    assert err.rstrip().endswith("or in a folder DIR given with --set data.directory=DIR") and len(err) < 600, err
+
+
 def test_registered_by_this_distribution():
     plugins.reset()
     assert plugins.get("extractor", "mnist").distribution == "sigmann-mnist"

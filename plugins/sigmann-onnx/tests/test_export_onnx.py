@@ -147,6 +147,15 @@ def test_a_plugin_activation_is_named_in_the_error():
                                         "these do: none, relu, sigmoid, tanh, softplus")  # then plugins' exporters
 
 
+def test_a_plugin_activation_registered_as_a_lambda_is_named_as_registered(monkeypatch):
+    swish = lambda handler, x: x * handler.sigmoid(x)  # noqa: E731 -- what a plugin may register
+    registered = [SimpleNamespace(name="relu", load=lambda: None), SimpleNamespace(name="swish", load=lambda: swish)]
+    monkeypatch.setattr("sigmann_onnx.layers.components", lambda kind: registered)
+    with pytest.raises(SigmaError) as caught:
+        activate(None, "08-dense", SimpleNamespace(activation=swish), "x")
+    assert str(caught.value).startswith("layer '08-dense': activation 'swish' does not export to ONNX; ")
+
+
 def test_without_the_onnx_package_the_error_says_what_to_install(tmp_path, capsys, monkeypatch):
     path = checkpoint(tmp_path)
     monkeypatch.setitem(sys.modules, "onnx", None)  # import onnx now raises ImportError

@@ -197,3 +197,29 @@ def test_a_long_run_is_drawn_from_about_a_thousand_points_a_curve_its_spike_amon
     assert len(records) <= 1501 and 100.0 in costs and records[-1]["step"] == 50_000  # not 50,000 records
     assert main(["plot", str(tmp_path), "-o", str(tmp_path / "long.png")]) == 0
     assert_png(tmp_path / "long.png")
+
+
+def test_no_legend_covers_a_curve(tmp_path):
+    """Each legend lies outside its axes, however many runs and curves it lists."""
+    def records(run):
+        return [{"event": "epoch", "epoch": epoch, "iteration": 9, "cost": 1 / (epoch + run), "learning_rate": 0.1,
+                 "validation.cost": 1.2 / (epoch + run), "validation.accuracy": 0.5 + 0.1 * epoch - 0.05 * run}
+                for epoch in range(1, 5)]
+
+    drawn = figure({f"run-{run}": records(run) for run in range(3)})
+    drawn.canvas.draw()
+    for axes in drawn.axes:
+        legend, area = axes.get_legend().get_window_extent(), axes.get_window_extent()
+        assert legend.y1 <= area.y0, (axes.get_title(), legend, area)  # wholly below the plotting area
+
+
+def test_a_version_without_metrics_is_named_not_left_out_silently(run_file, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", str(run_file), "--quiet", "--monitor", "metrics:every=2"]) == 0  # version_0
+    assert main(["train", str(run_file), "--quiet"]) == 0  # version_1: no metrics hook
+    monkeypatch.setattr("sigmann_plots.plot.draw", lambda runs, output: None)
+    capsys.readouterr()
+    assert main(["plot", "runs/blobs"]) == 0
+    err = capsys.readouterr().err
+    assert err.strip() == ("sigma plot: left out, no metrics.jsonl (trained without the metrics hook): "
+                           f"{Path('runs/blobs/version_1')}"), err

@@ -278,3 +278,30 @@ def test_a_bad_safetensors_export_is_one_line_naming_it(capsys, tmp_path, metada
     np.save(tmp_path / "x.npy", np.zeros((1, 2)))
     status, out, err = sigma(capsys, "predict", path, tmp_path / "x.npy", "--handler", "numpy")
     assert status == 2 and out == "" and errors(err)[0].startswith(f"error: {path}: {message}") and len(errors(err)) == 1
+
+
+def test_raw_inputs_far_outside_the_fitted_range_get_one_warning_line(trained, capsys, tmp_path):
+    """0..255 pixels into a network fitted on 0..16 (issue 37): answered, with one line saying so."""
+    checkpoint, inputs, _ = trained
+    status, _, err = sigma(capsys, "predict", checkpoint, checkpoint.parent / "x.npy", "--handler", "numpy")
+    assert status == 0 and "far outside" not in err  # the run's own raw inputs: no word
+    np.save(tmp_path / "pixels.npy", inputs * 255 / 16)
+    status, out, err = sigma(capsys, "predict", checkpoint, tmp_path / "pixels.npy", "--handler", "numpy")
+    assert status == 0 and out.count("\n") == len(inputs) + 1
+    assert [line for line in err.splitlines() if "far outside" in line] == [
+        "sigma: the inputs range over 0..255, far outside 0..16, the range the network's preprocessing was fitted "
+        "on: its predictions mean little (scaled differently from training?)"]
+
+
+def test_an_export_too_big_for_memory_names_the_file_and_the_layer(capsys, tmp_path):
+    from safetensors.numpy import save_file
+
+    path = tmp_path / "huge.safetensors"
+    save_file({"2-dense.weights": np.zeros((2, 3), np.float32)}, str(path), {
+        "format": "sigma-network", "name": "huge", "dtype": "float32",
+        "layers": json.dumps([{"type": "input", "shape": [200_000]}, {"type": "dense", "size": 2_000_000}])})
+    np.save(tmp_path / "x.npy", np.zeros((1, 2)))
+    status, out, err = sigma(capsys, "predict", path, tmp_path / "x.npy", "--handler", "numpy")
+    assert status == 2 and out == ""
+    assert errors(err) == [f"error: {path}: layer '2-dense': the float32 parameters up to this layer need "
+                           f"1,600,008,000,000 bytes, more than the {errors(err)[0].rsplit('the ', 1)[1]}"]

@@ -199,6 +199,17 @@ def test_without_a_token_joining_is_one_line_naming_the_address_and_how_to_give_
     assert "Traceback" not in err and "gcs_client" not in err
 
 
+def test_without_a_token_joining_fails_within_the_connect_timeout(cluster):
+    """It took 33-39 s for connect_timeout = 30: the whole join (the probe, importing Ray, Ray's retries and giving
+    up) now keeps to it, measured around join() itself in a process of its own."""
+    code = (f"import time\nfrom sigma_core import SigmaError\nfrom sigmann_ray.cluster import join\n"
+            f"began = time.monotonic()\ntry:\n    join({cluster.address!r}, connect_timeout=6)\n"
+            f"except SigmaError:\n    print(time.monotonic() - began)")
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("RAY_")}
+    done = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True, timeout=60)
+    assert done.stdout and 0 < float(done.stdout) <= 6, done.stdout + done.stderr
+
+
 def test_another_clusters_token_is_one_line_saying_so(cluster, tmp_path):
     wrong = tmp_path / "wrong.token"
     wrong.write_text(secrets.token_hex(32))

@@ -53,7 +53,7 @@ epochs = 3
 def test_a_new_layer_plugin_installs_passes_its_tests_and_trains(tmp_path, capsys):
     assert main(["plugin", "new", "layer", "demo", "--directory", str(tmp_path)]) == 0
     plugin = tmp_path / "sigmann-demo"
-    assert capsys.readouterr().out == f"{plugin}\n"
+    assert capsys.readouterr().out.splitlines()[0] == str(plugin)
     assert sorted(p.relative_to(plugin).as_posix() for p in plugin.rglob("*") if p.is_file()) == [
         "README.md", "pyproject.toml", "src/sigmann_demo/__init__.py", "tests/test_demo.py"]
     assert 'demo = "sigmann_demo"' in (plugin / "pyproject.toml").read_text()
@@ -195,3 +195,14 @@ def test_into_refuses_what_it_would_overwrite_or_cannot_place_in_one_line(tmp_pa
         assert main(["plugin", "new", "activation", name, "--into", str(folder)]) == 2
         assert capsys.readouterr().err.splitlines() == [f"error: {message}"]
     assert {p: p.read_text() for p in plugin.rglob("*") if p.is_file()} == before
+
+
+def test_a_new_plugin_prints_its_folder_and_the_next_commands(tmp_path, capsys):
+    assert main(["plugin", "new", "layer", "demo", "--directory", str(tmp_path)]) == 0
+    plugin = tmp_path / "sigmann-demo"
+    assert capsys.readouterr().out.splitlines() == [
+        str(plugin), "next:",
+        f"  pip install -e '{plugin}[test]'   # the plugin, with its tests' kit",
+        f"  python -m pytest -q {plugin}   # its tests, which pass as written",
+        "  sigma plugins | grep demo   # listed once installed",
+        '  in a run file: `[[network.layers]]` with `type = "demo"` and `size = 64`.']

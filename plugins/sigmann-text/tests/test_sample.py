@@ -108,6 +108,14 @@ def test_the_run_file_finds_its_newest_checkpoint(trained, capsys, tmp_path):
                                                   f"{tmp_path / 'empty.toml'} saves them there)")
 
 
+def test_a_run_folder_gives_its_newest_checkpoint(trained, capsys, tmp_path):
+    checkpoint = trained[0]  # root/checkpoints/chars-e3-i0.ckpt: the newest below root
+    assert sample(capsys, checkpoint.parent.parent, "--length", 40, "--seed", 2) == \
+        sample(capsys, checkpoint, "--length", 40, "--seed", 2)
+    code, out, err = sample(capsys, tmp_path)
+    assert (code, err) == (2, f"error: {tmp_path}: no checkpoint in this folder or below it\n")
+
+
 @pytest.mark.parametrize("arguments, message", [
     (["--temperature", "-1"], "sigma sample: argument --temperature: expected a finite number >= 0, got '-1'"),
     (["--temperature", "nan"], "sigma sample: argument --temperature: expected a finite number >= 0, got 'nan'"),

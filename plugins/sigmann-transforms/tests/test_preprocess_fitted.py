@@ -141,8 +141,10 @@ every_epochs = 1
     assert main(["summary", str(tmp_path / "tiny-e1-i0.ckpt")]) == 0
     out = capsys.readouterr().out
     assert out.startswith(from_run_file) and "2-dense" in out
-    assert out.splitlines()[-1] == "raw inputs go through its preprocess transforms, as fitted in training: " \
-                                   "standardise, shuffle"
+    fitted, trained = out.splitlines()[-2:]
+    assert fitted.startswith('raw inputs go through its preprocess transforms, as fitted in training: standardise '
+                             '{"mean": [') and fitted.endswith("; shuffle 1"), fitted  # the values, not only names
+    assert trained == f"{tmp_path / 'tiny-e1-i0.ckpt'}: 1 epoch trained"  # the run had no metrics file
     assert main(["summary", str(tmp_path / "tiny-e1-i0.ckpt"), "--set", "seed=1"]) == 2
     assert capsys.readouterr().err.splitlines()[-1].endswith("tiny-e1-i0.ckpt is a saved network")
     (tmp_path / "text.ckpt").write_text("not a checkpoint")

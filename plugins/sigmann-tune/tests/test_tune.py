@@ -70,15 +70,20 @@ def run_file(folder: Path, tune: str, epochs: int = 3) -> Path:
     return path
 
 
+def database(path: Path) -> Path:
+    """Where sigma tune keeps the study of the run file ``path`` (run "tiny"): in the run's folder, under runs/."""
+    return Path("runs", "tiny", path.with_suffix(".db").name).resolve()
+
+
 def study_of(path: Path) -> optuna.Study:
-    return optuna.load_study(study_name=path.stem, storage=f"sqlite:///{path.with_suffix('.db')}")
+    return optuna.load_study(study_name=path.stem, storage=f"sqlite:///{database(path)}")
 
 
 def running(path: Path) -> dict:
     """Trial number -> its worker ("host:pid", once it has started) of the trials running now, read with sqlite3
     itself: opening an Optuna storage while sigma tune creates it would race it."""
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{path.with_suffix('.db')}?mode=ro", uri=True)) as db:
+        with contextlib.closing(sqlite3.connect(f"file:{database(path)}?mode=ro", uri=True)) as db:
             rows = db.execute("SELECT t.number, a.value_json FROM trials t LEFT JOIN trial_user_attributes a "
                               "ON a.trial_id = t.trial_id AND a.key = 'worker' WHERE t.state = 'RUNNING'").fetchall()
     except sqlite3.Error:  # not made yet
@@ -115,7 +120,7 @@ def test_a_bad_tune_section_is_one_line_and_exit_2_before_any_trial(tmp_path, ca
     assert cli_main(["tune", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: ") and culprit in err, err
-    assert not path.with_suffix(".db").exists()  # no study was opened
+    assert not database(path).exists() and not path.with_suffix(".db").exists()  # no study was opened
 
 
 def test_a_study_on_the_digits_finds_a_clearly_better_trial_and_writes_its_run_file(tmp_path, capsys):
@@ -131,8 +136,15 @@ def test_a_study_on_the_digits_finds_a_clearly_better_trial_and_writes_its_run_f
     for number in range(8):
         assert list(Path("runs").glob(f"tiny-trial-{number}/**/metrics.jsonl")), number
     # The best trial's run file trains as that trial did: its parameters, its run name, no [tune].
-    out = capsys.readouterr().out
-    best_file = tmp_path / "tiny_tune-best.toml"
+    out, err = capsys.readouterr()
+    # Not a terminal: a line per trial as it ended, then the table as wide as it is (no column cut to fit 80
+    # characters), then the best trial on a line of its own.
+    lines = err.splitlines()
+    assert sorted(line.split(":")[0] for line in lines[:8]) == [f"trial {n}" for n in range(8)], err  # 2 at once
+    header = next(line for line in lines[8:] if "validation.accuracy" in line)
+    assert header.startswith("┃ trial ┃") and header.endswith("┃ time ┃"), err
+    assert lines[-1].startswith("└") and lines[-1].endswith("┘") and out.startswith("best: trial "), (err, out)
+    best_file = tmp_path / "runs" / "tiny" / "tiny_tune-best.toml"  # in the run's folder, not the source tree
     assert str(best_file) in out and f"trial {study.best_trial.number}" in out
     config = load_run_file(best_file)
     assert "tune" not in tomllib.loads(best_file.read_text())
@@ -150,8 +162,8 @@ def test_a_study_on_the_digits_finds_a_clearly_better_trial_and_writes_its_run_f
 def test_the_median_pruner_stops_a_hopeless_trial_after_its_first_epoch(tmp_path):
     path = run_file(tmp_path, 'trials = 3\npruner = "median"\nstartup_trials = 2\n'
                     '"optimiser.learning_rate" = { log_uniform = [1e-7, 1e-1] }', epochs=4)
-    study = optuna.create_study(study_name=path.stem, storage=f"sqlite:///{path.with_suffix('.db')}",
-                                direction="maximize")
+    database(path).parent.mkdir(parents=True)
+    study = optuna.create_study(study_name=path.stem, storage=f"sqlite:///{database(path)}", direction="maximize")
     for rate in (0.01, 0.01, 1e-7):  # two good trials first (jobs = 1: in this order), then a hopeless one
         study.enqueue_trial({"optimiser.learning_rate": rate})
     assert cli_main(["tune", str(path)]) == 0
@@ -159,6 +171,10 @@ def test_the_median_pruner_stops_a_hopeless_trial_after_its_first_epoch(tmp_path
     assert good.state == TrialState.COMPLETE and sorted(good.intermediate_values) == [1, 2, 3, 4]
     assert hopeless.state == TrialState.PRUNED and sorted(hopeless.intermediate_values) == [1]
     assert hopeless.intermediate_values[1] < good.intermediate_values[1] - 0.2
+    # Its run says it was pruned, when and at what value (not "a stop command"), and the trial names its run.
+    value = hopeless.intermediate_values[1]
+    log = Path(hopeless.user_attrs["run"], "metrics.jsonl").read_text().splitlines()
+    assert json.loads(log[-1])["stopped"].startswith(f"pruned at epoch 1: validation.accuracy {value:.4f}")
 
 
 def test_a_study_killed_mid_trial_continues_and_counts_each_trial_once(tmp_path):

@@ -219,6 +219,8 @@ def download(url: str, destination, *, checksums: dict[str, str] | None = None, 
         verify(destination, checksums)  # the other one, when both are given
     except (OSError, ValueError, requests.RequestException, DataError) as error:
         destination.unlink(missing_ok=True)
+        if isinstance(error, requests.ConnectionError):  # offline, no DNS: urllib3's 400 characters say no more
+            raise DataError(f"cannot download {url}: cannot connect to {urllib.parse.urlparse(url).netloc}") from None
         raise DataError(f"cannot download {url} to {destination}: {one_line(error)}") from None
     record(destination, destination)
     return destination

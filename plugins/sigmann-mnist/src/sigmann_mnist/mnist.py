@@ -41,7 +41,12 @@ def download_mnist(train: bool, directory: Path | None = None) -> Path:
     if missing:
         check_writable(directory, folder=True, what="MNIST folder")  # before anything is downloaded
     for name, md5 in missing:
-        fetched = resolve([mirror + name for mirror in MNIST_MIRRORS], md5=md5, unpack_archives=False)
+        try:
+            fetched = resolve([mirror + name for mirror in MNIST_MIRRORS], md5=md5, unpack_archives=False)
+        except DataError as error:  # offline, most often: the message ends with the way out
+            files = " and ".join(name for name in MNIST_MD5 if name.startswith(prefix))
+            raise DataError(f"MNIST: {error}; offline, put {files} in {directory}, or in a folder DIR given with "
+                            "--set data.directory=DIR") from None
         try:
             fetched.replace(directory / name)
         except OSError as error:

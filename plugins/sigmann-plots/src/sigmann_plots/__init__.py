@@ -33,12 +33,19 @@ def register_hooks(register):
 
 
 def run_plot(args) -> int:
+    import sys
     from pathlib import Path
 
     from sigma_core import check_writable, run_directories, run_label
     from sigmann_plots.plot import draw, read_run
 
     runs = {}
+    for given in args.runs:  # a version trained without the metrics hook is named, not left out silently
+        bare = [str(version) for version in sorted(Path(given).glob("version_*"))
+                if version.is_dir() and not (version / "metrics.jsonl").exists()]
+        if bare:
+            print(f"sigma plot: left out, no metrics.jsonl (trained without the metrics hook): {', '.join(bare)}",
+                  file=sys.stderr)
     for directory in (run for given in args.runs for run in run_directories(given)):
         label = run_label(directory)
         runs[str(directory) if label in runs else label] = read_run(directory)

@@ -65,11 +65,9 @@ def figure(runs: dict[str, list[dict]]):
         axes.xaxis.set_major_locator(MaxNLocator(integer=True))
     cost.set_yscale("log")
     accuracy.yaxis.set_major_formatter(PercentFormatter(1.0))
-    cost.legend(fontsize="small")
-    if accuracy.lines:
-        accuracy.legend(fontsize="small", loc="lower right")
-    if len(runs) > 1:
-        rate.legend(fontsize="small")
+    for axes in (cost, accuracy, rate) if len(runs) > 1 else (cost, accuracy):
+        if axes.lines:  # below its axes, where no curve runs (constrained layout makes the room)
+            axes.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
     figure.suptitle(", ".join(runs))
     return figure
 

@@ -2,10 +2,13 @@
 
 import csv
 import json
+import logging
 import sys
 from pathlib import Path
 
 from sigma_core import SigmaError, cli_options as options
+
+log = logging.getLogger("sigma")
 
 #: Bytes of JSON text a parsed number may take in memory at most, as Python objects before NumPy packs them.
 JSON_EXPANSION = 16
@@ -41,10 +44,14 @@ def main(args) -> int:
 
     if args.out:
         check_writable(args.out, what="--out")  # before any work
-    network = load(args.checkpoint, args.handler, dtype=args.dtype)
+    try:
+        network = load(args.checkpoint, args.handler, dtype=args.dtype)
+    except SigmaError as error:  # a layer's (too big for this machine's memory): which file it is in, too
+        raise error if str(args.checkpoint) in str(error) else SigmaError(f"{args.checkpoint}: {error}") from None
     inputs = [read_inputs(source, args.columns, network) for source in args.inputs]
     if len({part.shape[1:] for part in inputs}) > 1:
         raise SigmaError(f"the inputs have different record shapes: {', '.join(str(p.shape[1:]) for p in inputs)}")
+    warn_if_out_of_range(numpy.concatenate(inputs), network.preprocessing)
     probabilities = class_probabilities(network, network.predict(numpy.concatenate(inputs), batch_size=args.batch_size))
     if args.out:
         with atomic_write(args.out, what="--out") as stream:
@@ -65,6 +72,22 @@ def main(args) -> int:
     for p, best in zip(probabilities, top):
         writer.writerow([int(best[0]), *(f"{v:.6g}" for v in p), *map(int, best)])
     return 0
+
+
+def warn_if_out_of_range(inputs, preprocessing) -> None:
+    """One warning line where the raw inputs lie far outside the range the network's ``normalise`` was fitted on
+    (0..255 pixels into a network fitted on 0..16): its predictions would come with confidence and no meaning."""
+    import numpy
+
+    fitted = next((table["normalise"]["input_range"] for table in (preprocessing.fitted() if preprocessing else [])
+                   if isinstance(table.get("normalise"), dict) and "input_range" in table["normalise"]), None)
+    if fitted is None or not len(inputs):
+        return
+    low, high = float(numpy.min(fitted)), float(numpy.max(fitted))  # per feature: the widest
+    seen, margin = (float(inputs.min()), float(inputs.max())), high - low  # "far": by more than the range itself
+    if seen[0] < low - margin or seen[1] > high + margin:
+        log.warning("the inputs range over %g..%g, far outside %g..%g, the range the network's preprocessing was "
+                    "fitted on: its predictions mean little (scaled differently from training?)", *seen, low, high)
 
 
 def read_inputs(source: str, columns: str, network):

@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import socket
 import sys
 import tempfile
+import time
 from pathlib import Path
 from unittest import mock
 
@@ -38,6 +40,8 @@ from sigma_core import SigmaError
 #: A local Ray instance runs its workers at the driver's priority: Ray's default (nice +15) leaves training
 #: actors behind every other process on a busy machine, and behind their own driver.
 LOCAL_RAY = {"worker_niceness": 0}
+#: Seconds Ray takes, after its last retry, to fail ``ray.init`` (measured: about 0.6 s on a busy machine).
+RAY_GIVES_UP = 1.0
 #: Ray's default port for a head started with ``ray start --head`` and no ``--port``.
 DEFAULT_PORT = 6379
 TOKEN_HELP = ("supply the cluster's token (`ray get-auth-token` on its head node) in RAY_AUTH_TOKEN, in a file "
@@ -55,6 +59,7 @@ def join(address: str | None, *, token_file: str | None = None, connect_timeout:
     Without ``address`` a local instance is started; ``"auto"`` joins the cluster
     this machine's ``ray start`` belongs to; ``host:port`` joins the cluster
     whose head listens there (``ray start --head --port``)."""
+    deadline = time.monotonic() + connect_timeout  # the whole join: the probe, importing Ray, Ray's own retries
     where = f"the Ray cluster at {address}" if address else "this Ray instance"
     imported, mode = "ray" in sys.modules, os.environ.get("RAY_AUTH_MODE")
     if imported and sys.modules["ray"].is_initialized():
@@ -75,7 +80,8 @@ def join(address: str | None, *, token_file: str | None = None, connect_timeout:
     settings = dict(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
     if not address:
         settings["_system_config"] = LOCAL_RAY
-    wait = {"RAY_gcs_server_port_wait_time_s": str(max(1, round(connect_timeout)))}  # Ray's retries, bounded
+    # Ray's retries, in whole seconds, end a second before the deadline: Ray takes about that to give up after them
+    wait = {"RAY_gcs_server_port_wait_time_s": str(max(1, math.floor(deadline - time.monotonic() - RAY_GIVES_UP)))}
     wait = {name: value for name, value in wait.items() if name not in os.environ}  # the user's settings win
     try:
         with _stderr_to(path), mock.patch.dict(os.environ, wait):  # set meanwhile, restored after

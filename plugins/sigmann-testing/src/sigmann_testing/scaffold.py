@@ -99,7 +99,19 @@ def run_new(args) -> int:
             (partial / file).parent.mkdir(parents=True, exist_ok=True)
             (partial / file).write_text(text)
     print(folder)
+    print(next_steps(folder, kind, name))
     return 0
+
+
+def next_steps(folder: Path, kind: str, name: str) -> str:
+    """What to do with a new plugin, as commands to copy: install it, run its tests, see it listed, use it."""
+    import shlex
+
+    usage = Template(KINDS[kind][1]).substitute(name=name)
+    return "\n".join(["next:", f"  pip install -e {shlex.quote(f'{folder}[test]')}   # the plugin, with its tests' kit",
+                      f"  python -m pytest -q {shlex.quote(str(folder))}   # its tests, which pass as written",
+                      f"  sigma plugins | grep {name}   # listed once installed",
+                      f"  {usage[0].lower()}{usage[1:]}"])
 
 
 def _texts(files: dict, kind: str, name: str, module: str, distribution: str, cpu_module: str | None = None) -> dict:

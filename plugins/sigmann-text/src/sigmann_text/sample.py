@@ -31,8 +31,9 @@ def add_parser(cli) -> None:
     parser = cli.add_parser("sample", parents=[options.HANDLER, options.DEBUG],
                             help="generate text from a character-model checkpoint",
                             description=__doc__.split("\n\n")[1].replace("\n", " "))
-    parser.add_argument("checkpoint", help="a .ckpt of a run whose data.extractor is chars, or the run file (.toml) "
-                        "that trains it: the newest checkpoint of that run in its checkpoint.directory")
+    parser.add_argument("checkpoint", help="a .ckpt of a run whose data.extractor is chars, the run file (.toml) "
+                        "that trains it (the newest checkpoint of that run in its checkpoint.directory), or a run "
+                        "folder (runs/<name>, runs/<name>/version_N: the newest checkpoint in it)")
     parser.add_argument("--length", type=options.ranged("int >= 0"), default=200,
                         help="characters to generate (default 200)")
     parser.add_argument("--temperature", type=options.ranged("number >= 0"), default=1.0,
@@ -45,8 +46,7 @@ def add_parser(cli) -> None:
 
 
 def run_sample(args) -> int:
-    sampler = Sampler(newest(args.checkpoint) if args.checkpoint.endswith(".toml") else args.checkpoint,
-                      handler=args.handler, dtype=args.dtype, text=args.text)
+    sampler = Sampler(newest(args.checkpoint), handler=args.handler, dtype=args.dtype, text=args.text)
     pieces = sampler.stream(args.length, args.temperature, seed=args.seed, prime=args.prime)  # a bad prime: refused
     try:
         for piece in pieces:
@@ -58,11 +58,21 @@ def run_sample(args) -> int:
     return 0
 
 
-def newest(run_file: str):
-    """The newest checkpoint the run of ``run_file`` saved in its ``checkpoint.directory``."""
+def newest(given: str):
+    """The checkpoint ``given`` names: itself, the newest in a run folder, or the newest the run of a run file
+    saved in its ``checkpoint.directory``."""
+    from pathlib import Path
+
     from sigma_core import latest_checkpoint, load_run_file
 
-    config = load_run_file(run_file)
+    if Path(given).is_dir():  # a run folder, runs/<name>/version_N: as sigma summary takes one
+        found = max(Path(given).rglob("*.ckpt"), key=lambda path: path.stat().st_mtime, default=None)
+        if found is None:
+            raise SigmaError(f"{given}: no checkpoint in this folder or below it")
+        return found
+    if not given.endswith(".toml"):
+        return given
+    run_file, config = given, load_run_file(given)
     directory = config["checkpoint"]["directory"]
     found = latest_checkpoint(directory, config["name"])
     if found is None:

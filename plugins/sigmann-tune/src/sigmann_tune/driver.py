@@ -22,7 +22,7 @@ from optuna.trial import TrialState
 from rich.console import Console
 from rich.live import Live
 
-from .results import table
+from .results import row, table
 from .space import Section, apply
 from .study import ERROR, counted, cut_off, open_study, storage
 from .trial import Task
@@ -59,7 +59,7 @@ def supervise(plan: Plan, console: Console) -> optuna.Study:
     active: dict[int, object] = {}  # trial number -> optuna Trial, training now
     exhausted, beaten = False, time.monotonic()
     try:
-        with Live(table(study, section.objective, rows=20), console=console, refresh_per_second=2) as live:
+        with _view(study, section.objective, console) as live:
             while True:
                 done = sum(counted(trial) for trial in study.get_trials(deepcopy=False))
                 while (len(active) < workers.capacity and done + len(active) < budget and not exhausted
@@ -75,6 +75,8 @@ def supervise(plan: Plan, console: Console) -> optuna.Study:
                     break
                 for number, outcome in workers.finished(timeout=0.5):
                     exhausted |= _tell(study, active.pop(number), outcome)
+                    if not console.is_terminal:  # a file or a pipe: a line per trial as it ends
+                        console.print(row(study.get_trials(deepcopy=False)[number], section.objective))
                 if time.monotonic() - beaten >= section.heartbeat / 2:  # this process is alive: its trials are too
                     for number in active:
                         store.record_heartbeat(store.get_trial_id_from_study_id_trial_number(study_id, number))
@@ -88,6 +90,30 @@ def supervise(plan: Plan, console: Console) -> optuna.Study:
     finally:
         workers.close()
     return study
+
+
+def _view(study, objective: str, console: Console):
+    """The live table on a terminal. Written to a file or a pipe, a live table would come out once, at the end,
+    without its last line's newline; there the table is printed when the study ends, as wide as it is."""
+    if console.is_terminal:
+        return Live(table(study, objective, rows=20), console=console, refresh_per_second=2)
+    return _TableAtEnd(study, objective, console)
+
+
+@dataclass
+class _TableAtEnd:
+    study: optuna.Study
+    objective: str
+    console: Console
+
+    def __enter__(self):
+        return self
+
+    def update(self, view) -> None:
+        """A live table's refresh: nothing to do here."""
+
+    def __exit__(self, *exc_info):
+        self.console.print(table(self.study, self.objective))
 
 
 def _config(plan: Plan, name: str, trial) -> dict:

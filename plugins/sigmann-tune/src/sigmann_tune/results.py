@@ -8,6 +8,7 @@ from pathlib import Path
 
 import tomlkit
 from optuna.trial import TrialState
+from rich.console import Console
 from rich.table import Table
 
 from sigma_core import apply_override, atomic_write
@@ -53,6 +54,20 @@ def table(study, objective: str = "objective", *, rows: int | None = None) -> Ta
     return view
 
 
+def row(trial, objective: str) -> str:
+    """One line for a trial that ended, as a log shows it: ``trial 3: pruned at epoch 2, validation.accuracy 0.4120
+    (learning_rate=0.0001, ...) in 1.2s``."""
+    value, took = _value(trial).partition(" @")[0] or "none", _duration(trial)
+    return f"trial {trial.number}: {_state(trial)}, {objective} {value} ({parameters(trial.params)}) in {took}"
+
+
+def console(stderr: bool = False) -> Console:
+    """Where tables and lines go: on a terminal, as wide as it is (columns fold to fit); in a file or a pipe,
+    as wide as they are, where rich would cut them to 80 columns."""
+    terminal = Console(stderr=stderr)
+    return terminal if terminal.is_terminal else Console(stderr=stderr, width=10_000)
+
+
 def headers(keys: list[str]) -> list[str]:
     """Each key's shortest tail of dotted parts that no other key ends with, as a column header
     (``optimiser.learning_rate`` -> ``learning_rate``); a name as short as ``p`` keeps its table (``layers[2].p``)."""
@@ -88,7 +103,7 @@ def _state(trial) -> str:
     style = STYLES.get(trial.state, "")
     text = trial.state.name.lower()
     if trial.state == TrialState.PRUNED and trial.intermediate_values:
-        text += f" at {max(trial.intermediate_values)}"
+        text += f" at epoch {max(trial.intermediate_values)}"
     elif trial.state == TrialState.FAIL:
         text += f": {trial.user_attrs.get(ERROR) or 'cut off, ' + trial.user_attrs.get('cut_off', 'no heartbeat')}"
     elif "retry_of" in trial.user_attrs:
@@ -103,8 +118,8 @@ def _duration(trial) -> str:
     return f"{(end - trial.datetime_start).total_seconds():.1f}s"
 
 
-def write_best(run_file: Path, trial, overrides=(), *, name: str, description: str) -> Path:
-    """Write the run file of ``trial`` beside ``run_file`` (``digits_tune.toml`` -> ``digits_tune-best.toml``):
+def write_best(run_file: Path, folder: Path, trial, overrides=(), *, name: str, description: str) -> Path:
+    """Write the run file of ``trial`` into ``folder`` (``digits_tune.toml`` -> ``digits_tune-best.toml``):
     the file as written (comments kept), ``overrides`` (``--set``) and the trial's parameters set, run name
     ``name``, no ``[tune]`` section. ``sigma train`` trains it as the trial did."""
     document = tomlkit.parse(run_file.read_text(encoding="utf-8"))
@@ -114,7 +129,7 @@ def write_best(run_file: Path, trial, overrides=(), *, name: str, description: s
     for key, value in trial.params.items():
         apply_override(document, f"{key.replace('[', '.').replace(']', '')}={literal(value)}")
     document["name"] = name
-    path = run_file.with_name(f"{run_file.stem}-best.toml")
+    path = folder / f"{run_file.stem}-best.toml"
     text = f"# {description}\n{tomlkit.dumps(document)}"
     with atomic_write(path, "w", what="the best trial's run file") as stream:
         stream.write(text)

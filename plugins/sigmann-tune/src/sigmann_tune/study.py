@@ -1,8 +1,9 @@
 """The Optuna study behind ``sigma tune``: its storage, sampler and pruner, and which of its trials count.
 
-A study lives in an Optuna storage: by default a SQLite file beside the run
-file (``digits_tune.toml`` -> ``digits_tune.db``), named after the run file,
-so running the same command again continues it (``load_if_exists``).
+A study lives in an Optuna storage: by default a SQLite file in the run's
+folder, out of the source tree (``examples/digits_tune.toml`` of run ``digits``
+-> ``runs/digits/digits_tune.db``), named after the run file, so running the
+same command again continues it (``load_if_exists``).
 
 **Trials that were cut off.** The process that asks for a trial records a
 heartbeat for it every ``heartbeat`` seconds while it runs. A trial whose
@@ -23,16 +24,21 @@ import optuna
 from optuna.storages import RDBStorage
 from optuna.trial import TrialState
 
-from sigma_core import ConfigError, describe
+from sigma_core import RUNS, ConfigError, describe
 
 #: The user attribute of a trial that failed by an error of its own (as opposed to being cut off).
 ERROR = "error"
 SAMPLERS = {"tpe": optuna.samplers.TPESampler, "random": optuna.samplers.RandomSampler}
 
 
-def default_storage(run_file) -> str:
-    """The SQLite URL of the study beside ``run_file``."""
-    return f"sqlite:///{Path(run_file).resolve().with_suffix('.db')}"
+def study_folder(name: str) -> Path:
+    """Where the study of run ``name`` and its best trial's run file go: the run's folder (``runs/<name>``)."""
+    return (RUNS / name).resolve()
+
+
+def default_storage(run_file, name: str) -> str:
+    """The SQLite URL of the study of ``run_file``, whose run is ``name``: ``runs/<name>/<run file's stem>.db``."""
+    return f"sqlite:///{study_folder(name) / Path(run_file).with_suffix('.db').name}"
 
 
 def storage(url: str, heartbeat: int | None = None, *, create: bool = True) -> RDBStorage:

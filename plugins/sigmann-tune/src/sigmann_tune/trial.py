@@ -63,6 +63,8 @@ def _train(task: Task) -> dict:
     reporter = ReportToOptuna(trial, task.section.objective, prune=task.section.pruner != "none")
     with numpy.errstate(all="ignore"):  # an overflow is reported by the non-finite checks, as in sigma train
         summary = run.train([reporter])
+    if run.directory is not None:  # where a trials view (optuna-dashboard) sends the user for the trial's curves
+        trial.set_user_attr("run", str(run.directory))
     if reporter.value is None:
         return {"state": "error", "error": "the run ended before its first epoch did"}
     state = "pruned" if reporter.pruned else "complete"
@@ -71,7 +73,8 @@ def _train(task: Task) -> dict:
 
 class ReportToOptuna(Hook):
     """Reports the objective to an Optuna trial after each epoch; stops the run (``run.command("stop")``, the
-    documented way a hook ends a run) when the study's pruner prunes the trial."""
+    documented way a hook ends a run) when the study's pruner prunes the trial, the reason saying so: the run's
+    stop line reads "pruned at epoch 2: validation.accuracy 0.4120", not "a stop command"."""
 
     name = "tune"
     order = 100  # with the stoppers: after the hooks whose results it reads
@@ -85,7 +88,8 @@ class ReportToOptuna(Hook):
         self.trial.report(self.value, report.epoch)
         if self.prune and self.trial.should_prune():
             self.pruned = True
-            self.run.command("stop")
+            self.run.command("stop", reason=f"pruned at epoch {report.epoch}: {self.objective} {self.value:.4f}, "
+                             "behind the study's other trials there")
 
 
 def serve(connection) -> None:
