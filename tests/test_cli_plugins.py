@@ -163,14 +163,14 @@ def test_a_plugin_command_named_like_a_built_in_is_left_out_with_one_line_naming
         @hookimpl
         def register_commands(cli):
             cli.add_parser("train").set_defaults(run=lambda args: 0)
-            cli.add_parser("shadow", aliases=["summary"]).set_defaults(run=lambda args: 0)  # an alias clashes too
+            cli.add_parser("shadow", aliases=["plugins"]).set_defaults(run=lambda args: 0)  # an alias clashes too
             cli.add_parser("fine").set_defaults(run=lambda args: 5)
     """)
     assert cli.main(["fine"]) == 5  # its other command works, and so does every built-in one
     err = capsys.readouterr().err
     assert sorted(line for line in err.splitlines() if "shadow-plugin" in line) == [
         f"sigma: command {name!r} of shadow-plugin is left out: it clashes with sigma's built-in {name!r}; "
-        "uninstall shadow-plugin, or leave it out with SIGMA_PLUGINS" for name in ("summary", "train")]
+        "uninstall shadow-plugin, or leave it out with SIGMA_PLUGINS" for name in ("plugins", "train")]
     assert cli.main(["train"]) == 2  # the built-in, which needs a run file (the plugin's would return 0)
     assert "required: config" in capsys.readouterr().err
     assert cli.main(["shadow"]) == 2  # left out with its clashing alias

@@ -17,10 +17,10 @@ from sigma_core import __version__
 from sigma_core.errors import SigmaError, one_line
 from sigma_core.plugins import components
 
-from sigma_core.cli import options, plugins, summary, train
+from sigma_core.cli import options, plugins, train
 
 #: The core's own commands (sigmann's ``register_commands``).
-COMMANDS = (plugins, train, summary)
+COMMANDS = (plugins, train)
 
 log = logging.getLogger("sigma")
 

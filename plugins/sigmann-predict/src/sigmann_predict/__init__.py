@@ -1,4 +1,5 @@
-"""Applications of a trained network: ``sigma predict``, ``sigma eval`` and ``sigma export``, and safetensors files.
+"""Applications of a trained network: ``sigma predict``, ``sigma eval``, ``sigma export`` and ``sigma summary``, and
+safetensors files.
 
 The core keeps what a run needs to save and reload a network (checkpoints, ``sigma_core.load``); what a user does
 with it afterwards lives here. Building the parsers imports nothing but the core's option parents: each command's
@@ -7,9 +8,9 @@ module loads when it runs.
 
 from sigma_core import hookimpl
 
-from . import evaluate, export, predict
+from . import evaluate, export, predict, summary
 
-COMMANDS = (evaluate, predict, export)
+COMMANDS = (evaluate, predict, export, summary)
 
 
 @hookimpl

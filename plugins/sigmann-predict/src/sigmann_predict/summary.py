@@ -4,7 +4,7 @@ by layer, without reading its data; of a checkpoint also the preprocessing fitte
 import json
 from pathlib import Path
 
-from sigma_core.cli import options
+from sigma_core import cli_options as options
 
 
 def add_parser(subparsers):
@@ -19,18 +19,17 @@ def add_parser(subparsers):
 
 
 def main(args) -> int:
-    from sigma_core import Network, SigmaError, config, from_layer_list, load_checkpoint, plugins
+    from sigma_core import (Network, SigmaError, components, from_layer_list, load_checkpoint, load_run_file,
+                            read_saved)
 
     path = Path(args.config)  # a folder (runs/<name>/version_N): the newest checkpoint in it or below
     if path.is_dir() and (path := max(path.rglob("*.ckpt"), key=lambda p: p.stat().st_mtime, default=path)).is_dir():
         raise SigmaError(f"{args.config}: no checkpoint in this folder or below it")
-    saved_suffixes = {".ckpt", *(f".{c.name}" for c in plugins.components("loader"))}  # a checkpoint or an export
+    saved_suffixes = {".ckpt", *(f".{c.name}" for c in components("loader"))}  # a checkpoint or an export
     if path.suffix not in saved_suffixes:
-        cfg = config.load(args.config, args.overrides)
+        cfg = load_run_file(args.config, args.overrides)
         print(Network(from_layer_list(cfg["network"]["layers"]), name=cfg["name"]).summary())
         return 0
-    from sigma_core.model.inference import read_saved  # checkpoints: only when one is read
-
     if args.overrides:
         raise SigmaError(f"--set changes a run file; {path} is a saved network")
     saved = read_saved(path)
