@@ -42,7 +42,7 @@ def test_asking_for_mkl_without_it_is_an_error_not_a_fallback(monkeypatch):
 
 
 def test_training_with_mkl_asked_for_and_missing_exits_2_with_one_line(tmp_path):
-    """In a fresh process (the provider is chosen once per process), with the wheel hidden from its file lookup."""
+    """In a fresh process, with the wheel hidden from its file lookup (as on a machine without it)."""
     code = ("import sys, importlib.metadata as m\n"
             "real = m.files\n"
             "m.files = lambda name: (_ for _ in ()).throw(m.PackageNotFoundError(name)) if name == 'mkl' else real(name)\n"
@@ -94,6 +94,7 @@ def _bound(x, w, bias, dtype):
 def test_mkl_dense_and_products_agree_with_float64_within_their_rounding(monkeypatch, dtype, parts):
     from sigma_cpu import blas_pool, kernels
 
+    monkeypatch.setenv("SIGMA_CPU_BLAS", "mkl")  # also where CI forces openblas for the whole run
     k = kernels.NumbaKernels(dtype)
     assert k.provider == "mkl"
     if parts == 2:  # the column blocks on two threads, whatever this machine's pool
@@ -117,11 +118,13 @@ def test_mkl_dense_and_products_agree_with_float64_within_their_rounding(monkeyp
 
 
 @needs_mkl
-def test_mkl_launches_give_the_eager_bits():
+def test_mkl_launches_give_the_eager_bits(monkeypatch):
     """A recorded step's launch (sigmann-replay) runs the same loop on the same blocks as the eager call."""
     from sigma_cpu import kernels
 
+    monkeypatch.setenv("SIGMA_CPU_BLAS", "mkl")
     k = kernels.NumbaKernels("float32")
+    assert k.provider == "mkl"
     rng = numpy.random.default_rng(3)
     x, w = rng.standard_normal((64, 300)).astype("float32"), rng.standard_normal((300, 200)).astype("float32")
     bias = rng.standard_normal(200).astype("float32")

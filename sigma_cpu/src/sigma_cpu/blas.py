@@ -7,8 +7,9 @@ which leaves the other core for the passes around the products. The wheel is
 an optional extra (``pip install sigmann-cpu[mkl]``) because it weighs
 hundreds of megabytes; without it nothing changes.
 
-The choice (:func:`choose`): ``SIGMA_CPU_BLAS=mkl`` or ``openblas`` forces
-one; unset or ``auto`` takes oneMKL when its library is installed. Asking for
+The choice (:func:`choose`, made as each ``cpu`` handler is created):
+``SIGMA_CPU_BLAS=mkl`` or ``openblas`` forces one; unset or ``auto`` takes
+oneMKL when its library is installed. Asking for
 ``mkl`` without the wheel is a :class:`~sigma_core.SigmaError` (one line, exit
 status 2), never a quiet fallback to OpenBLAS: a user who asked for it is
 timing or checking something.
@@ -47,7 +48,7 @@ SYMBOLS = {"f": "sigma_cpu_sgemm", "d": "sigma_cpu_dgemm"}
 _ENTRY_POINTS = ("cblas_sgemm_64", "cblas_dgemm_64")
 _MKL_THREADING_SEQUENTIAL = 1  # mkl_set_threading_layer's argument (mkl_service.h: MKL_THREADING_SEQUENTIAL)
 
-_loaded = {}  # once per process: "provider", "library" (ctypes), "version"
+_libraries = {}  # provider -> its ctypes library, loaded once per process and kept while compiled code may call it
 
 
 def mkl_library() -> Path | None:
@@ -99,29 +100,20 @@ def _mkl():
 
 
 def load() -> str:
-    """Choose the provider (once per process) and, for oneMKL, load it and bind :data:`SYMBOLS` to it: before
-    :mod:`sigma_cpu.gemm`'s callers compile or load their machine code. Returns the provider's name.
+    """The provider :func:`choose` picks now (each handler asks as it is created); oneMKL is loaded, and
+    :data:`SYMBOLS` bound to it, the first time, before :mod:`sigma_cpu.gemm`'s callers compile or load machine
+    code that calls them.
 
     NumPy's OpenBLAS needs nothing: with it the handler multiplies with ``numpy.matmul`` as it always has, its
     jobs on numba's pool (:mod:`sigma_cpu.blas_pool`); a compiled call into OpenBLAS from a pool thread would
     have OpenBLAS hand its jobs back to the same pool from inside it.
     """
-    if _loaded:
-        return _loaded["provider"]
     provider = choose()
-    if provider == "mkl":
+    if provider == "mkl" and provider not in _libraries:
         from llvmlite import binding as llvm
 
         library = _mkl()
         for symbol, entry_point in zip(SYMBOLS.values(), _ENTRY_POINTS):
             llvm.add_symbol(symbol, ctypes.cast(getattr(library, entry_point), ctypes.c_void_p).value)
-        _loaded["library"] = library  # kept loaded for as long as compiled code may call it
-    _loaded["provider"] = provider
+        _libraries[provider] = library
     return provider
-
-
-def describe() -> str:
-    """The provider in use, for the run's header line and ``sigma bench``."""
-    if not _loaded:
-        return "not loaded yet"
-    return "mkl (sequential, one call per thread of numba's pool)" if _loaded["provider"] == "mkl" else "openblas"
