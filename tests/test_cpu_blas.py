@@ -138,14 +138,16 @@ def test_mkl_launches_give_the_eager_bits(monkeypatch):
 
 @needs_mkl
 def test_mkl_runs_sequential_next_to_one_openmp_runtime():
-    """threadpoolctl's view after a training run on oneMKL: oneMKL sequential, numba's OpenMP the only one."""
+    """threadpoolctl's view after a training run on oneMKL: oneMKL sequential, numba's OpenMP the only one, even
+    where the environment asks oneMKL for its Intel OpenMP layer."""
     code = ("import json, sys\nfrom sigma_core import cli\n"
             f"assert cli.main(['train', {XOR!r}, '--handler', 'cpu', '--quiet']) == 0\n"
             "from threadpoolctl import threadpool_info\n"
             "print(json.dumps(threadpool_info()))\n")
     for threads in ("1", "2"):
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                              env={**_environ(), "NUMBA_NUM_THREADS": threads, "SIGMA_CPU_BLAS": "mkl"})
+                              env={**_environ(), "NUMBA_NUM_THREADS": threads, "SIGMA_CPU_BLAS": "mkl",
+                                   "MKL_THREADING_LAYER": "INTEL"})
         pools = json.loads(done.stdout.splitlines()[-1])
         mkl = [p for p in pools if p["internal_api"] == "mkl"]
         assert mkl and all(p["threading_layer"] == "sequential" for p in mkl), pools

@@ -2,8 +2,9 @@
 otherwise the OpenBLAS inside NumPy.
 
 Why two: at the shapes of a small recurrent or dense step (32x256x1024 in
-float32), oneMKL on *one* core does what NumPy's OpenBLAS needs two cores for,
-which leaves the other core for the passes around the products. The wheel is
+float32), oneMKL on *one* core did what NumPy's OpenBLAS needed two cores for
+(issue 38, on a 2-core Xeon), which leaves the other core for the passes
+around the products. The wheel is
 an optional extra (``pip install sigmann-cpu[mkl]``) because it weighs
 hundreds of megabytes; without it nothing changes.
 
@@ -17,12 +18,14 @@ timing or checking something.
 Threads (:func:`load`): oneMKL is switched to its *sequential* layer before
 its first call. Its parallel layers bring a second OpenMP runtime (Intel's
 ``libiomp5``, or GNU's with a pool of its own) next to numba's pool, and two
-pools on two cores spin against each other. Instead
-:mod:`sigma_cpu.gemm` splits a product into column blocks and runs them on
-numba's pool, one sequential oneMKL call per thread, with each block's bias
-and activation done by the same thread while the block is in its cache. So
-there is one pool: numba's, which OpenBLAS already runs its jobs on
-(:mod:`sigma_cpu.blas_pool`).
+pools on two cores spin against each other. Instead the handler splits a
+large product into column blocks and runs them on numba's pool, one
+sequential oneMKL call per thread, with each block's bias and activation done
+by the same thread while the block is in its cache (``_gemm_blocks`` in
+:mod:`sigma_cpu.kernels`). So there is one pool: numba's, which OpenBLAS
+already runs its jobs on (:mod:`sigma_cpu.blas_pool`). The call overrides
+``MKL_THREADING_LAYER``: a ``GNU`` or ``INTEL`` layer inside numba's threads
+would start pools of its own.
 
 oneMKL is called through its 64-bit-integer CBLAS entry points
 (``cblas_sgemm_64``, ``cblas_dgemm_64``) under the names :data:`SYMBOLS`;
