@@ -128,7 +128,8 @@ def _bias_relu(out, bias, use_bias, relu):
 
 
 #: Products of fewer multiply-adds than this run as one block on the calling thread: below it, handing a block
-#: to the other thread costs about what the block takes.
+#: to the other thread costs about what the block takes. A first guess, not yet timed on a quiet machine
+#: (BENCHMARKS.md, issue 38: ``benchmarks/gemm_providers.py`` compares one block with two).
 GEMM_PARALLEL_MIN = 1 << 20
 #: Column blocks start at multiples of this many elements (64 bytes of float32): no cache line is written by two
 #: threads.
