@@ -7,7 +7,8 @@ the ``cpu`` handler with its steps replayed (sigmann-replay):
 
 * every call of the recorded step run alone, many times over (warm caches), and their sum;
 * the whole step on the same batch every time, and on the workload's rotating batches (as ``sigma bench`` does);
-* ``sigma bench``'s ``gemms-only`` step.
+* ``sigma bench``'s ``gemms-only`` step on the handler's provider (``SIGMA_CPU_BLAS`` chooses it, see
+  :mod:`sigma_cpu.blas`).
 
 Medians of rounds; ratios against ``gemms-only`` measured in the same run.
 
@@ -56,11 +57,13 @@ def main() -> None:
     forward, backward = replay.last.run_calls
     alone = [(part, name_of(call), median_us(lambda i, c=call: c(), count))
              for part, calls in (("forward", forward), ("backward", backward)) for call in calls]
-    gemms = GemmsOnly(dense_parameters(trainer), batches[0]["inputs"].shape[0])
+    provider = trainer.handler.kernels.provider  # sigma_cpu.blas: the floor is this provider's GEMMs
+    gemms = GemmsOnly(dense_parameters(trainer), batches[0]["inputs"].shape[0], "mkl" if provider == "mkl" else "numpy")
     floor = median_us(lambda i: gemms.step(batches[i % len(batches)]["inputs"], None), count)
     same = median_us(lambda i: trainer.run_iteration(batches[0]), count)
     rotating = median_us(lambda i: trainer.run_iteration(batches[i % len(batches)]), count)
-    print(f"{args.workload} on cpu, recorded step, {len(batches)} rotating batches; µs (x gemms-only):")
+    print(f"{args.workload} on cpu (BLAS: {provider}), recorded step, {len(batches)} rotating batches; "
+          "µs (x gemms-only):")
     for part, name, us in alone:
         print(f"  {part:<9}{name:<32}{us:9.2f}")
     total = sum(us for _, _, us in alone)

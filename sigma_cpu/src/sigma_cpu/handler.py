@@ -17,3 +17,7 @@ class NumbaHandler(Handler):
     name = "cpu"
     kernels_class = NumbaKernels
     compiles_kernels = True  # numba compiles on first use (once per machine: cached); the progress bar says so
+
+    def __repr__(self):
+        """Names the BLAS too: the run's header line ("... parameters on <...>") shows which one a figure had."""
+        return f"<{type(self).__name__} {self.name} {self.dtype} blas={self.kernels.provider}>"

@@ -4,7 +4,10 @@
 time on, each time replacing a chain of NumPy calls (a pass over memory and a
 Python-to-C round trip each) by one compiled loop:
 
-* ``dense``: BLAS matmul into the pooled output, then bias + relu in one pass;
+* ``dense``: BLAS matmul into the pooled output, then bias + relu in one pass; on oneMKL
+  (:mod:`sigma_cpu.blas`) the bias enters the product (beta = 1) and each
+  column block is filled, multiplied and rectified by one thread (:func:`_gemm_blocks`);
+* ``matmul`` of 2-D operands, on oneMKL: the same blocks, without the epilogue;
 * ``activation_backward``: g·f'(y) in one pass (relu, sigmoid, tanh);
 * ``sum`` over the rows of a matrix (bias gradients): one pass, in NumPy's order;
 * ``softmax_cross_entropy`` and its backward: one pass per row, cost included;
@@ -43,7 +46,7 @@ import numpy
 
 from sigma_core import GOLDEN, UPDATE_SCALARS, ArrayKernels, CompiledUpdates, CounterStreams, ShapeError
 
-from . import blas_pool, numba_cache, precompile
+from . import blas, blas_pool, gemm, numba_cache, precompile
 
 numba = numba_cache.import_numba()
 
@@ -122,6 +125,53 @@ def _bias_relu(out, bias, use_bias, relu):
             for j in range(cols):
                 if row[j] < 0:
                     row[j] = 0
+
+
+#: Products of fewer multiply-adds than this run as one block on the calling thread: below it, handing a block
+#: to the other thread costs about what the block takes. A first guess, not yet timed on a quiet machine
+#: (BENCHMARKS.md, issue 38: ``benchmarks/gemm_providers.py`` compares one block with two).
+GEMM_PARALLEL_MIN = 1 << 20
+#: Column blocks start at multiples of this many elements (64 bytes of float32): no cache line is written by two
+#: threads.
+BLOCK_ALIGN = 16
+
+
+@_inline
+def _block_start(part, parts, cols):
+    return cols if part == parts else part * cols // parts // BLOCK_ALIGN * BLOCK_ALIGN
+
+
+@_serial_and_parallel
+def _gemm_blocks(a, transpose_a, b, transpose_b, out, bias, use_bias, relu, alpha, parts):
+    """out = op(a)·op(b) (+ bias) (then max(·, 0)) in ``parts`` column blocks, one per thread, through oneMKL.
+
+    ``a`` and ``b`` are C-contiguous; ``transpose_*`` says the operand is their
+    transpose. Each thread fills its block with the bias, multiplies into it
+    (beta = 1: the bias enters the product, no pass adds it) and rectifies it
+    while the block is in its cache: the passes of one block split the work
+    the same way, so nothing moves between cores. A block's columns depend on
+    its own columns of ``b`` only, so the result does not depend on the split
+    beyond how oneMKL orders each column's sum for the block's width.
+    """
+    rows, cols = out.shape
+    depth = a.shape[0] if transpose_a else a.shape[1]
+    beta = alpha if use_bias else alpha - alpha
+    op_a = gemm.TRANSPOSE if transpose_a else gemm.NO_TRANSPOSE
+    op_b = gemm.TRANSPOSE if transpose_b else gemm.NO_TRANSPOSE
+    for part in numba.prange(parts):
+        start, end = _block_start(part, parts, cols), _block_start(part + 1, parts, cols)
+        if end > start:
+            if use_bias:
+                for i in range(rows):
+                    for j in range(start, end):
+                        out[i, j] = bias[j]
+            gemm.cblas_gemm(op_a, op_b, rows, end - start, depth, alpha, a, 0, a.shape[1],
+                            b, start * b.shape[1] if transpose_b else start, b.shape[1], beta, out, start, cols)
+            if relu:
+                for i in range(rows):
+                    for j in range(start, end):
+                        if out[i, j] < 0:
+                            out[i, j] = 0
 
 
 @_serial_and_parallel
@@ -383,14 +433,50 @@ class NumbaKernels(ArrayKernels):
 
     def __init__(self, dtype, seed=None):
         super().__init__(dtype, seed)
+        self.provider = blas.load()  # before precompiling: the helper's kernels call what it binds
         precompile.start(self.dtype)  # a first run on this machine: compile on another core too
         blas_pool.install()
         self._scalar = self.dtype.type  # hyperparameters enter the loops in the array dtype
         self.streams = CounterStreams(seed)  # dropout's, shared with sigma_cuda's hash
 
+    # -- matrix products on oneMKL ------------------------------------------------------------
+    def _operand(self, x):
+        """``(C-contiguous array, transposed)`` for a non-empty 2-D operand of our dtype stored row- or
+        column-major (a transposed view: the backward pass's ``x.T``), else None."""
+        if x.ndim != 2 or x.dtype != self.dtype or x.size == 0:
+            return None
+        if x.flags.c_contiguous:
+            return x, False
+        return (x.T, True) if x.flags.f_contiguous else None
+
+    def _blocks(self, x, y, out=None, bias=None, relu=False):
+        """``(loop, arguments)`` computing x·y (+ bias) (relu) into ``out`` (``arguments[4]``; a pooled buffer
+        when None) with :func:`_gemm_blocks`, or None where the provider is not oneMKL or an operand does not fit.
+        Small products run as one block on this thread."""
+        if self.provider != "mkl" or x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[0]:
+            return None
+        if (a := self._operand(x)) is None or (b := self._operand(y)) is None:
+            return None
+        rows, cols = x.shape[0], y.shape[1]
+        out = self.empty((rows, cols)) if out is None else out
+        big = blas_pool.PARALLEL and rows * cols * x.shape[1] >= GEMM_PARALLEL_MIN and blas_pool.threads() > 1
+        parts = blas_pool.threads() if big else 1
+        arguments = (*a, *b, out, out[0] if bias is None else bias, bias is not None, relu, self._scalar(1), parts)
+        return _gemm_blocks[1 if big else 0], arguments
+
+    def matmul(self, x, y):
+        """2-D products through oneMKL when it is the provider (see :meth:`_blocks`), else NumPy's."""
+        blocks = self._blocks(x, y)
+        if blocks is None:
+            return super().matmul(x, y)
+        loop, arguments = blocks
+        loop(*arguments)
+        return arguments[4]
+
     # -- fused forward and backward ---------------------------------------------------------
     def dense(self, x, weights, bias, activation):
-        """BLAS matmul into the pooled output, then bias and relu in one compiled pass.
+        """The product with its bias and relu: on oneMKL all in :func:`_gemm_blocks`, else BLAS matmul into the
+        pooled output, then bias and relu in one compiled pass.
 
         sigmoid, tanh and softplus stay with NumPy: without Intel's SVML numba
         calls the scalar libm per element, several times slower than NumPy's
@@ -398,6 +484,11 @@ class NumbaKernels(ArrayKernels):
         """
         if activation not in ("none", "relu"):
             return super().dense(x, weights, bias, activation)
+        blocks = self._dense_blocks(x, weights, bias, activation)
+        if blocks is not None:
+            loop, arguments = blocks
+            loop(*arguments)
+            return arguments[4]
         out = self.matmul(x, weights)
         if bias is not None and bias.shape != out.shape[-1:]:
             raise ShapeError(f"dense: bias shape {bias.shape} does not match output shape {out.shape}")
@@ -406,6 +497,12 @@ class NumbaKernels(ArrayKernels):
         rows = out.reshape(-1, out.shape[-1])
         _pick(_bias_relu, rows.size)(rows, rows[0] if bias is None else bias, bias is not None, activation == "relu")
         return out
+
+    def _dense_blocks(self, x, weights, bias, activation, out=None):
+        """:meth:`_blocks` for a dense layer with a bias of the right shape, or None."""
+        if bias is not None and bias.shape != weights.shape[1:]:
+            return None  # the reference path names the mismatch
+        return self._blocks(x, weights, out, bias, activation == "relu")
 
     def activation_backward(self, name, g, y):
         if name == "none":
@@ -476,6 +573,14 @@ class NumbaKernels(ArrayKernels):
     def launch(self, name, args, kwargs, result):
         """The compiled path of the hot kernels above, with its checks made once (see :meth:`ArrayKernels.launch`);
         None where the recorded call took the reference path."""
+        blocks = None
+        if name == "dense" and not kwargs and args[3] in ("none", "relu"):
+            blocks = self._dense_blocks(*args, out=result)
+        elif name == "matmul" and not kwargs and result.ndim == 2:
+            blocks = self._blocks(*args, result)
+        if blocks is not None:  # on oneMKL
+            loop, arguments = blocks
+            return functools.partial(_entry(loop, *arguments), *arguments)
         if name == "dense":
             x, weights, bias, activation = args
             if kwargs or activation not in ("none", "relu") or (bias is None and activation == "none") \

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy
 
-from . import numba_cache
+from . import blas, numba_cache
 
 #: The stamp's name, before its dtype and key; in the cache directory.
 STAMP_PREFIX = "sigma-cpu-precompiled-"
@@ -47,11 +47,12 @@ def _cache_directory() -> Path:
 
 
 def stamp_path(dtype) -> Path:
-    """The file that says the helper has filled the cache for ``dtype`` with these kernels and this numba."""
+    """The file that says the helper has filled the cache for ``dtype`` with these kernels, this numba and this
+    BLAS provider (oneMKL's dense layer compiles a loop of its own: :mod:`sigma_cpu.blas`)."""
     import numba
 
     source = (numba_cache.PACKAGE_DIR / "kernels.py").stat()
-    key = repr((numba.__version__, sys.version, source.st_mtime_ns, source.st_size))
+    key = repr((numba.__version__, sys.version, source.st_mtime_ns, source.st_size, blas.choose()))
     digest = hashlib.sha1(key.encode()).hexdigest()[:12]
     return _cache_directory() / f"{STAMP_PREFIX}{numpy.dtype(dtype).name}-{digest}"
 

@@ -21,7 +21,9 @@ steps as ``sigma train`` does), and the first of them once more with replay off
 NumPy loop of the kind a competent NumPy programmer writes (:class:`HandMLP`:
 preallocated buffers, ``out=`` everywhere); the GEMMs of one step alone
 (``gemms-only``, BLAS with preallocated outputs: the floor for any system
-that leaves matrix products to BLAS); and, only when they are importable
+that leaves matrix products to BLAS; with oneMKL installed for the ``cpu``
+handler also ``gemms-only-mkl``, its oneMKL products, and ``sigma-cpu-openblas``,
+the handler forced back onto NumPy's OpenBLAS); and, only when they are importable
 (never dependencies), PyTorch eager with 2 threads and JAX with the whole
 step under ``jit``.
 
@@ -36,6 +38,7 @@ process is measured with a cold and then a warm numba cache.
 
 from __future__ import annotations
 
+import functools
 import gc
 import importlib.util
 import json
@@ -252,23 +255,52 @@ class GemmsOnly:
     but the first (the input needs no gradient). What is left of a system's
     time after this is everything else: elementwise passes, the optimiser,
     Python.
+
+    ``provider`` ``"numpy"``: NumPy's ``matmul`` (its OpenBLAS); ``"mkl"``:
+    the ``cpu`` handler's own oneMKL products (its kernels' launches, the
+    same column blocks and threads as in a training step), so that each
+    provider's step is set against its own floor.
     """
 
-    def __init__(self, params, batch=BATCH):
+    def __init__(self, params, batch=BATCH, provider="numpy"):
         self.W = [np.array(w, dtype=DTYPE) for w, _ in params]
         self.x = [np.ones((batch, w.shape[0]), DTYPE) for w in self.W]
         self.h = [np.empty((batch, w.shape[1]), DTYPE) for w in self.W]
         self.gW = [np.empty_like(w) for w in self.W]
         self.dx = [np.empty_like(x) for x in self.x]  # not into x: feeding back would overflow to inf
+        self.products = [(x, w, h) for x, w, h in zip(self.x, self.W, self.h)]  # (a, b, out = a·b), in order
+        for i in range(len(self.W) - 1, -1, -1):
+            self.products.append((self.x[i].T, self.h[i], self.gW[i]))
+            if i:
+                self.products.append((self.h[i], self.W[i].T, self.dx[i]))
+        self.calls = [functools.partial(np.matmul, a, b, out=out) for a, b, out in self.products] \
+            if provider == "numpy" else self._launches(provider, self.products)
+
+    @staticmethod
+    def _launches(provider, products):
+        """The ``cpu`` handler's launches of ``products`` on ``provider``, chosen for this (worker) process."""
+        os.environ["SIGMA_CPU_BLAS"] = provider
+        from sigma_cpu.kernels import NumbaKernels
+
+        kernels = NumbaKernels(str(np.dtype(DTYPE)))
+        launches = [kernels.launch("matmul", (a, b), {}, out) for a, b, out in products]
+        if None in launches:
+            raise RuntimeError(f"gemms-only-{provider}: the cpu handler does not run these products on {provider}")
+        return launches
 
     def step(self, x, labels) -> float:
-        for x, w, h in zip(self.x, self.W, self.h):
-            np.matmul(x, w, out=h)
-        for i in range(len(self.W) - 1, -1, -1):
-            np.matmul(self.x[i].T, self.h[i], out=self.gW[i])
-            if i:
-                np.matmul(self.h[i], self.W[i].T, out=self.dx[i])
+        for call in self.calls:
+            call()
         return 0.0
+
+
+def mkl_installed() -> bool:
+    """Whether the ``cpu`` handler can take its products from oneMKL here (looked up, nothing loaded)."""
+    if importlib.util.find_spec("sigma_cpu") is None:
+        return False
+    from sigma_cpu.blas import mkl_library
+
+    return mkl_library() is not None
 
 
 # -- optional third-party systems (never dependencies) -------------------------------------------
@@ -396,6 +428,9 @@ def system_names(handlers) -> list[str]:
     import importlib.util
 
     names = [f"sigma-{name}" for name in handlers] + [f"sigma-{handlers[0]}-unrecorded", "numpy-loop", "gemms-only"]
+    if "cpu" in handlers and mkl_installed():  # the cpu handler on each provider, each against its own GEMMs
+        names[names.index("sigma-cpu") + 1:names.index("sigma-cpu") + 1] = ["sigma-cpu-openblas"]
+        names.append("gemms-only-mkl")
     names += [name for name, module in (("pytorch-eager", "torch"), ("jax-jit", "jax")) if importlib.util.find_spec(module)]
     return names
 
@@ -424,14 +459,18 @@ def make_step(workload, system):
         return _extra(workload).make_step(system)
     spec = dict(WORKLOADS[workload], name=workload)
     reference = build_trainer(spec, "numpy")  # seeded: the same initial parameters in every process
+    if system == "sigma-cpu-openblas":
+        os.environ["SIGMA_CPU_BLAS"] = "openblas"  # this worker's process only
+        return build_trainer(spec, "cpu").run_iteration
     if system.startswith("sigma-"):
         handler = system.removeprefix("sigma-").removesuffix("-unrecorded")
         return build_trainer(spec, handler, replay=not system.endswith("-unrecorded")).run_iteration
     if system == "numpy-loop":
         hand = build_hand(spec, reference)
         return lambda batch: hand.step(batch["inputs"], batch["targets"])
-    if system == "gemms-only":
-        gemms = GemmsOnly(dense_parameters(reference), spec.get("batch", BATCH))
+    if system.startswith("gemms-only"):
+        provider = "mkl" if system == "gemms-only-mkl" else "numpy"
+        gemms = GemmsOnly(dense_parameters(reference), spec.get("batch", BATCH), provider)
         return lambda batch: gemms.step(batch["inputs"], batch["targets"])
     return {"pytorch-eager": torch_step, "jax-jit": jax_step}[system](spec, dense_parameters(reference))
 
