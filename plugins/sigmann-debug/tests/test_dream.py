@@ -6,7 +6,7 @@ import pytest
 
 from sigma_core import build_run, cli, save_checkpoint
 
-from sigmann_debug import dream
+from sigmann_debug.dream import dream
 from sigmann_debug.dream import Settings
 from sigmann_debug.dream import DreamResult
 from sigmann_debug.images import blurred, image_shape, write_dreams

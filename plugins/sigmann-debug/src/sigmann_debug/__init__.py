@@ -2,8 +2,16 @@
 wrong shape or too large a value (layer, forward or backward, iteration, element), and target maximisation
 (``sigma dream``): the input a trained network takes for a class."""
 
-from sigmann_debug.checks import Checks
-from sigmann_debug.dream import DreamResult, Settings, dream
-from sigmann_debug.handler import DebugHandler
+import importlib
 
-__all__ = ["Checks", "DebugHandler", "DreamResult", "Settings", "dream"]
+#: The public names and the module each comes from, imported when first used: Sigma imports this package (for its
+#: plugin module) to build every ``sigma`` command's parser, which must not pay for NumPy. The function ``dream`` is
+#: ``sigmann_debug.dream.dream`` (the module of that name would shadow it here).
+_PUBLIC = {"Checks": "checks", "DebugHandler": "handler", "DreamResult": "dream", "Settings": "settings"}
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'sigmann_debug' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"sigmann_debug.{_PUBLIC[name]}"), name)

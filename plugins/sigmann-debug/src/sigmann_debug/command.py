@@ -5,7 +5,7 @@ import argparse
 def add_dream_command(cli) -> None:
     from sigma_core import cli_options  # the sigma command's own (imported here: this hook runs only there)
 
-    from sigmann_debug.dream import Settings  # its defaults: a light import (NumPy and sigma_core's lazy names)
+    from sigmann_debug.settings import Settings  # its defaults, without the dreaming code (NumPy)
 
     parser = cli.add_parser(
         "dream", parents=[cli_options.DEBUG, cli_options.HANDLER],

@@ -18,6 +18,7 @@ import numpy
 from sigma_core import Adam, SigmaError
 
 from sigmann_debug.images import blurred
+from sigmann_debug.settings import Settings
 
 
 @dataclass
@@ -34,23 +35,6 @@ class DreamResult:
     @property
     def reached(self) -> bool:
         return self.cost <= self.desired_cost
-
-
-@dataclass(frozen=True)
-class Settings:
-    """How :func:`dream` optimises: Sigma's defaults (desired cost, steps, attempts, start) and regularisation that
-    draws readable MNIST and sklearn digits. ``clip``: ``(low, high)``, the network's preprocessed input range, or
-    None; ``blur``: a sigma in pixels (0: none), applied every ``blur_every`` steps to image-shaped inputs."""
-
-    desired_cost: float = 0.06
-    max_steps: int = 1024
-    attempts: int = 2
-    sigma: float = 0.01
-    learning_rate: float = 0.05
-    l2: float = 0.001
-    clip: tuple | None = (0.0, 1.0)
-    blur: float = 0.0
-    blur_every: int = 4
 
 
 def dream(network, target, settings: Settings = Settings(), *, image_shape=None, seed: int = 0,
