@@ -36,8 +36,17 @@ FAKE_HANDLERS = """
         def availability(cls):
             return False, "needs AVX-512"
 
+    class Wrapper(FakeHandler):
+        name = "wrapper"
+
+        @classmethod
+        def around(cls, handler):
+            handler.wrapped_by = cls.name
+            return handler
+
     @hookimpl
     def register_handlers(register):
+        register("wrapper", Wrapper, rank=1000)  # ranked first, yet never auto's pick: it wraps one
         register("gpu", "fake_gpu_mod:Gpu", rank=100, check=lambda: (False, "no CUDA device"))
         register("picky", Picky, rank=50)
         register("twin", Twin, rank=10)
@@ -115,7 +124,7 @@ def test_named_handler_is_built_with_dtype_and_seed(fake_handlers, caplog):
 def test_unknown_handler_lists_the_registered_ones(fake_handlers):
     with pytest.raises(UnknownComponentError) as caught:
         backend.create_handler("quantum")
-    assert str(caught.value) == ("unknown handler 'quantum' (available: fast, gpu, numpy, picky, slow, twin); "
+    assert str(caught.value) == ("unknown handler 'quantum' (available: fast, gpu, numpy, picky, slow, twin, wrapper); "
                                  "docs/distributions.md lists the plugins that provide more")
 
 
@@ -141,3 +150,10 @@ def test_auto_without_plugins_builds_the_numpy_handler(monkeypatch):
     monkeypatch.setenv("SIGMA_PLUGINS", "")
     handler = backend.create_handler("auto", seed=0)
     assert (type(handler).__name__, handler.name, handler.dtype) == ("NumpyHandler", "numpy", "float32")
+
+
+def test_a_wrapping_handler_wraps_the_one_named_after_its_colon_and_is_never_autos_pick(fake_handlers):
+    assert "wrapper" not in backend.available_handlers()
+    assert backend.create_handler("auto").name == "fast"
+    wrapped = backend.create_handler("wrapper:slow", dtype="float64")
+    assert (wrapped.name, wrapped.dtype, wrapped.wrapped_by) == ("slow", "float64", "wrapper")

@@ -57,7 +57,7 @@ def _best_available() -> plugins.Component:
     reasons = []
     for component in _ranked():
         available, reason = handler_availability(component.name)
-        if available:
+        if available and not _wraps(component):
             return component
         reasons.append(f"{component.name}: {reason}")
     raise HandlerUnavailableError(f"no handler can run here ({'; '.join(reasons) or 'none registered'})")
@@ -65,7 +65,12 @@ def _best_available() -> plugins.Component:
 
 def available_handlers() -> list[str]:
     """Names of the installed handlers that can run here, best-ranked first (ties by name): what ``auto`` picks from."""
-    return [c.name for c in _ranked() if handler_availability(c.name)[0]]
+    return [c.name for c in _ranked() if handler_availability(c.name)[0] and not _wraps(c)]
+
+
+def _wraps(component) -> bool:
+    """Whether an available handler wraps another (``debug:cpu``): never ``auto``'s pick, which it would wrap."""
+    return hasattr(component.load(), "around")
 
 
 def handler_availability(name: str) -> tuple[bool, str]:

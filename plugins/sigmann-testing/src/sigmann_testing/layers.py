@@ -23,8 +23,8 @@ def check_layer(layer, input_shapes=((4,),), *, batch: int = 3, seed: int = 0, h
     ``handlers``: names to check (default: :func:`available_handlers`); a handler named here is built from its
     class even where its registration's check fails (a test's emulated device).
     ``inputs``: the batch to feed, one array (batch, *shape) or None per input; None is drawn uniform in [-1, 1).
-    Integer arrays (token ids, class indices) are fed as the data path feeds them and, being no variables, get
-    no gradient check: an embedding's ids, say.
+    Integer arrays (token ids, class indices) are fed as the data path feeds them (as floats) and, being no
+    variables, get no gradient check: an embedding's ids, say.
     Returns ``{handler name: outputs in inference mode}`` (NumPy) for further checks.
     """
     names = handlers or available_handlers()
@@ -39,7 +39,8 @@ def check_layer(layer, input_shapes=((4,),), *, batch: int = 3, seed: int = 0, h
     given = [None] * len(built.input_shapes) if inputs is None else list(inputs)
     assert len(given) == len(built.input_shapes), \
         f"{built.name}: inputs holds {len(given)} arrays for {len(built.input_shapes)} inputs"
-    inputs = [rng.uniform(-1, 1, (batch, *shape)) if x is None else numpy.asarray(x)
+    constants = {i for i, x in enumerate(given) if x is not None and numpy.asarray(x).dtype.kind in "iub"}
+    inputs = [rng.uniform(-1, 1, (batch, *shape)) if x is None else numpy.asarray(x, dtype=float)
               for x, shape in zip(given, built.input_shapes)]
     for i, (x, shape) in enumerate(zip(inputs, built.input_shapes)):
         assert x.shape == (inputs[0].shape[0], *shape), f"{built.name}: inputs[{i}] has shape {x.shape}, the layer " \
@@ -53,7 +54,7 @@ def check_layer(layer, input_shapes=((4,),), *, batch: int = 3, seed: int = 0, h
         for training in (False, True):
             where = f"{built.name} on {name} ({'training' if training else 'inference'})"
             _check_mode(handler, _build(layer, built.input_shapes, arguments), inputs, params, projection, training,
-                        where, eps, rtol, atol, samples, rng)
+                        where, eps, rtol, atol, samples, rng, constants)
         outputs[name] = _forward(handler, built, inputs, params, False).to_numpy()
         numpy.testing.assert_allclose(outputs[name], outputs[names[0]], rtol=1e-7, atol=1e-9,
                                       err_msg=f"{built.name}: {name} disagrees with {names[0]}")
@@ -86,7 +87,7 @@ def _state(handler, layer) -> dict:
     return {key: handler.full(shape, initial.get(key, 0.0)) for key, shape in layer.state_shapes.items()}
 
 
-def _check_mode(handler, layer, inputs, params, projection, training, where, eps, rtol, atol, samples, rng):
+def _check_mode(handler, layer, inputs, params, projection, training, where, eps, rtol, atol, samples, rng, constants):
     state = handler.rng_state()  # reseeded before each pass: dropout-like layers draw the same mask
 
     def cost(xs, ps):
@@ -106,7 +107,7 @@ def _check_mode(handler, layer, inputs, params, projection, training, where, eps
         grads = tape.gradient((out * handler.asarray(projection)).sum(), [*xs, *ps.values()])
     arrays = [(f"input {i}", i, x) for i, x in enumerate(inputs)] + [(f"parameter {p!r}", p, v) for p, v in params.items()]
     for (label, key, base), grad in zip(arrays, grads):
-        if base.dtype.kind in "iu":  # ids: no variable to differentiate
+        if key in constants:  # ids: no variable to differentiate
             continue
         grad = numpy.zeros(base.shape) if grad is None else grad.to_numpy()
         assert grad.shape == base.shape, f"{where}: gradient of {label} has shape {grad.shape}, not {base.shape}"
