@@ -8,8 +8,9 @@ signature) and the keys every source shares (:data:`COMMON_KEYS`)::
     {"extractor": "csv", "path": "big.csv", "blocks": {"records": 10000, "memory_budget": 100000000}}
 
 An extractor returns a :class:`Dataset`, a dict of arrays, or an iterable of such chunks; a result with a
-``derived`` dict (settings found in the data, e.g. a text's vocabulary) makes it the dataset's ``derived``. ``preprocess`` and
-``one_hot`` make a :class:`Preprocessing`, fitted to the records and kept as the dataset's ``preprocessing``.
+``derived`` dict (settings found in the data, e.g. a text's vocabulary) makes it the dataset's ``derived`` (none
+when a ``blocks`` cache is already built: no extractor runs). ``preprocess`` and ``one_hot`` make a
+:class:`Preprocessing`, fitted to the records and kept as the dataset's ``preprocessing``.
 ``blocks`` hands the chunks and the preprocessing to the cache registered as ``blocks`` (``sigmann-data``:
 :func:`~sigma_core.hookspecs.register_caches`), which returns records read block by block within a memory budget.
 
