@@ -173,6 +173,7 @@ def build_run(config: dict) -> Run:
 
     dataset = dataset_from_config(config["data"])
     network.preprocessing = dataset.preprocessing  # saved with its checkpoints: predictions take raw inputs
+    config["data"] = {**dataset.derived, **config["data"]}  # recorded in its checkpoints too (Records.derived)
     training, held_out = split_dataset(dataset, config["split"], seed)
     iterator = MinibatchIterator(training, training_cfg["batch_size"], shuffle=training_cfg["shuffle"], seed=seed,
                                  last_batch=training_cfg["last_batch"])

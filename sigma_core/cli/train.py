@@ -73,8 +73,12 @@ def main(args) -> int:
     run = build_run(cfg)
     # --monitor hooks are saved in the checkpoints (beyond the run file's): --resume brings back those not given.
     given = [parse_hook_option(text) for text in args.monitors]
-    saved = [table for table in (checkpoint.config or {}).get("hooks", []) if table not in cfg["hooks"]
-             and table.get("type") not in {spec["type"] for spec in given}] if checkpoint else []
+    old = (checkpoint.config or {}).get("hooks", []) if checkpoint else []
+    for table, saved in zip(cfg["hooks"], old):  # the run file's hooks come first: each gets back what it
+        if saved.items() >= table.items():  # recorded in its table (Hook.table), which the checkpoint holds
+            table.update(saved)
+    saved = [table for table in old if table not in cfg["hooks"]
+             and table.get("type") not in {spec["type"] for spec in given}]
     run.config["hooks"] = [*run.config["hooks"], *given, *saved]
     if checkpoint is not None:
         run.resume(checkpoint)  # in its run directory, if it has one

@@ -66,6 +66,9 @@ class Records:
     sorted_parts = False  # whether split parts keep file order rather than the shuffled one
     #: The fitted :class:`Preprocessing` that made these records from raw ones (:func:`dataset_from_config`'s).
     preprocessing = None
+    #: Settings the extractor derived from the data (``chars``: its vocabulary), which :func:`build_run` adds to
+    #: the run's ``data`` table so its checkpoints record them when the data itself is gone.
+    derived: dict = {}
 
     def take(self, start: int | None = None, stop: int | None = None):
         """Records ``[start, stop)`` with Python slice semantics, e.g. ``take(-2000)`` for the last 2000."""

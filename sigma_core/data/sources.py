@@ -7,8 +7,10 @@ signature) and the keys every source shares (:data:`COMMON_KEYS`)::
      "sections": {"inputs": "0-3", "targets": 4}, "preprocess": [{"normalise": [0, 1]}], "one_hot": 3}
     {"extractor": "csv", "path": "big.csv", "blocks": {"records": 10000, "memory_budget": 100000000}}
 
-An extractor returns a :class:`Dataset`, a dict of arrays, or an iterable of such chunks. ``preprocess`` and
-``one_hot`` make a :class:`Preprocessing`, fitted to the records and kept as the dataset's ``preprocessing``.
+An extractor returns a :class:`Dataset`, a dict of arrays, or an iterable of such chunks; a result with a
+``derived`` dict (settings found in the data, e.g. a text's vocabulary) makes it the dataset's ``derived`` (none
+when a ``blocks`` cache is already built: no extractor runs). ``preprocess`` and ``one_hot`` make a
+:class:`Preprocessing`, fitted to the records and kept as the dataset's ``preprocessing``.
 ``blocks`` hands the chunks and the preprocessing to the cache registered as ``blocks`` (``sigmann-data``:
 :func:`~sigma_core.hookspecs.register_caches`), which returns records read block by block within a memory budget.
 
@@ -86,17 +88,22 @@ def dataset_from_config(cfg: Mapping) -> Records:
         except UnknownComponentError:
             raise ConfigError(f"data.blocks needs a cache registered as 'blocks', and none is installed; "
                               f"{plugins.MORE}") from None
-    arguments = _arguments(source, extractor, cfg)
+    arguments, derived = _arguments(source, extractor, cfg), {}
+
+    def extract():  # the result's ``derived`` settings, if any, become the dataset's
+        result = extractor(**arguments)
+        derived.update(getattr(result, "derived", {}))
+        return result
+
     try:
         if cache is None:
-            dataset = preprocessing(_in_memory(extractor(**arguments), source), fit=True)
+            dataset = preprocessing(_in_memory(extract(), source), fit=True)
         else:
             dataset = cache(cfg["blocks"], extractor=source, config={k: v for k, v in cfg.items() if k != "blocks"},
-                            arguments=arguments, read=lambda: _chunks(extractor(**arguments), source),
-                            preprocessing=preprocessing)
+                            arguments=arguments, read=lambda: _chunks(extract(), source), preprocessing=preprocessing)
     except MemoryError as error:  # NumPy's message says how much, in what shape
         raise DataError(f"data.extractor {source!r}: not enough memory: {error}") from None
-    dataset.preprocessing = preprocessing
+    dataset.preprocessing, dataset.derived = preprocessing, derived
     return dataset
 
 

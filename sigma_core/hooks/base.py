@@ -51,6 +51,9 @@ class Hook:
     reads: dict = {}
     #: The run as this hook sees it (a RunView); set when a run attaches the hook, and per event for threaded ones.
     run = None
+    #: The run-config table the hook was built from (None if made in code); checkpoints save the run config, so a
+    #: hook may record there what a resumed run needs (as a key its constructor takes): ``mlflow``, its run id.
+    table = None
     #: Lossy threaded hooks: events dropped in the last run because the queue was full.
     dropped = 0
 

@@ -30,7 +30,7 @@ def hooks_from_tables(tables: list[dict], where: str = "hooks") -> list[Hook]:
             raise HookError(f"{at}: hook {table['type']!r} failed in {failure('__init__', error)}") from error
         if not isinstance(hook, Hook):
             raise ConfigError(f"{at}: hook {table['type']!r} is {type(hook).__name__}, not a sigma_core.Hook")
-        hook.name = table["type"]
+        hook.name, hook.table = table["type"], table
         try:
             schedule(hook)
         except HookError as error:

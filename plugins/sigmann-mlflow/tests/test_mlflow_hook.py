@@ -182,13 +182,34 @@ def test_a_resumed_run_continues_its_mlflow_run_without_gaps_or_duplicates(run_f
                      f"mlflow:tracking_uri='{database}',experiment='resumed',every=1"]) == 0
     command = shlex.split(capsys.readouterr().err.partition("train on with: ")[2].splitlines()[0])
     assert not any("mlflow" in part for part in command)  # the checkpoint brings the hook back
-    assert cli_main([*command[1:], "--quiet"]) == 0  # to epoch 4
     client = MlflowClient(database)
+    first = only_run(client, "resumed").info.run_id
+    checkpoint = load_checkpoint(command[command.index("--resume") + 1])
+    assert [table["run_id"] for table in checkpoint.config["hooks"] if table["type"] == "mlflow"] == [first]
+    client.delete_tag(first, "sigma.directory")  # found by the id the checkpoint holds, not by its directory
+    assert cli_main([*command[1:], "--quiet"]) == 0  # to epoch 4
     run = only_run(client, "resumed")
-    assert run.info.status == "FINISHED"
+    assert run.info.status == "FINISHED" and run.info.run_id == first
     steps = [metric.step for metric in client.get_metric_history(run.info.run_id, "iteration/cost")]
     assert sorted(steps) == list(range(1, 37))
     assert sorted(history(client, run, "epoch/cost")) == [1, 2, 3, 4]
+
+
+def test_a_run_files_mlflow_hook_continues_the_run_its_checkpoint_names(run_file, database, capsys):
+    run_file.write_text(run_file.read_text() + f'\n[[hooks]]\ntype = "mlflow"\ntracking_uri = "{database}"\n'
+                        'experiment = "run-file"\nevery = 1\n')
+    assert cli_main(["train", str(run_file), "--quiet"]) == 0
+    command = shlex.split(capsys.readouterr().err.partition("train on with: ")[2].splitlines()[0])
+    client = MlflowClient(database)
+    first = only_run(client, "run-file").info.run_id
+    client.delete_tag(first, "sigma.directory")  # found by the id the checkpoint holds, not by its directory
+    assert cli_main([*command[1:], "--quiet"]) == 0
+    run = only_run(client, "run-file")  # one hook, the run file's, given its run_id back: not a second one
+    assert run.info.status == "FINISHED" and run.info.run_id == first
+    steps = [metric.step for metric in client.get_metric_history(first, "iteration/cost")]
+    assert sorted(steps) == list(range(1, 37))
+    assert sorted(history(client, run, "epoch/cost")) == [1, 2, 3, 4]
+    assert "differs" not in capsys.readouterr().err  # the recorded run_id is no change of the run config
 
 
 @pytest.fixture
@@ -247,7 +268,7 @@ def test_sigma_help_shows_the_hooks_arguments(capsys):
     assert shown.startswith("hook mlflow, from sigmann-mlflow 0.1.0\n")
     arguments = {line.split()[0]: line.split(maxsplit=1)[1] for line in shown.partition("\nArguments (")[2]
                  .partition("\n\n")[0].splitlines()[1:]}
-    assert list(arguments) == ["tracking_uri", "experiment", "run_name", "every", "artifacts", "wait"]
+    assert list(arguments) == ["tracking_uri", "experiment", "run_name", "every", "artifacts", "wait", "run_id"]
     assert re.fullmatch(r"a number >= 0\s+default 10.0", arguments["wait"])
     assert re.fullmatch(r"an integer >= 0\s+default 10", arguments["every"])
     assert re.fullmatch(r"true or false\s+default true", arguments["artifacts"])

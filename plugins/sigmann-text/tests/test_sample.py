@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from sigmann_testing import default_ctrl_c
 
+from sigma_core import load_checkpoint
 from sigma_core.cli import main
 from sigma_core.model.inference import load
 from sigmann_text.chars import build_vocabulary, encode
@@ -144,7 +145,44 @@ def test_bad_checkpoints_are_one_line_and_exit_2(trained, capsys, tmp_path):
     assert code == 2 and "not a character model (its run's data.extractor is 'xor'" in err
 
 
-def test_a_moved_training_text_is_named_and_can_be_given(trained, capsys, tmp_path):
+@pytest.fixture
+def unrecorded(monkeypatch):
+    """Checkpoints load as those saved before ``chars`` recorded its vocabulary in the run config."""
+    import sigma_core
+
+    real = sigma_core.load_checkpoint
+
+    def load_without_vocabulary(path):
+        checkpoint = real(path)
+        checkpoint.metadata["config"]["data"].pop("vocabulary")
+        return checkpoint
+
+    monkeypatch.setattr(sigma_core, "load_checkpoint", load_without_vocabulary)
+
+
+def test_the_checkpoint_records_the_vocabulary_so_the_text_can_go(trained, capsys, tmp_path):
+    checkpoint, text = trained[:2]
+    vocabulary = "".join(map(chr, build_vocabulary(text)))
+    assert load_checkpoint(checkpoint).config["data"]["vocabulary"] == vocabulary  # found in the text, not given
+    expected = sample(capsys, checkpoint, "--length", 20, "--seed", 3)
+    assert expected[0] == 0
+    other, same = tmp_path / "other.txt", tmp_path / "same.txt"
+    other.write_text("the cat sat on the mat?\n", encoding="utf-8")  # '?' is not in the training text
+    same.write_text(vocabulary + "\n", encoding="utf-8")
+    text.rename(tmp_path / "gone.txt")
+    try:
+        assert sample(capsys, checkpoint, "--length", 20, "--seed", 3) == expected
+        code, out, err = sample(capsys, checkpoint, "--length", 5, "--text", other)
+        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+        assert err.strip() == (f"error: --text {other}: its vocabulary (12 symbols) is not the run's "
+                               f"({len(vocabulary)}): '?' (U+003F) is not in the run's; sampling would map the "
+                               "network's classes to other characters")
+        assert sample(capsys, checkpoint, "--length", 20, "--seed", 3, "--text", same) == expected
+    finally:
+        (tmp_path / "gone.txt").rename(text)
+
+
+def test_a_moved_training_text_is_named_and_can_be_given(trained, capsys, tmp_path, unrecorded):
     checkpoint, text = trained[:2]
     moved = tmp_path / "moved.txt"
     moved.write_bytes(text.read_bytes())
@@ -157,7 +195,7 @@ def test_a_moved_training_text_is_named_and_can_be_given(trained, capsys, tmp_pa
         (tmp_path / "elsewhere.txt").rename(text)
 
 
-def test_a_text_of_another_vocabulary_is_refused(trained, capsys, tmp_path):
+def test_a_text_of_another_vocabulary_is_refused(trained, capsys, tmp_path, unrecorded):
     checkpoint, text = trained[:2]
     other = tmp_path / "other.txt"
     other.write_text(text.read_text().replace("g", "G"), encoding="utf-8")  # one symbol swapped for another

@@ -20,9 +20,13 @@ and tagged ``sigma.directory`` with that directory. It logs
   safetensors is installed, its export in ``export/``. The MLflow run is then
   FINISHED; one whose Sigma run ended in an error is FAILED.
 
-A run resumed from a checkpoint (``sigma train ... --resume``) continues the
-MLflow run tagged with its run directory, where the checkpoint was saved,
-rather than make a new one (:meth:`MlflowHook._run_to_continue`).
+A run resumed from a checkpoint (``sigma train ... --resume``) continues its
+MLflow run rather than make a new one: the hook records the MLflow run's id
+as ``run_id`` in its table of the run config (:attr:`sigma_core.Hook.table`),
+which checkpoints save, and a hook given ``run_id`` continues that run. Where
+the table has none (a checkpoint from before this, or the hook given again
+with ``--monitor``), it continues the run tagged with its run directory, where
+the checkpoint was saved (:meth:`MlflowHook._run_to_continue`).
 
 ``tracking_uri`` is any MLflow tracking URI (``http://127.0.0.1:5000``,
 ``sqlite:///path/mlflow.db``, ``databricks``). Without one:
@@ -97,8 +101,9 @@ class MlflowHook(Hook):
     argument_rules = {"every": "int >= 0", "wait": "real >= 0"}  # checked when built from a run file or --monitor
 
     def __init__(self, tracking_uri: str | None = None, experiment: str | None = None, run_name: str | None = None,
-                 every: int = 10, artifacts: bool = True, wait: float = 10.0):
+                 every: int = 10, artifacts: bool = True, wait: float = 10.0, run_id: str | None = None):
         self.tracking_uri, self.experiment, self.run_name = tracking_uri, experiment, run_name
+        self.continues = run_id  # the MLflow run to continue: as recorded in a checkpoint's run config, or given
         self.every, self.artifacts, self.wait = every, artifacts, wait
         self.drain_seconds = wait + 5  # the hook gives up on the server after ``wait``; then it writes what it kept
         self.reads = {"on_iteration": ("cost",)}
@@ -124,6 +129,9 @@ class MlflowHook(Hook):
         self._parameters = dict(parameters(config)) if config else {}
         self._toml = config_toml(config) if config else None
         self._pending, self._open, self.run_id = [], False, None
+        if self.table is not None:  # --resume may have given it the checkpoint's run_id since the hook was built
+            self.continues = self.table.setdefault("run_id", self.continues)  # the key made here, on the training
+            # thread, so the hook's thread only sets its value: a checkpoint saved meanwhile never sees the table grow
         self._failure, self._backoff, self._retry_at = None, 0.0, 0.0  # the last failure to reach the server
         self._flushed = time.monotonic()  # when metrics were last sent (or tried)
 
@@ -143,16 +151,18 @@ class MlflowHook(Hook):
 
         client = self._client
         experiment = self._experiment_id(self._location)
-        self.run_id = self._run_to_continue(experiment) if self._resumed else None
+        self.run_id = self.continues or (self._run_to_continue(experiment) if self._resumed else None)
         self._open, self._flushed = self.run_id is not None, time.monotonic()
         if self._open:  # its parameters are logged already (MLflow refuses to change one)
             client.update_run(self.run_id, status="RUNNING")
-            return
-        self.run_id = client.create_run(experiment, run_name=self._run_name, tags=self._tags).info.run_id
-        self._open = True
-        items = [Param(key, value) for key, value in self._parameters.items()]
-        for start in range(0, len(items), BATCH_PARAMETERS):
-            client.log_batch(self.run_id, params=items[start:start + BATCH_PARAMETERS])
+        else:
+            self.run_id = client.create_run(experiment, run_name=self._run_name, tags=self._tags).info.run_id
+            self._open = True
+            items = [Param(key, value) for key, value in self._parameters.items()]
+            for start in range(0, len(items), BATCH_PARAMETERS):
+                client.log_batch(self.run_id, params=items[start:start + BATCH_PARAMETERS])
+        if self.table is not None:  # the checkpoints saved from now on continue this MLflow run
+            self.table["run_id"] = self.run_id
 
     def _run_to_continue(self, experiment: str) -> str | None:
         """The MLflow run a resumed run continues: the newest tagged with its run directory, which its checkpoint

@@ -110,7 +110,7 @@ def _indices(codes: np.ndarray, symbols: np.ndarray, encoding: str, what: str, s
 
 
 def chars(path, sequence: int = 50, stride: int | None = None, target: str = "sequence", vocabulary: str | None = None,
-          encoding: str = "utf-8", errors: str = "strict") -> Iterator[dict[str, np.ndarray]]:
+          encoding: str = "utf-8", errors: str = "strict") -> Windows:
     """Windows of ``sequence`` characters every ``stride`` (default: ``sequence``, no overlap); see the module."""
     path = Path(path)
     if sequence < 1 or (stride is not None and stride < 1):
@@ -119,7 +119,24 @@ def chars(path, sequence: int = 50, stride: int | None = None, target: str = "se
         raise DataError(f"{path}: data.target must be \"sequence\" or \"next\", got {target!r}")
     symbols = build_vocabulary(path, encoding, errors, vocabulary)
     stride = stride or sequence
-    return _windows(path, symbols, sequence, stride, target == "next", encoding, errors)
+    return Windows(_windows(path, symbols, sequence, stride, target == "next", encoding, errors),
+                   derived={} if vocabulary is not None else {"vocabulary": symbols_text(symbols, encoding)})
+
+
+def symbols_text(symbols: np.ndarray, encoding: str) -> str:
+    """The symbols as ``data.vocabulary`` gives them to :func:`build_vocabulary` (bytes as Latin-1 characters)."""
+    return bytes(symbols.astype(np.uint8)).decode("latin-1") if encoding == "bytes" else "".join(map(chr, symbols))
+
+
+class Windows:
+    """The windows' chunks, and the vocabulary found in the text as ``derived``: the run config records it
+    (:attr:`sigma_core.Records.derived`), so a checkpoint knows its vocabulary when the text is gone."""
+
+    def __init__(self, chunks: Iterator[dict[str, np.ndarray]], derived: dict):
+        self.chunks, self.derived = chunks, derived
+
+    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
+        return self.chunks
 
 
 def _windows(path, symbols, sequence, stride, next_only, encoding, errors):

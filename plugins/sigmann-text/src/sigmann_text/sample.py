@@ -11,9 +11,10 @@ printed as they come, so Ctrl-C keeps what was generated.
 
 A ``--text`` whose vocabulary differs from the run's is refused: it would map
 the network's classes to other characters. The run's vocabulary is known where
-the run file gave ``data.vocabulary`` or its training text is still in place;
-otherwise a checkpoint does not record it, and ``--text`` is held only against
-the classes the network has.
+its config has ``data.vocabulary`` (given by the run file, or found in the text
+and recorded by ``chars``) or its training text is still in place; otherwise
+(a checkpoint older than that record) ``--text`` is held only against the
+classes the network has.
 """
 
 from __future__ import annotations
