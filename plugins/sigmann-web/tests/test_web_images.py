@@ -42,6 +42,7 @@ def test_a_published_png_in_the_run_folder_is_served_and_others_are_refused(tmp_
 
     served = client.get("/api/image", params={"run": "dreamy", "value": "dream", "v": "1"})
     assert served.status_code == 200 and served.headers["content-type"] == "image/png" and served.content == image
+    assert served.headers["cross-origin-resource-policy"] == "same-origin"  # no other site's page shows it
     images = client.get("/api/state", params={"run": "dreamy"}).json()["images"]
     assert list(images) == ["dream"] and images["dream"]["path"] == str(folder / "dreams" / "latest.png")
     for value in ("outside", "climb", "link"):

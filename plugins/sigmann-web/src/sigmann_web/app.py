@@ -141,7 +141,8 @@ def build_app(server) -> Starlette:
             return error(400, str(refused))
         except (LookupError, OSError) as missing:  # OSError: gone since it was found
             return error(404, str(missing))
-        return Response(data, media_type="image/png")
+        # Another site's page may not even show it (an <img> needs no CORS): only the dashboard's own page.
+        return Response(data, media_type="image/png", headers={"cross-origin-resource-policy": "same-origin"})
 
     def post(name, action):
         async def endpoint(request):
