@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import socket
+import struct
 import time
 import tomllib
+import zlib
 
 import httpx
 import pytest
 
+from sigma_core import Hook
 from sigma_core import config as run_config
 from sigma_core.training.loop import Loop
 from sigma_core.run import build_run
@@ -102,13 +105,13 @@ def build(name="blobs", epochs=100_000):
 class Live:
     """A run training on its own thread with a web hook; ``client`` sends the token unless told not to."""
 
-    def __init__(self, epochs=100_000, **options):
+    def __init__(self, epochs=100_000, hooks=(), directory=None, **options):
         self.run = build(epochs=epochs)
         self.trainer = self.run.trainer
         self.initial = self.trainer.network.state_dict()
         # A port of its own: a server another test's run left up for its last half second is not joined.
         self.hook = WebHook(**{"port": free_port(), **options})
-        self.loop = Loop(self.trainer, epochs=epochs, hooks=[self.hook])
+        self.loop = Loop(self.trainer, epochs=epochs, hooks=[self.hook, *hooks], directory=directory)
         self.loop.start()
         deadline = time.monotonic() + 30
         while self.hook.server is None or self.hook.board.name not in self.hook.server.boards:
@@ -142,6 +145,46 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def png(width: int, height: int) -> bytes:
+    """A grey ``width``×``height`` PNG, made here so that the tests need no imaging library."""
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows = b"".join(b"\x00" + bytes((x * 255 // max(width - 1, 1)) for x in range(width)) for _ in range(height))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+class Publisher(Hook):
+    """Does what the ``dream`` hook of sigmann-debug does, without it: every epoch a PNG in the run's folder
+    (``pictures/epoch_NNNN.png``, ``width`` plus the epoch modulo 50 pixels wide: each epoch's differs from the
+    last's), its path published as the value ``picture``."""
+
+    name = "publisher"
+
+    def __init__(self, width: int = 40):
+        self.width = width
+
+    def on_epoch(self, report):
+        folder = self.run.directory / "pictures"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"epoch_{self.run.trainer.epoch:04d}.png"
+        path.write_bytes(png(self.width + self.run.trainer.epoch % 50, 20))
+        self.run.publish("picture", str(path))
+
+
+@pytest.fixture
+def picture():
+    """``picture(width, height)``: a PNG's bytes (:func:`png`)."""
+    return png
+
+
+@pytest.fixture
+def publisher():
+    """``publisher(width)``: a hook publishing a PNG in the run's folder every epoch (:class:`Publisher`)."""
+    return Publisher
 
 
 @pytest.fixture

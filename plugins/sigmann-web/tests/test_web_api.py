@@ -347,6 +347,26 @@ def test_sigma_train_serves_until_the_end_or_keeps_serving_until_ctrl_c(run_file
     assert interrupted.returncode == 130 and "stopped by Ctrl-C after training step" in err
 
 
+def test_sigma_train_serves_the_grid_the_dream_hook_publishes(run_file, tmp_path):
+    """sigmann-debug's ``dream`` hook, where it is installed, publishes its grid's path as a run value; the
+    dashboard serves it knowing nothing of that hook."""
+    if not any(component.name == "dream" for component in plugins.components("hook")):
+        pytest.skip("the dream hook (sigmann-debug) is not installed")
+    kept = sigma("train", str(run_file(epochs=1)), "--quiet", "--monitor", "web:keep_serving=true",
+                 "--monitor", "dream:every=1,max_steps=20", cwd=tmp_path)
+    base = url_of(kept).split("?token=")[0]
+    assert "stays up read-only" in kept.stderr.readline() + kept.stderr.readline()  # the run has ended
+    try:
+        assert httpx.get(base + "api/state").json()["images"]["dream"]["path"] == \
+            "runs/blobs/version_0/dreams/epoch_0001.png"
+        grid = httpx.get(base + "api/image", params={"value": "dream"})
+        latest = tmp_path / "runs/blobs/version_0/dreams/latest.png"  # the same picture as the epoch's
+        assert grid.status_code == 200 and grid.content == latest.read_bytes()
+    finally:
+        os.killpg(kept.pid, signal.SIGINT)
+        kept.communicate(timeout=20)
+
+
 def test_sigma_dashboard_shows_a_finished_run_read_only(run_file, tmp_path):
     run_file = run_file(epochs=2)
     assert main(["train", str(run_file), "--quiet", "--monitor", f"metrics:directory='{tmp_path / 'blobs'}'"]) == 0

@@ -201,6 +201,24 @@ def test_a_finished_run_opens_read_only_from_its_files(page, run_file, tmp_path,
         server.stop()
 
 
+def test_an_image_the_run_publishes_shows_beside_the_drawing_pad_and_follows_its_updates(page, live, tmp_path,
+                                                                                         publisher, screenshots):
+    """A hook's published PNG (here a stand-in for sigmann-debug's ``dream`` grid) appears next to the pad, and a
+    new epoch's picture replaces it."""
+    run = live(hooks=[publisher(width=40)], directory=tmp_path / "run")
+    page.goto(run.server.url())
+    image = page.locator(f'{RUN} [data-panel="images"] img')
+    expect(image).to_be_visible()
+    natural = f"document.querySelector('{RUN} [data-panel=\"images\"] img').naturalWidth"
+    page.wait_for_function(f"() => {natural} >= 40")  # loaded (a function: the page's CSP forbids eval)
+    first = page.evaluate(natural)
+    expect(page.locator(f'{RUN} [data-panel="images"] figcaption')).to_contain_text("picture: epoch_")
+    pad, box = page.locator(f'{RUN} [data-canvas="draw"]').bounding_box(), image.bounding_box()
+    assert box["x"] >= pad["x"] + pad["width"] and box["y"] < pad["y"] + pad["height"]  # to its right, level with it
+    page.wait_for_function(f"() => {natural} >= 40 && {natural} !== {first}")  # a later epoch's picture, loaded
+    shot(page, screenshots / "web-images.png")
+
+
 def test_stop_and_save_keeps_the_resume_command_on_the_page_until_clicked_away(page, live, tmp_path):
     run = live(checkpoints=str(tmp_path))
     page.goto(run.server.url())

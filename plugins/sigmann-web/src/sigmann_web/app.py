@@ -9,8 +9,8 @@ refused before anything is read, a body sent without one once it has passed
 it); it must be a JSON object nested at most :data:`MAX_DEPTH` deep whose
 fields have the types :data:`FIELDS` gives its endpoint (an unknown field is
 refused by name). Errors are ``{"error": message}``, one line, with 400 (a bad
-body or value), 403 (no token, another site, or a run shown from its files),
-404 (no such run or route), 405 (a wrong method), 409 (not now: e.g. step
+body or value, an image outside the run's folder), 403 (no token, another site,
+or a run shown from its files), 404 (no such run, route or image), 405 (a wrong method), 409 (not now: e.g. step
 while running, or the run has ended) or 413 (a body too large); never a 500.
 """
 
@@ -127,6 +127,23 @@ def build_app(server) -> Starlette:
 
         return StreamingResponse(stream(), media_type="text/event-stream", headers={"x-accel-buffering": "no"})
 
+    async def image(request):
+        """A PNG the run publishes as the run value ``value`` (:mod:`sigmann_web.images`); the page adds ``v``,
+        ignored here, so that a rewritten image gets a new address and is loaded again."""
+        server.flush()
+        board, failed = board_or_error(request.query_params.get("run"))
+        if failed:
+            return failed
+        try:
+            path = board.image(request.query_params.get("value"))
+            data = await run_in_threadpool(path.read_bytes)
+        except ValueError as refused:
+            return error(400, str(refused))
+        except (LookupError, OSError) as missing:  # OSError: gone since it was found
+            return error(404, str(missing))
+        # Another site's page may not even show it (an <img> needs no CORS): only the dashboard's own page.
+        return Response(data, media_type="image/png", headers={"cross-origin-resource-policy": "same-origin"})
+
     def post(name, action):
         async def endpoint(request):
             try:
@@ -171,7 +188,7 @@ def build_app(server) -> Starlette:
 
     routes = [Route("/", index), Mount("/static", StaticFiles(directory=STATIC), name="static"),
               Route("/api/runs", runs), Route("/api/state", state), Route("/api/history", history),
-              Route("/api/events", events)]
+              Route("/api/events", events), Route("/api/image", image)]
     routes += [Route(f"/api/{name}", post(name, action), methods=["POST"])
                for name, action in (("control", control), ("set", set_value), ("predict", predict), ("watch", watch))]
     middleware = [Middleware(SecurityHeaders)]

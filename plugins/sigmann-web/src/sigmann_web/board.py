@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import collections
 import time
+from pathlib import Path
 
 from sigma_core import SigmaError, run_label
 from sigmann_monitors import read_history, read_new, record
+
+from . import images
 
 #: Inbox entries a live board holds before the oldest is dropped (a server stalled for a second, at every=1).
 INBOX_SIZE = 4096
@@ -29,8 +32,9 @@ PER_FLUSH = 50
 class Board:
     """One run's records, facts (``info``), latest values and weight images; see the module docstring."""
 
-    def __init__(self, name: str, info: dict, *, max_points: int = 2000, hook=None):
+    def __init__(self, name: str, info: dict, *, max_points: int = 2000, hook=None, folder=None):
         self.name, self.info, self.hook = name, info, hook
+        self.folder = folder  # the run's folder, the only place images are served from (None: not made yet)
         self.max_points = max_points
         self.records: list[dict] = []  # kept for new pages, bounded (see _thin)
         self.pending: list[dict] = []  # records not yet sent to open pages
@@ -138,8 +142,16 @@ class Board:
             "iterations_per_s": rate, "eta_s": remaining / rate if rate else None,
             "latest_epoch": {k: v for k, v in latest.items() if k not in ("time", "event")},
             "settings": settings,
-            "notice": self.notice, "dropped": self.dropped,
+            "notice": self.notice, "dropped": self.dropped, "images": images.listing(values, self.folder),
         }
+
+    def image(self, name) -> Path:
+        """The file of the image the run publishes as the value ``name`` (:mod:`sigmann_web.images`): LookupError
+        if it publishes none by that name (or the file is not there), ValueError if it is outside the run's folder."""
+        shown = images.published(self.values)
+        if name not in shown:
+            raise LookupError(f"run {self.name!r} publishes no image {name!r} (images: {', '.join(shown) or 'none'})")
+        return images.image_file(self.folder, shown[name])
 
     def _iterations_per_s(self) -> float | None:
         samples = [s for s in self._rate if s[0] >= self._rate[-1][0] - 10] if self._rate else []

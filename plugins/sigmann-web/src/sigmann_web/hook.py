@@ -123,6 +123,8 @@ class WebHook(Hook):
     def post(self, event: str, extra=None) -> None:
         """Hand the board a copy of this event's values (the cost included) and the charted ones it names."""
         values = self.run.values
+        if self.board.folder is None and self.loop.has_directory:  # not asked for sooner: asking would make it
+            self.board.folder = self.loop.directory  # where the run's published images may be served from
         charted = values.matching(self.patterns) if self.patterns and event in ("iteration", "epoch") else {}
         self.board.post(event, values.copy(("cost",)), charted, extra)
 

@@ -308,6 +308,7 @@ class Run {
     const total = (s.epochs || 0) * perEpoch;
     bind(el, "progress").style.width = total ? `${Math.min(100, 100 * (s.epoch * perEpoch + inEpoch) / total)}%` : "0";
     this.renderSettingValues();
+    this.renderImages();
     this.renderCharts();
   }
 
@@ -456,6 +457,28 @@ class Run {
       });
       context.putImageData(image, 0, 0);
       return canvas;
+    }));
+  }
+
+  // -- published images ----------------------------------------------------------------------------
+  // Each run value naming a PNG in the run's folder (the dream hook's grid, say), served by GET /api/image; an
+  // image's address carries its modification time, so a rewritten one is loaded again and an unchanged one not.
+  renderImages() {
+    const images = this.state.images || {}, names = Object.keys(images);
+    $(this.el, '[data-panel="images"]').hidden = !names.length;
+    const box = bind(this.el, "images");
+    const figures = new Map([...box.children].map(figure => [figure.dataset.value, figure]));
+    box.replaceChildren(...names.map(name => {
+      const figure = figures.get(name) || document.createElement("figure");
+      if (!figure.dataset.value) {
+        figure.dataset.value = name;
+        figure.append(Object.assign(document.createElement("img"), {alt: name}), document.createElement("figcaption"));
+      }
+      const query = new URLSearchParams({run: this.name, value: name, v: images[name].modified});
+      const img = figure.querySelector("img"), source = `/api/image?${query}`;
+      if (img.getAttribute("src") !== source) img.src = source;
+      figure.querySelector("figcaption").textContent = `${name}: ${images[name].path.split("/").pop()}`;
+      return figure;
     }));
   }
 
