@@ -230,6 +230,24 @@ def test_a_worker_error_names_the_worker(ray_instance, tmp_path):
         run.train()
 
 
+def test_a_debug_run_checks_every_workers_ops_and_names_the_op(ray_instance, tmp_path):
+    """``debug:numpy`` (sigmann-debug) wraps the workers' handlers too: worker 1's NaN input is reported as the op
+    that made the first NaN, not as the cost that later became one."""
+    pytest.importorskip("sigmann_debug", reason="sigmann-debug provides the debug handler")
+    inputs = np.random.default_rng(0).random((8, 64))
+    inputs[6, 3] = np.nan  # rows 4-7 of the first (unshuffled) batch of 8 are worker 1's
+    np.savez(tmp_path / "bad.npz", inputs=inputs, targets=np.arange(8) % 10)
+    raw = copy.deepcopy(DIGITS)
+    raw["data"] = {"extractor": "npz", "path": str(tmp_path / "bad.npz"), "allow_non_finite": True}
+    raw["split"] = {"validation": [0, 2], "train": [0, 8]}
+    raw["handler"] = {"name": "debug:numpy", "dtype": "float64"}
+    raw["training"].update(batch_size=8, shuffle=False, epochs=1, compile="none")
+    raw["operator"] = {"type": "ray", "workers": 2}
+    run = build_run(run_config.validate(raw))
+    with pytest.raises(Exception, match=r"^worker 1 failed: \w+: debug: op '\w+' in layer .*forward.*nan at index"):
+        run.train()
+
+
 def test_more_workers_than_cpus_is_one_line(ray_instance):
     with pytest.raises(SigmaError, match=r"^operator 'ray': 3 workers need 3 CPUs, this Ray instance has 2$"):
         digits_run({"type": "ray", "workers": 3}).train()

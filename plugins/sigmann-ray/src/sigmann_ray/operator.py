@@ -69,7 +69,7 @@ import time
 
 import numpy
 
-from sigma_core import SigmaError, Operator
+from sigma_core import Operator, SigmaError, load_component
 from sigmann_ray import cluster
 from sigmann_ray import flat
 from sigmann_threads import Worker, WorkerError, base_seed, blas_threads, shard_bounds, worker_failed
@@ -122,8 +122,8 @@ class RayOperator(Operator):
         # Soft node affinity: the planned node while it has room, another one otherwise (rather than waiting).
         self._spawn = lambda index, node: RayWorker.options(**options, scheduling_strategy=(
             NodeAffinitySchedulingStrategy(node, soft=True, _spill_on_unavailable=True))).remote(
-            {**self._config, "handler": {**self._config["handler"], "name": trainer.handler.name}}, index, workers,
-            seed, os.getcwd())
+            {**self._config, "handler": {**self._config["handler"], "name": self._worker_handler(trainer)}}, index,
+            workers, seed, os.getcwd())
         self._homes = self._plan(ray.nodes(), cpus_per_worker, gpus_per_worker)  # per actor, the node it goes to
         self._synced, self._ahead = None, None  # _ahead: (counters, refs) of the step submitted ahead
         self._exchange = None  # how the synchronised actors' arrays travel (sigmann_ray.exchange)
@@ -251,6 +251,14 @@ class RayOperator(Operator):
         return cost, stop, time.perf_counter() - began
 
     # -- the actors and their exchange -----------------------------------------------------------------
+    def _worker_handler(self, trainer) -> str:
+        """The handler the workers build: the driver's (``auto`` resolved once, so that one handler runs across the
+        cluster; no device number, Ray gives each worker its GPUs), inside the wrapper the run names, if any
+        (``debug:cpu``: every worker's ops are checked too)."""
+        outer = self._config["handler"]["name"].partition(":")[0]
+        wraps = outer != "auto" and hasattr(load_component("handler", outer), "around")
+        return f"{outer}:{trainer.handler.name}" if wraps else trainer.handler.name
+
     def _plan(self, nodes: list, cpus: float, gpus: float) -> list[str]:
         """The node each actor goes to: the nodes other than this process's while they have room (by their
         CPUs and GPUs), then this one's (the driver computes there too). A preference: Ray places an actor
