@@ -215,17 +215,22 @@ def test_a_killed_worker_is_restarted_and_training_finishes(ray_instance, caplog
         np.testing.assert_allclose(parameters(run.trainer)[pid], array, rtol=1e-12, atol=1e-12, err_msg=pid)
 
 
-def test_a_worker_error_names_the_worker(ray_instance, tmp_path):
+def nan_in_worker_1(tmp_path, handler="numpy", **training):
+    """A run of two Ray workers whose first batch has a NaN input in worker 1's rows (4-7 of 8, unshuffled)."""
     inputs = np.random.default_rng(0).random((8, 64))
-    inputs[6, 3] = np.nan  # rows 4-7 of the first (unshuffled) batch of 8 are worker 1's
+    inputs[6, 3] = np.nan
     np.savez(tmp_path / "bad.npz", inputs=inputs, targets=np.arange(8) % 10)
     raw = copy.deepcopy(DIGITS)
     raw["data"] = {"extractor": "npz", "path": str(tmp_path / "bad.npz"), "allow_non_finite": True}
     raw["split"] = {"validation": [0, 2], "train": [0, 8]}
-    raw["handler"] = {"name": "numpy", "dtype": "float64"}
-    raw["training"].update(batch_size=8, shuffle=False, epochs=1)
+    raw["handler"] = {"name": handler, "dtype": "float64"}
+    raw["training"].update(batch_size=8, shuffle=False, epochs=1, **training)
     raw["operator"] = {"type": "ray", "workers": 2}
-    run = build_run(run_config.validate(raw))
+    return build_run(run_config.validate(raw))
+
+
+def test_a_worker_error_names_the_worker(ray_instance, tmp_path):
+    run = nan_in_worker_1(tmp_path)
     with pytest.raises(NonFiniteError, match=r"^worker 1 failed: NonFiniteError: trainer 'digits': cost became nan"):
         run.train()
 
@@ -234,16 +239,7 @@ def test_a_debug_run_checks_every_workers_ops_and_names_the_op(ray_instance, tmp
     """``debug:numpy`` (sigmann-debug) wraps the workers' handlers too: worker 1's NaN input is reported as the op
     that made the first NaN, not as the cost that later became one."""
     pytest.importorskip("sigmann_debug", reason="sigmann-debug provides the debug handler")
-    inputs = np.random.default_rng(0).random((8, 64))
-    inputs[6, 3] = np.nan  # rows 4-7 of the first (unshuffled) batch of 8 are worker 1's
-    np.savez(tmp_path / "bad.npz", inputs=inputs, targets=np.arange(8) % 10)
-    raw = copy.deepcopy(DIGITS)
-    raw["data"] = {"extractor": "npz", "path": str(tmp_path / "bad.npz"), "allow_non_finite": True}
-    raw["split"] = {"validation": [0, 2], "train": [0, 8]}
-    raw["handler"] = {"name": "debug:numpy", "dtype": "float64"}
-    raw["training"].update(batch_size=8, shuffle=False, epochs=1, compile="none")
-    raw["operator"] = {"type": "ray", "workers": 2}
-    run = build_run(run_config.validate(raw))
+    run = nan_in_worker_1(tmp_path, "debug:numpy", compile="none")
     with pytest.raises(Exception, match=r"^worker 1 failed: \w+: debug: op '\w+' in layer .*forward.*nan at index"):
         run.train()
 
