@@ -90,6 +90,23 @@ def test_temperature_towards_zero_is_greedy(trained, capsys):
     assert sample(capsys, checkpoint, "--length", 30, "--temperature", 3, "--seed", 1, "--prime", prime)[1] != greedy
 
 
+def test_top_k_draws_among_the_k_most_likely_only(trained, capsys):
+    """Top 1 at a high temperature is greedy whatever the seed; top 3 never draws what greedy ranks below third."""
+    checkpoint, text = trained[:2]
+    prime = text.read_text()[:60]
+    greedy = sample(capsys, checkpoint, "--length", 20, "--temperature", 0, "--prime", prime)[1]
+    for seed in (1, 2):
+        assert sample(capsys, checkpoint, "--length", 20, "--temperature", 5, "--top-k", 1, "--seed", seed,
+                      "--prime", prime)[1] == greedy
+    symbols = build_vocabulary(text)
+    logits = load(checkpoint, "numpy").predict(encode(prime[-50:], symbols, "utf-8", "prime")[None])
+    top3 = {chr(symbols[i]) for i in np.argsort(logits[0, -1, : len(symbols)])[-3:]}
+    firsts = {sample(capsys, checkpoint, "--length", 1, "--temperature", 5, "--top-k", 3, "--seed", seed,
+                     "--prime", prime)[1][60] for seed in range(12)}
+    assert firsts <= top3 and len(firsts) > 1  # drawn, not greedy, and never outside the three
+    assert sample(capsys, checkpoint, "--top-k", 0)[0] == 2  # one line: expected an integer >= 1
+
+
 def test_the_run_file_finds_its_newest_checkpoint(trained, capsys, tmp_path):
     """``sigma sample examples/chars.toml``, as the README has it: the run's newest checkpoint, in the directory its
     [checkpoint] section names (where `sigma train` writes them)."""

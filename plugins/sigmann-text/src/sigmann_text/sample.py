@@ -5,7 +5,8 @@ else the training text, which ``--text`` can replace when it has moved). Each
 new character comes from the network run on the last ``sequence`` characters,
 as it saw them in training (a window starting from a zero state), shorter
 windows while the text is shorter; the last step's logits, divided by the
-temperature, give the probabilities. Temperature 0 takes the most likely
+temperature, give the probabilities, and ``--top-k K`` keeps only the K most
+likely characters (as GPT-2's samplers do). Temperature 0 takes the most likely
 character (greedy); ``--seed`` makes a sample repeatable. Characters are
 printed as they come, so Ctrl-C keeps what was generated.
 
@@ -39,6 +40,8 @@ def add_parser(cli) -> None:
                         help="characters to generate (default 200)")
     parser.add_argument("--temperature", type=options.ranged("number >= 0"), default=1.0,
                         help="> 0 (lower: more conservative), or 0 for greedy (default 1)")
+    parser.add_argument("--top-k", type=options.ranged("int >= 1"), default=None, metavar="K",
+                        help="sample only among the K most likely characters (default: all)")
     parser.add_argument("--seed", type=options.ranged("int >= 0"), default=None,
                         help="random seed (default: a fresh one each time)")
     parser.add_argument("--prime", default=None, help="text to start from (default: one random character)")
@@ -48,7 +51,8 @@ def add_parser(cli) -> None:
 
 def run_sample(args) -> int:
     sampler = Sampler(newest(args.checkpoint), handler=args.handler, dtype=args.dtype, text=args.text)
-    pieces = sampler.stream(args.length, args.temperature, seed=args.seed, prime=args.prime)  # a bad prime: refused
+    pieces = sampler.stream(args.length, args.temperature, seed=args.seed, prime=args.prime,  # a bad prime: refused
+                            top_k=args.top_k)
     try:
         for piece in pieces:
             sys.stdout.write(piece)
@@ -172,12 +176,15 @@ class Sampler:
             self._networks[steps] = network
         return self._networks[steps]
 
-    def sample(self, length: int, temperature: float, *, seed=None, prime: str | None = None) -> str:
+    def sample(self, length: int, temperature: float, *, seed=None, prime: str | None = None,
+               top_k: int | None = None) -> str:
         """The whole text :meth:`stream` gives, at once."""
-        return "".join(self.stream(length, temperature, seed=seed, prime=prime))
+        return "".join(self.stream(length, temperature, seed=seed, prime=prime, top_k=top_k))
 
-    def stream(self, length: int, temperature: float, *, seed=None, prime: str | None = None) -> Iterator[str]:
-        """The prime (or one random character), then ``length`` generated characters, each as it comes.
+    def stream(self, length: int, temperature: float, *, seed=None, prime: str | None = None,
+               top_k: int | None = None) -> Iterator[str]:
+        """The prime (or one random character), then ``length`` generated characters, each as it comes; with
+        ``top_k``, each drawn from the ``top_k`` most likely only (more where the k-th ties).
 
         A bad prime is refused at once, before the first character."""
         import numpy
@@ -189,9 +196,9 @@ class Sampler:
             indices = list(encode(prime, self.symbols, self.encoding, "--prime"))
         else:
             indices = [int(rng.integers(len(self.symbols)))]
-        return self._generate(indices, length, temperature, rng)
+        return self._generate(indices, length, temperature, rng, top_k)
 
-    def _generate(self, indices: list, length: int, temperature: float, rng) -> Iterator[str]:
+    def _generate(self, indices: list, length: int, temperature: float, rng, top_k) -> Iterator[str]:
         import numpy
 
         from .chars import decode
@@ -214,6 +221,8 @@ class Sampler:
                 indices.append(int(logits.argmax()))
             else:
                 p = numpy.exp((logits - logits.max()) / temperature)  # shifted first: no overflow as temperature -> 0
+                if top_k is not None and top_k < len(p):
+                    p[logits < numpy.partition(logits, -top_k)[-top_k]] = 0.0
                 indices.append(int(rng.choice(len(p), p=p / p.sum())))
             yield piece(indices[-1:])
         if text is not None:
