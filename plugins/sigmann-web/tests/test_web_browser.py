@@ -115,6 +115,7 @@ def test_the_dashboard_watches_and_steers_a_live_run(page, live, screenshots):
     rate.locator("button").click()
     expect(page.locator("#toast")).to_have_text("optimiser.learning_rate = 0.0123")
     assert run.trainer.optimiser.learning_rate == 0.0123
+    expect(page.locator(f'{RUN} [data-fact="Optimiser"]')).to_contain_text("learning_rate 0.0123")  # the Run card too
     rate.locator("input").fill("-1")
     rate.locator("input").press("Enter")
     expect(rate.locator(".error")).to_have_text("optimiser.learning_rate: expected a finite number >= 0, got -1")

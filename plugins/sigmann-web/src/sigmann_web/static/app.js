@@ -307,6 +307,8 @@ class Run {
     bind(el, "accuracy").textContent = accuracy ? percent(accuracy[1]) : "—";
     const total = (s.epochs || 0) * perEpoch;
     bind(el, "progress").style.width = total ? `${Math.min(100, 100 * (s.epoch * perEpoch + inEpoch) / total)}%` : "0";
+    const optimiser = $(el, '[data-fact="Optimiser"]');
+    if (optimiser) optimiser.textContent = this.optimiser();
     this.renderSettingValues();
     this.renderImages();
     this.renderCharts();
@@ -358,8 +360,7 @@ class Run {
     const info = this.info, el = this.el;
     const facts = [];
     if (info.handler) {
-      const hyper = Object.entries(info.hyperparameters || {}).map(([k, v]) => `${k} ${typeof v === "number" ? number(v) : v}`).join(", ");
-      facts.push(["Handler", `${info.handler} (${info.dtype})`], ["Optimiser", `${info.optimiser}: ${hyper}`],
+      facts.push(["Handler", `${info.handler} (${info.dtype})`], ["Optimiser", this.optimiser()],
                  ["Parameters", whole(info.network.parameters)], ["Epochs planned", whole(info.epochs)],
                  ["Batches per epoch", whole(info.iterations_per_epoch)], ["Held out", (info.validation || []).join(", ") || "—"]);
       if (info.image) facts.push(["Input", `${info.image[0]}×${info.image[1]} image (values ${number(info.input_range[0])} to ${number(info.input_range[1])}), ${info.classes} classes`]);
@@ -367,8 +368,11 @@ class Run {
       facts.push(["Source", info.source || "—"], ["Epochs", whole(info.epochs)], ["Batches per epoch", whole(info.iterations_per_epoch)],
                  ["Ended", info.ended || "—"]);
     }
-    bind(el, "facts").replaceChildren(...facts.flatMap(([k, v]) => [Object.assign(document.createElement("dt"), {textContent: k}),
-                                                                      Object.assign(document.createElement("dd"), {textContent: v})]));
+    bind(el, "facts").replaceChildren(...facts.flatMap(([k, v]) => {
+      const value = Object.assign(document.createElement("dd"), {textContent: v});
+      value.dataset.fact = k;
+      return [Object.assign(document.createElement("dt"), {textContent: k}), value];
+    }));
     const layers = info.network?.layers || [];
     $(el, "table.network").hidden = !layers.length;
     bind(el, "layers").replaceChildren(...layers.map(layer => {
@@ -384,6 +388,13 @@ class Run {
       return row;
     }));
     $(el, '[data-panel="draw"]').hidden = !info.image;
+  }
+
+  // The optimiser and its hyperparameters as they are now: a value edited live replaces the one it started with.
+  optimiser() {
+    const hyper = {...this.info.hyperparameters};
+    for (const [key, value] of Object.entries(this.state.settings || {})) if (key.startsWith("optimiser.")) hyper[key.slice(10)] = value;
+    return `${this.info.optimiser}: ${Object.entries(hyper).map(([k, v]) => `${k} ${typeof v === "number" ? number(v) : v}`).join(", ")}`;
   }
 
   // -- settings ------------------------------------------------------------------------------------
