@@ -9,6 +9,7 @@ browser download is not used. Without it the tests skip with that reason, unless
 from __future__ import annotations
 
 import functools
+import json
 import http.server
 import os
 import shutil
@@ -259,5 +260,31 @@ def test_a_zoomed_cost_chart_asks_the_server_for_the_detail_of_its_range(page, l
         page.mouse.dblclick(box["x"] + box["width"] * 0.5, y)
         page.wait_for_function(f"() => {steps}[{steps}.length - 1] === {last}")  # the whole run again
         assert page.evaluate(steps) == overview
+    finally:
+        server.stop()
+
+
+def test_the_learning_rate_chart_draws_a_change_as_a_step(page, tmp_path):
+    """A rate of 0.01 at steps 100 and 200, then 0.001 at 300 and 400: between 200 and 300 the line stays at 0.01
+    (it was 0.01 until the change), with no slope through values the rate never had."""
+    (tmp_path / "steps").mkdir()
+    lines = [{"time": step / 100, "event": "iteration", "step": step, "epoch": 1, "iteration": step, "cost": 1.0,
+              "learning_rate": rate} for step, rate in ((100, 0.01), (200, 0.01), (300, 0.001), (400, 0.001))]
+    (tmp_path / "steps" / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    server = Server()
+    server.add(board_from_files(tmp_path / "steps"))
+    server.start()
+    try:
+        page.goto(server.url(with_token=False))
+        page.wait_for_function("() => runs.get('steps')?.charts.rate.plot?.data[0].length === 4")
+        # is the pixel at step 250 and this rate the line's colour (#16a34a)? Read on the next frame, once drawn.
+        inked = """rate => new Promise(done => requestAnimationFrame(() => {
+            const plot = runs.get('steps').charts.rate.plot;
+            const x = Math.round(plot.valToPos(250, 'x', true)), y = Math.round(plot.valToPos(rate, 'y', true));
+            const pixels = plot.ctx.getImageData(x, y - 2, 1, 5).data;
+            done([0, 1, 2, 3, 4].some(i => pixels[4 * i + 1] - pixels[4 * i] > 60 && pixels[4 * i + 3] > 100));
+        }))"""
+        assert page.evaluate(inked, 0.01)
+        assert not page.evaluate(inked, 0.0055)  # a slope would pass here, half way down
     finally:
         server.stop()

@@ -120,7 +120,8 @@ class Chart {
     this.onZoom = onZoom;
     this.range = null;
   }
-  // series: [{label, values, dash, width, alpha}], xs: shared x values
+  // series: [{label, values, dash, width, stepped}], xs: shared x values; a stepped series holds each value until the next
+  // (a setting changes at a step: a slope between two records would show values it never had)
   draw(xs, series, log = false) {
     const dense = series.some(s => s.points && s.values.filter(v => v != null).length > 80); // markers would clutter
     const labels = series.map(s => s.label).join("\n") + (log ? " log" : "") + (dense ? " dense" : "");
@@ -139,7 +140,7 @@ class Chart {
                {size: 60, grid: {stroke: "#f0f1f3", ...only}, ticks: {stroke: "#e5e7eb", ...only}, ...only,
                 values: (u, v) => v.map(axis || tick)}],
         series: [{label: x}, ...series.map(s => ({label: s.label, stroke: s.colour, width: s.width || 1.6, dash: s.dash,
-                                                   spanGaps: true, points: {show: !!s.points && !dense, size: 5}, value: (u, v) => v == null ? "—" : (format || number)(v)}))],
+                                                   spanGaps: true, ...(s.stepped ? {paths: uPlot.paths.stepped({align: 1})} : {}), points: {show: !!s.points && !dense, size: 5}, value: (u, v) => v == null ? "—" : (format || number)(v)}))],
         cursor: {drag: {x: true, y: false}},
         legend: {live: true},
       };
@@ -348,7 +349,7 @@ class Run {
     });
     this.charts.accuracy.draw(epochs.map(r => r.epoch), accuracy);
 
-    this.charts.rate.draw(steps, records.length ? [{label: "learning rate", values: column(() => true, "learning_rate"), colour: COLOURS[2], width: 2}] : []);
+    this.charts.rate.draw(steps, records.length ? [{label: "learning rate", values: column(() => true, "learning_rate"), colour: COLOURS[2], width: 2, stepped: true}] : []);
 
     const extra = [...new Set(records.flatMap(r => Object.keys(r)))].filter(k => !STANDARD.has(k) && !/\.(accuracy|cost|top\d+)$/.test(k));
     this.charts.values.draw(steps, extra.map((key, i) => ({label: key, values: column(() => true, key), colour: COLOURS[i % COLOURS.length], width: 1.6})));
