@@ -230,6 +230,13 @@ def test_stop_and_save_keeps_the_resume_command_on_the_page_until_clicked_away(p
     expect(toast).to_contain_text(f"stopped; saved {tmp_path}/blobs-e")
     expect(toast).to_contain_text("; resume with: Run.resume(")  # a run started in Python: no run file to name
     assert "sticky" in toast.get_attribute("class")  # no timer hides it
+    pad = page.locator(f'{RUN} [data-canvas="draw"]')
+    for width, end in ((1440, "end"), (1440, "start"), (1000, "end"), (1000, "start")):  # charts beside the Run card, below it
+        page.set_viewport_size({"width": width, "height": 600})
+        pad.evaluate(f"canvas => canvas.scrollIntoView({{block: '{end}'}})")  # the pad at the bottom, at the top
+        a, b = pad.bounding_box(), toast.bounding_box()
+        assert (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"] or a["y"] + a["height"] <= b["y"]
+                or b["y"] + b["height"] <= a["y"]), f"the toast {b} covers the draw pad {a} at width {width}"
     toast.click()
     expect(toast).to_be_hidden()
 
