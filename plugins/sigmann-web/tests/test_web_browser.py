@@ -295,3 +295,32 @@ def test_the_learning_rate_chart_draws_a_change_as_a_step(page, tmp_path):
         assert not page.evaluate(inked, 0.0055)  # a slope would pass here, half way down
     finally:
         server.stop()
+
+
+def test_a_studys_trials_as_tabs_wrap_within_the_header(page, tmp_path):
+    """A study's 40 trials as tabs wrap onto rows of the header, none cut off at its edge, and past three rows
+    scroll within it: the header stays out of the page's way."""
+    server = Server()
+    for trial in range(40):
+        directory = tmp_path / f"study-trial-{trial:03d}"
+        directory.mkdir()
+        (directory / "metrics.jsonl").write_text(json.dumps({"time": 1.0, "event": "iteration", "step": 1, "epoch": 1,
+                                                             "iteration": 1, "cost": 1.0, "learning_rate": 0.01}) + "\n")
+        server.add(board_from_files(directory))
+    server.start()
+    try:
+        page.goto(server.url(with_token=False))
+        tabs = page.locator("#tabs button")
+        expect(tabs).to_have_count(40)
+        fits = """() => { const shown = document.getElementById('tabs').getBoundingClientRect();
+            return [...document.querySelectorAll('#tabs button')].slice(0, 12).every(tab => {
+                const box = tab.getBoundingClientRect();
+                return box.left >= shown.left && box.right <= shown.right && box.bottom <= shown.bottom; }); }"""
+        assert page.evaluate(fits)  # the first rows in sight, none cut off at the edge
+        sizes = page.evaluate("(() => { const t = document.getElementById('tabs');"
+                              " return [t.scrollWidth, t.clientWidth, document.querySelector('header').offsetHeight]; })()")
+        assert sizes[0] <= sizes[1] and sizes[2] < 130, sizes  # wrapped, not wider than the header; at most 3 rows
+        tabs.last.click()  # reached by scrolling within the header
+        expect(page.locator(RUN)).to_have_attribute("data-run", "study-trial-039")
+    finally:
+        server.stop()
