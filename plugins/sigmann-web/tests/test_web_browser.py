@@ -225,7 +225,12 @@ def test_stop_and_save_keeps_the_resume_command_on_the_page_until_clicked_away(p
     run = live(checkpoints=str(tmp_path))
     page.goto(run.server.url())
     expect(page.locator(f'{RUN} [data-bind="state"]')).to_have_text("running")
+    assert run.post("/api/set", run="blobs", key="optimiser.learning_rate", value=0.0321).status_code == 200
+    optimiser = page.locator(f'{RUN} [data-fact="Optimiser"]')
+    expect(optimiser).to_contain_text("learning_rate 0.0321")  # an edit from elsewhere reaches the Run card
     page.click(f'{RUN} [data-action="stop-save"]')
+    expect(page.locator(f'{RUN} [data-bind="state"]')).to_have_text("stopped")
+    expect(optimiser).to_contain_text("learning_rate 0.0321")  # and stays once the run has stopped
     toast = page.locator("#toast")
     expect(toast).to_contain_text(f"stopped; saved {tmp_path}/blobs-e")
     expect(toast).to_contain_text("; resume with: Run.resume(")  # a run started in Python: no run file to name

@@ -203,6 +203,7 @@ class Run {
     this.info = snapshot.info || {};
     this.records = snapshot.records || [];
     this.state = snapshot.state || {};
+    this.settings = {...this.state.settings};
     this.weights = snapshot.weights;
     this.renderInfo();
     this.renderSettings();
@@ -308,6 +309,7 @@ class Run {
     bind(el, "accuracy").textContent = accuracy ? percent(accuracy[1]) : "—";
     const total = (s.epochs || 0) * perEpoch;
     bind(el, "progress").style.width = total ? `${Math.min(100, 100 * (s.epoch * perEpoch + inEpoch) / total)}%` : "0";
+    Object.assign(this.settings, s.settings);
     const optimiser = $(el, '[data-fact="Optimiser"]');
     if (optimiser) optimiser.textContent = this.optimiser();
     this.renderSettingValues();
@@ -391,10 +393,11 @@ class Run {
     $(el, '[data-panel="draw"]').hidden = !info.image;
   }
 
-  // The optimiser and its hyperparameters as they are now: a value edited live replaces the one it started with.
+  // The optimiser and its hyperparameters as last seen: a value edited live replaces the one it started with (and
+  // stays once the run ends, when the server no longer sends the settings).
   optimiser() {
     const hyper = {...this.info.hyperparameters};
-    for (const [key, value] of Object.entries(this.state.settings || {})) if (key.startsWith("optimiser.")) hyper[key.slice(10)] = value;
+    for (const [key, value] of Object.entries(this.settings)) if (key.startsWith("optimiser.")) hyper[key.slice(10)] = value;
     return `${this.info.optimiser}: ${Object.entries(hyper).map(([k, v]) => `${k} ${typeof v === "number" ? number(v) : v}`).join(", ")}`;
   }
 
