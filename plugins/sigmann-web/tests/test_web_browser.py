@@ -9,6 +9,7 @@ browser download is not used. Without it the tests skip with that reason, unless
 from __future__ import annotations
 
 import functools
+import json
 import http.server
 import os
 import shutil
@@ -115,6 +116,7 @@ def test_the_dashboard_watches_and_steers_a_live_run(page, live, screenshots):
     rate.locator("button").click()
     expect(page.locator("#toast")).to_have_text("optimiser.learning_rate = 0.0123")
     assert run.trainer.optimiser.learning_rate == 0.0123
+    expect(page.locator(f'{RUN} [data-fact="Optimiser"]')).to_contain_text("learning_rate 0.0123")  # the Run card too
     rate.locator("input").fill("-1")
     rate.locator("input").press("Enter")
     expect(rate.locator(".error")).to_have_text("optimiser.learning_rate: expected a finite number >= 0, got -1")
@@ -223,11 +225,23 @@ def test_stop_and_save_keeps_the_resume_command_on_the_page_until_clicked_away(p
     run = live(checkpoints=str(tmp_path))
     page.goto(run.server.url())
     expect(page.locator(f'{RUN} [data-bind="state"]')).to_have_text("running")
+    assert run.post("/api/set", run="blobs", key="optimiser.learning_rate", value=0.0321).status_code == 200
+    optimiser = page.locator(f'{RUN} [data-fact="Optimiser"]')
+    expect(optimiser).to_contain_text("learning_rate 0.0321")  # an edit from elsewhere reaches the Run card
     page.click(f'{RUN} [data-action="stop-save"]')
+    expect(page.locator(f'{RUN} [data-bind="state"]')).to_have_text("stopped")
+    expect(optimiser).to_contain_text("learning_rate 0.0321")  # and stays once the run has stopped
     toast = page.locator("#toast")
     expect(toast).to_contain_text(f"stopped; saved {tmp_path}/blobs-e")
     expect(toast).to_contain_text("; resume with: Run.resume(")  # a run started in Python: no run file to name
     assert "sticky" in toast.get_attribute("class")  # no timer hides it
+    pad = page.locator(f'{RUN} [data-canvas="draw"]')
+    for width, end in ((1440, "end"), (1440, "start"), (1000, "end"), (1000, "start")):  # charts beside the Run card, below it
+        page.set_viewport_size({"width": width, "height": 600})
+        pad.evaluate(f"canvas => canvas.scrollIntoView({{block: '{end}'}})")  # the pad at the bottom, at the top
+        a, b = pad.bounding_box(), toast.bounding_box()
+        assert (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"] or a["y"] + a["height"] <= b["y"]
+                or b["y"] + b["height"] <= a["y"]), f"the toast {b} covers the draw pad {a} at width {width}"
     toast.click()
     expect(toast).to_be_hidden()
 
@@ -258,5 +272,60 @@ def test_a_zoomed_cost_chart_asks_the_server_for_the_detail_of_its_range(page, l
         page.mouse.dblclick(box["x"] + box["width"] * 0.5, y)
         page.wait_for_function(f"() => {steps}[{steps}.length - 1] === {last}")  # the whole run again
         assert page.evaluate(steps) == overview
+    finally:
+        server.stop()
+
+
+def test_the_learning_rate_chart_draws_a_change_as_a_step(page, tmp_path):
+    """A rate of 0.01 at steps 100 and 200, then 0.001 at 300 and 400: between 200 and 300 the line stays at 0.01
+    (it was 0.01 until the change), with no slope through values the rate never had."""
+    (tmp_path / "steps").mkdir()
+    lines = [{"time": step / 100, "event": "iteration", "step": step, "epoch": 1, "iteration": step, "cost": 1.0,
+              "learning_rate": rate} for step, rate in ((100, 0.01), (200, 0.01), (300, 0.001), (400, 0.001))]
+    (tmp_path / "steps" / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    server = Server()
+    server.add(board_from_files(tmp_path / "steps"))
+    server.start()
+    try:
+        page.goto(server.url(with_token=False))
+        page.wait_for_function("() => runs.get('steps')?.charts.rate.plot?.data[0].length === 4")
+        # is the pixel at step 250 and this rate the line's colour (#16a34a)? Read on the next frame, once drawn.
+        inked = """rate => new Promise(done => requestAnimationFrame(() => {
+            const plot = runs.get('steps').charts.rate.plot;
+            const x = Math.round(plot.valToPos(250, 'x', true)), y = Math.round(plot.valToPos(rate, 'y', true));
+            const pixels = plot.ctx.getImageData(x, y - 2, 1, 5).data;
+            done([0, 1, 2, 3, 4].some(i => pixels[4 * i + 1] - pixels[4 * i] > 60 && pixels[4 * i + 3] > 100));
+        }))"""
+        assert page.evaluate(inked, 0.01)
+        assert not page.evaluate(inked, 0.0055)  # a slope would pass here, half way down
+    finally:
+        server.stop()
+
+
+def test_a_studys_trials_as_tabs_wrap_within_the_header(page, tmp_path):
+    """A study's 40 trials as tabs wrap onto rows of the header, none cut off at its edge, and past three rows
+    scroll within it: the header stays out of the page's way."""
+    server = Server()
+    for trial in range(40):
+        directory = tmp_path / f"study-trial-{trial:03d}"
+        directory.mkdir()
+        (directory / "metrics.jsonl").write_text(json.dumps({"time": 1.0, "event": "iteration", "step": 1, "epoch": 1,
+                                                             "iteration": 1, "cost": 1.0, "learning_rate": 0.01}) + "\n")
+        server.add(board_from_files(directory))
+    server.start()
+    try:
+        page.goto(server.url(with_token=False))
+        tabs = page.locator("#tabs button")
+        expect(tabs).to_have_count(40)
+        fits = """() => { const shown = document.getElementById('tabs').getBoundingClientRect();
+            return [...document.querySelectorAll('#tabs button')].slice(0, 12).every(tab => {
+                const box = tab.getBoundingClientRect();
+                return box.left >= shown.left && box.right <= shown.right && box.bottom <= shown.bottom; }); }"""
+        assert page.evaluate(fits)  # the first rows in sight, none cut off at the edge
+        sizes = page.evaluate("(() => { const t = document.getElementById('tabs');"
+                              " return [t.scrollWidth, t.clientWidth, document.querySelector('header').offsetHeight]; })()")
+        assert sizes[0] <= sizes[1] and sizes[2] < 130, sizes  # wrapped, not wider than the header; at most 3 rows
+        tabs.last.click()  # reached by scrolling within the header
+        expect(page.locator(RUN)).to_have_attribute("data-run", "study-trial-039")
     finally:
         server.stop()

@@ -120,7 +120,8 @@ class Chart {
     this.onZoom = onZoom;
     this.range = null;
   }
-  // series: [{label, values, dash, width, alpha}], xs: shared x values
+  // series: [{label, values, dash, width, stepped}], xs: shared x values; a stepped series holds each value until the next
+  // (a setting changes at a step: a slope between two records would show values it never had)
   draw(xs, series, log = false) {
     const dense = series.some(s => s.points && s.values.filter(v => v != null).length > 80); // markers would clutter
     const labels = series.map(s => s.label).join("\n") + (log ? " log" : "") + (dense ? " dense" : "");
@@ -139,7 +140,7 @@ class Chart {
                {size: 60, grid: {stroke: "#f0f1f3", ...only}, ticks: {stroke: "#e5e7eb", ...only}, ...only,
                 values: (u, v) => v.map(axis || tick)}],
         series: [{label: x}, ...series.map(s => ({label: s.label, stroke: s.colour, width: s.width || 1.6, dash: s.dash,
-                                                   spanGaps: true, points: {show: !!s.points && !dense, size: 5}, value: (u, v) => v == null ? "—" : (format || number)(v)}))],
+                                                   spanGaps: true, ...(s.stepped ? {paths: uPlot.paths.stepped({align: 1})} : {}), points: {show: !!s.points && !dense, size: 5}, value: (u, v) => v == null ? "—" : (format || number)(v)}))],
         cursor: {drag: {x: true, y: false}},
         legend: {live: true},
       };
@@ -202,6 +203,7 @@ class Run {
     this.info = snapshot.info || {};
     this.records = snapshot.records || [];
     this.state = snapshot.state || {};
+    this.settings = {...this.state.settings};
     this.weights = snapshot.weights;
     this.renderInfo();
     this.renderSettings();
@@ -307,6 +309,9 @@ class Run {
     bind(el, "accuracy").textContent = accuracy ? percent(accuracy[1]) : "—";
     const total = (s.epochs || 0) * perEpoch;
     bind(el, "progress").style.width = total ? `${Math.min(100, 100 * (s.epoch * perEpoch + inEpoch) / total)}%` : "0";
+    Object.assign(this.settings, s.settings);
+    const optimiser = $(el, '[data-fact="Optimiser"]');
+    if (optimiser) optimiser.textContent = this.optimiser();
     this.renderSettingValues();
     this.renderImages();
     this.renderCharts();
@@ -346,7 +351,7 @@ class Run {
     });
     this.charts.accuracy.draw(epochs.map(r => r.epoch), accuracy);
 
-    this.charts.rate.draw(steps, records.length ? [{label: "learning rate", values: column(() => true, "learning_rate"), colour: COLOURS[2], width: 2}] : []);
+    this.charts.rate.draw(steps, records.length ? [{label: "learning rate", values: column(() => true, "learning_rate"), colour: COLOURS[2], width: 2, stepped: true}] : []);
 
     const extra = [...new Set(records.flatMap(r => Object.keys(r)))].filter(k => !STANDARD.has(k) && !/\.(accuracy|cost|top\d+)$/.test(k));
     this.charts.values.draw(steps, extra.map((key, i) => ({label: key, values: column(() => true, key), colour: COLOURS[i % COLOURS.length], width: 1.6})));
@@ -358,8 +363,7 @@ class Run {
     const info = this.info, el = this.el;
     const facts = [];
     if (info.handler) {
-      const hyper = Object.entries(info.hyperparameters || {}).map(([k, v]) => `${k} ${typeof v === "number" ? number(v) : v}`).join(", ");
-      facts.push(["Handler", `${info.handler} (${info.dtype})`], ["Optimiser", `${info.optimiser}: ${hyper}`],
+      facts.push(["Handler", `${info.handler} (${info.dtype})`], ["Optimiser", this.optimiser()],
                  ["Parameters", whole(info.network.parameters)], ["Epochs planned", whole(info.epochs)],
                  ["Batches per epoch", whole(info.iterations_per_epoch)], ["Held out", (info.validation || []).join(", ") || "—"]);
       if (info.image) facts.push(["Input", `${info.image[0]}×${info.image[1]} image (values ${number(info.input_range[0])} to ${number(info.input_range[1])}), ${info.classes} classes`]);
@@ -367,8 +371,11 @@ class Run {
       facts.push(["Source", info.source || "—"], ["Epochs", whole(info.epochs)], ["Batches per epoch", whole(info.iterations_per_epoch)],
                  ["Ended", info.ended || "—"]);
     }
-    bind(el, "facts").replaceChildren(...facts.flatMap(([k, v]) => [Object.assign(document.createElement("dt"), {textContent: k}),
-                                                                      Object.assign(document.createElement("dd"), {textContent: v})]));
+    bind(el, "facts").replaceChildren(...facts.flatMap(([k, v]) => {
+      const value = Object.assign(document.createElement("dd"), {textContent: v});
+      value.dataset.fact = k;
+      return [Object.assign(document.createElement("dt"), {textContent: k}), value];
+    }));
     const layers = info.network?.layers || [];
     $(el, "table.network").hidden = !layers.length;
     bind(el, "layers").replaceChildren(...layers.map(layer => {
@@ -384,6 +391,14 @@ class Run {
       return row;
     }));
     $(el, '[data-panel="draw"]').hidden = !info.image;
+  }
+
+  // The optimiser and its hyperparameters as last seen: a value edited live replaces the one it started with (and
+  // stays once the run ends, when the server no longer sends the settings).
+  optimiser() {
+    const hyper = {...this.info.hyperparameters};
+    for (const [key, value] of Object.entries(this.settings)) if (key.startsWith("optimiser.")) hyper[key.slice(10)] = value;
+    return `${this.info.optimiser}: ${Object.entries(hyper).map(([k, v]) => `${k} ${typeof v === "number" ? number(v) : v}`).join(", ")}`;
   }
 
   // -- settings ------------------------------------------------------------------------------------
