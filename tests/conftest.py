@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import textwrap
 from pathlib import Path
@@ -95,3 +96,12 @@ def run_file(tmp_path):
     path = tmp_path / "run.toml"
     path.write_text(BLOBS_RUN_FILE)
     return path
+
+
+@pytest.fixture
+def python_ctrl_c():
+    """Python's own SIGINT handler for the test, as an interactive shell leaves it: under ``nohup`` or ``&`` SIGINT
+    is ignored, and a KeyboardInterrupt could then never be the user's Ctrl-C."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

@@ -482,7 +482,8 @@ def test_a_hook_failing_anywhere_by_any_exception_is_named_in_one_line_and_train
                    f"sigma: hook that failed and was detached: 'failing' ({at})"]  # named again at the end
 
 
-def test_a_hook_that_cannot_be_built_is_refused_in_one_line_before_anything_trains(failing, run_file, capsys):
+def test_a_hook_that_cannot_be_built_is_refused_in_one_line_before_anything_trains(failing, run_file, capsys,
+                                                                                    python_ctrl_c):
     assert failing("__init__", "value") == (2, "", ["error: --monitor[0]: hook 'failing': boom"])
     text = run_file.read_text()
     run_file.write_text(text + '[[hooks]]\ntype = "failing"\nat = "__init__"\nraises = "exit"\n')
@@ -505,7 +506,8 @@ def test_a_sigma_error_ends_the_run_from_the_training_thread_and_detaches_a_thre
                    "training goes on", "sigma: hook that failed and was detached: 'failing' (on_iteration)"]
 
 
-def test_ctrl_c_in_an_inline_hook_still_stops_a_loop_and_a_hooks_own_interrupt_off_the_main_thread_does_not(run_file):
+def test_ctrl_c_in_an_inline_hook_still_stops_a_loop_and_a_hooks_own_interrupt_off_the_main_thread_does_not(run_file,
+                                                                                                       python_ctrl_c):
     """With Python's own Ctrl-C handler on the main thread, a KeyboardInterrupt may be the user's: it ends the run
     (every hook detached); where Ctrl-C cannot arrive, on a loop's own thread, it is the hook's failure."""
     import signal
@@ -519,12 +521,8 @@ def test_ctrl_c_in_an_inline_hook_still_stops_a_loop_and_a_hooks_own_interrupt_o
 
     recorder = Recorder()
     loop = _loop(_run(run_file), CtrlC(), recorder)
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # ignored under nohup or `&`: Python's own
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            loop.run()
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    with pytest.raises(KeyboardInterrupt):
+        loop.run()
     assert loop.trainer.total_iterations == 3 and recorder.detached and loop.dispatcher.failures == []
 
     class Interrupts(Hook):
