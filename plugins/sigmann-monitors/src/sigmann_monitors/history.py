@@ -4,6 +4,8 @@
 A long run's file reaches hundreds of megabytes, so nothing here holds a whole file: it is read a few megabytes at
 a time, each block decoded by msgspec's C JSON decoder (some five times as fast as the standard library's) and
 checked by the block (a block that fails the quick checks is read again line by line, to name the bad line).
+:func:`read_history` decodes a block into Structs of the file's own keys instead of dicts (:mod:`.typed`): the
+checks are then msgspec's, in C, and a series' values reach NumPy without Python code per record.
 For a chart, :func:`read_history` keeps of each series (one value of the iteration records, or of the epoch
 records) and each of about ``points / 2`` equal ranges of steps the record with the least and the one with the
 greatest value: min/max downsampling keeps every spike, which taking every n-th record would miss, in a bounded
@@ -16,8 +18,9 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 from dataclasses import dataclass
-from itertools import chain, repeat
+from itertools import chain, compress
 from operator import itemgetter
 from pathlib import Path
 
@@ -27,6 +30,7 @@ import numpy
 from sigma_core import ConfigError, SigmaError, check_readable, require
 
 from .metrics import RECORD
+from .typed import Layouts
 
 #: Points a chart gets of each series, by default: half of them each range's least value, half its greatest.
 POINTS = 1000
@@ -79,34 +83,34 @@ def read_history(directory, start: float | None = None, end: float | None = None
     zoomed = start is not None or end is not None
     low = _step_after(path, 0) if start is None else start
     high = _last_step(path) if end is None else end
-    history = History(path, [])
+    history, layouts = History(path, []), Layouts()  # records are read as Structs (:mod:`.typed`)
     series: dict[tuple[str, str], Extremes] = {}
     buckets = max(1, points // 2)
-    from_offset = _offset_of(path, low) if zoomed else 0
-    for block, (rows, history.offset) in enumerate(_blocks(path, from_offset)):
-        past = zoomed and rows and rows[-1]["step"] > high
-        if zoomed:
-            rows = [row for row in rows if low <= row["step"] <= high]
+    stop = last = None
+    for block, (rows, history.offset) in enumerate(_blocks(path, _offset_of(path, low) if zoomed else 0, layouts)):
+        past = False
+        if zoomed and rows:
+            steps = layouts.column(rows, "step")
+            past, rows = steps[-1] > high, list(compress(rows, (low <= steps) & (steps <= high)))
         history.read += len(rows)
-        groups = {"iteration": [], "epoch": [], "stop": []}
-        for row in rows:
-            groups[row["event"]].append(row)
-        if groups["stop"]:
-            history.stop = groups["stop"][-1]
-        history.last = next((row for row in reversed(rows) if row["event"] != "stop"), history.last)
-        history.epochs += len(groups["epoch"])
-        history.iterations_per_epoch = max(history.iterations_per_epoch,
-                                           max(map(itemgetter("iteration"), groups["epoch"]), default=0))
+        groups = layouts.by_event(rows)
+        stop = groups["stop"][-1] if groups["stop"] else stop
+        last = next((row for row in reversed(rows) if layouts.event(row) != "stop"), last)
+        if groups["epoch"]:
+            history.epochs += len(groups["epoch"])
+            history.iterations_per_epoch = max(history.iterations_per_epoch,
+                                               int(layouts.column(groups["epoch"], "iteration").max()))
         for event in ("iteration", "epoch"):
-            _keep_extremes(block, groups[event], series, low, high, buckets)
+            _keep_extremes(block, groups[event], layouts, series, low, high, buckets)
         if past:
             break
     if not zoomed and not history.read:
         raise SigmaError(f"{path}: no metrics records in it")
     chosen = {id(row): (at, row) for extremes in series.values() for at, row in extremes.rows()}
-    if history.last is not None:
-        chosen[id(history.last)] = ((math.inf, 0), history.last)
-    history.records = _in_step_order(row for _, row in sorted(chosen.values(), key=itemgetter(0)))
+    if last is not None:
+        chosen[id(last)] = ((math.inf, 0), last)
+    history.records = _in_step_order(layouts.as_dict(row) for _, row in sorted(chosen.values(), key=itemgetter(0)))
+    history.last, history.stop = (layouts.as_dict(row) if row is not None else None for row in (last, stop))
     return history
 
 
@@ -129,15 +133,20 @@ class Extremes:
         self.least_row: list = [None] * buckets
         self.most_row: list = [None] * buckets
 
-    def add(self, block: int, steps: numpy.ndarray, values: numpy.ndarray, rows: list[dict], at) -> None:
+    def add(self, block: int, steps: numpy.ndarray, values: numpy.ndarray, rows: list, at) -> None:
         """Take the ``rows`` of block ``block`` (its records at ``at``) of this series, their ``steps`` and finite
         ``values``, into account."""
         bucket = numpy.clip(((steps - self.low) // self.width).astype(numpy.int64), 0, self.buckets - 1)
-        for sign, best, kept in ((1, self.least, self.least_row), (-1, self.most, self.most_row)):
-            order = numpy.lexsort((sign * values, bucket))  # by bucket, then least (greatest) first, then as read
-            firsts = order[numpy.r_[0, numpy.flatnonzero(numpy.diff(bucket[order])) + 1]]
-            for i in firsts:  # a constant series: the same record is a range's least and greatest
-                if sign * values[i] < sign * best[bucket[i]]:
+        # runs of records in one bucket: a block's are a few long runs, records lying in step order (in any other
+        # order the runs are shorter, and the answer the same)
+        starts = numpy.r_[0, numpy.flatnonzero(numpy.diff(bucket)) + 1]
+        lengths = numpy.diff(numpy.r_[starts, len(bucket)])
+        for reduce, better, best, kept in ((numpy.minimum, operator.lt, self.least, self.least_row),
+                                           (numpy.maximum, operator.gt, self.most, self.most_row)):
+            hits = numpy.flatnonzero(values == numpy.repeat(reduce.reduceat(values, starts), lengths))
+            run = numpy.searchsorted(starts, hits, "right")
+            for i in hits[numpy.r_[0, numpy.flatnonzero(numpy.diff(run)) + 1]]:  # each run's first extreme
+                if better(values[i], best[bucket[i]]):  # a constant series: one record is least and greatest
                     best[bucket[i]], kept[bucket[i]] = values[i], ((block, at[i]), rows[i])
 
     def rows(self) -> list[tuple]:
@@ -145,26 +154,30 @@ class Extremes:
         return [kept for kept in self.least_row + self.most_row if kept is not None]
 
 
-def _keep_extremes(block: int, rows: list[dict], series: dict, low: float, high: float, buckets: int) -> None:
-    """Add block ``block``'s ``rows`` of one event to each of their series' :class:`Extremes`."""
+def _keep_extremes(block: int, rows: list, layouts: Layouts, series: dict, low: float, high: float,
+                   buckets: int) -> None:
+    """Add block ``block``'s ``rows`` of one event (Structs of one type) to each of their series' :class:`Extremes`."""
     if not rows:
         return
-    steps = numpy.fromiter(map(itemgetter("step"), rows), float, len(rows))
-    for key in set().union(*rows).difference(COUNTERS):
-        values = numpy.fromiter(map(dict.get, rows, repeat(key)), float, len(rows))  # None: NaN
+    event, keys = layouts.kinds[type(rows[0])]
+    steps = layouts.column(rows, "step")
+    for key in keys:
+        if key in COUNTERS:
+            continue
+        values = layouts.column(rows, key)
         finite = numpy.flatnonzero(numpy.isfinite(values))
         if len(finite):
-            name = (rows[0]["event"], key)
-            extremes = series.get(name) or series.setdefault(name, Extremes(buckets, low, high))
+            extremes = series.get((event, key)) or series.setdefault((event, key), Extremes(buckets, low, high))
             extremes.add(block, steps[finite], values[finite],
                          rows if len(finite) == len(rows) else [rows[i] for i in finite], finite)
 
 
-def _blocks(path: Path, offset: int = 0):
-    """``(records, offset after them)`` for each block of whole lines of ``path`` from byte ``offset`` on."""
+def _blocks(path: Path, offset: int = 0, layouts: Layouts | None = None):
+    """``(records, offset after them)`` for each block of whole lines of ``path`` from byte ``offset`` on: dicts, or
+    Structs of ``layouts`` (a block they refuse is read as dicts, then turned into Structs)."""
+    numbered = offset == 0  # a bad line is named by its number only when the file is read from its start
     with _open(path) as stream:
         stream.seek(offset)
-        line_number = 0 if offset else 1  # known only when read from the start
         while True:
             block = stream.read(BLOCK)
             block += b"" if block.endswith(b"\n") else stream.readline()
@@ -172,14 +185,17 @@ def _blocks(path: Path, offset: int = 0):
             if not whole:
                 return
             stream.seek(offset + len(whole))
+            rows = layouts.decode(whole) if layouts is not None else None
+            if rows is None:
+                rows = _records(whole, path, offset if numbered else None)
+                rows = layouts.adopt(rows) if layouts is not None else rows
             offset += len(whole)
-            yield _records(whole, path, line_number), offset
-            if line_number:
-                line_number += whole.count(b"\n")
+            yield rows, offset
 
 
-def _records(block: bytes, path: Path, line_number: int) -> list[dict]:
-    """The records of ``block``: decoded at once when each line is a quick-checked record, else line by line."""
+def _records(block: bytes, path: Path, at: int | None) -> list[dict]:
+    """The records of ``block`` (read from byte ``at``, None: not known): decoded at once when each line is a
+    quick-checked record, else line by line."""
     try:
         rows = _DECODER.decode_lines(block)  # objects of numbers, strings and nulls only
         events = list(map(itemgetter("event"), rows))
@@ -187,16 +203,15 @@ def _records(block: bytes, path: Path, line_number: int) -> list[dict]:
         strings = list(map(type, chain.from_iterable(map(dict.values, rows)))).count(str)
         if set(events) <= {"iteration", "epoch", "stop"} and strings == len(rows) + sum(
                 isinstance(stop.get("stopped"), str) for stop in stops):  # no string but events and stop reasons
-            for key in ("step", "epoch", "iteration"):  # present, whole and not negative
-                counts = numpy.fromiter(map(itemgetter(key), rows), float, len(rows))
-                if (counts >= 0).all() and not (counts % 1).any():
-                    continue
-                raise ValueError(key)
+            for key in ("step", "epoch", "iteration"):  # present, integers (not floats, not bools), not negative
+                counts = list(map(itemgetter(key), rows))
+                if set(map(type, counts)) != {int} or min(counts) < 0:
+                    raise ValueError(key)
             return rows
     except (msgspec.MsgspecError, KeyError, ValueError, TypeError, ConfigError):
         pass
     rows = []
-    for number, line in enumerate(block.splitlines(), start=line_number):
+    for number, line in enumerate(block.splitlines(), start=1):
         try:
             row = json.loads(line)
         except (ValueError, RecursionError):  # undecodable bytes and bad JSON are ValueErrors
@@ -205,9 +220,18 @@ def _records(block: bytes, path: Path, line_number: int) -> list[dict]:
             try:
                 rows.append(_checked(row))
             except ConfigError as error:
-                where = f" line {number}" if line_number else ""
+                where = f" line {_lines_before(path, at) + number}" if at is not None else ""
                 raise SigmaError(f"{path}{where}: not a metrics record ({error})") from None
     return rows
+
+
+def _lines_before(path: Path, offset: int) -> int:
+    """The lines of ``path`` before byte ``offset``: counted only to name a bad line, not on every read."""
+    lines = 0
+    with _open(path) as stream:
+        while offset > 0 and (chunk := stream.read(min(BLOCK, offset))):
+            lines, offset = lines + chunk.count(b"\n"), offset - len(chunk)
+    return lines
 
 
 def _checked(row: dict) -> dict:
