@@ -192,9 +192,8 @@ class Channel:
         self._thread.start()
 
     def send(self, method: str, arguments: dict, values: Values) -> None:
-        """Queue an event with the hook's copy of its values (its thread makes the view: that work is the hook's);
-        never waits. Past ``queue_size`` events in memory, a lossy hook drops its oldest iteration event (or, with
-        none, this one)."""
+        """Queue an event with the hook's copy of its values (its thread makes the view); never waits. Past
+        ``queue_size`` events in memory, a lossy hook drops its oldest iteration event (or, with none, this one)."""
         events, item = self._events, (method, arguments, values)
         with self._lock:
             if self.failed:  # read under the lock: its thread closes the spool under it once failed

@@ -19,7 +19,7 @@ class Spool:
     def __init__(self, run, name: str):
         self.run, self.name, self.path, self.waiting, self._file = run, name, None, 0, None
         self._read = self._written = 0  # file offsets: what was read, what was written
-        self._writing, self._reading = [], collections.deque()  # pickled events: to write, read and not yet taken
+        self._writing, self._reading = [], collections.deque()  # pickled events: to write; read, not yet taken
 
     def put(self, item) -> None:
         """Append ``item``; a value no file can hold raises (pickle's error) and nothing is kept."""
@@ -37,8 +37,8 @@ class Spool:
         self._written, self._writing = self._file.tell(), []
 
     def get(self):
-        """The oldest item unread: from the batch read last, else the file's next batch, else those not written;
-        once none is left, the file starts again empty."""
+        """The oldest item unread (of the batch read last, the file's next, those not written); none left: the
+        file starts again empty."""
         if not self._reading:
             if self._read < self._written:
                 self._file.seek(self._read)
