@@ -251,10 +251,11 @@ class Channel:
                     return
                 method, arguments, values = item
                 self.hook.run = self.live.for_thread(values, self.hook.name)
-                paced = self.throttle is not None and sys.getprofile() is None  # a profiler has precedence
+                throttle = self.throttle if sys.getprofile() is None else None  # a profiler has precedence
+                paced, began = throttle is not None and not throttle.light.get(method), time.thread_time()
                 if paced:
-                    self.throttle.rested()  # it waited for this event
-                    sys.setprofile(self.throttle)
+                    throttle.rested()  # it waited for this event
+                    sys.setprofile(throttle)
                 try:
                     getattr(self.hook, method)(**arguments)
                 except BaseException as error:  # on this thread even a KeyboardInterrupt is the hook's own
@@ -263,6 +264,8 @@ class Channel:
                 finally:
                     if paced:
                         sys.setprofile(None)
+                if throttle is not None:
+                    throttle.light[method] = time.thread_time() - began < SLICE_SECONDS
                 if not self._events:  # caught up: let events gather, so that waking this thread
                     time.sleep(NAP_SECONDS)  # (which costs the training thread too) happens per batch
         finally:
@@ -281,11 +284,13 @@ class Throttle:
     (``benchmarks/monitor_overhead.py``, ``busy``). As the thread's profile function (:func:`sys.setprofile`), it
     sleeps to keep to ``share`` once the thread has used :data:`SLICE_SECONDS` of processor time since its last
     rest; waiting uses no processor time, and while the run's end waits for the queue (``draining``) it never rests.
+    A method whose last call took less than a slice runs without it (``light``): it would double that call's cost.
     """
 
     def __init__(self, share: float):
         self.rest = SLICE_SECONDS * (1 - share) / share
         self.draining = False
+        self.light = {}  # event method -> whether its last call took less than a slice
         self._calls = 0
         self.rested()
 

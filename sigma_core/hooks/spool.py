@@ -37,8 +37,7 @@ class Spool:
         self._written, self._writing = self._file.tell(), []
 
     def get(self):
-        """The oldest item unread (of the batch read last, the file's next, those not written); none left: the
-        file starts again empty."""
+        """The oldest item unread; once none is left, the file starts again empty."""
         if not self._reading:
             if self._read < self._written:
                 self._file.seek(self._read)
