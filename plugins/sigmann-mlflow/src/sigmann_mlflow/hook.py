@@ -43,7 +43,7 @@ Threads: MLflow is imported when the hook attaches (on the training thread,
 once, about two seconds, before the first step rather than during it); every
 call to MLflow is made on the hook's own thread (``threaded``), so a slow or
 unreachable server never holds a step up. That thread still shares the
-interpreter with training, and MLflow's client spends 5-15 ms of it in Python
+interpreter with training, and MLflow's client spends 4-20 ms of it in Python
 per request, so the hook asks rarely: the MLflow run is made when the run
 starts, then metrics (iterations' and epochs') are sent in batches every
 :data:`FLUSH_SECONDS` and at the end, never per epoch; and before a request to
@@ -292,7 +292,7 @@ class MlflowHook(Hook):
 def refused(uri: str) -> None:
     """Raise the ``OSError`` of a TCP connection to an ``http(s)`` tracking server that refuses it (or does not
     answer within :data:`REQUEST_SECONDS`); other stores, and servers behind a proxy, are left to MLflow. Waiting on
-    a socket leaves the interpreter to training; MLflow's own failed request takes 5-15 ms of it in Python."""
+    a socket leaves the interpreter to training; MLflow's own failed request takes 4-20 ms of it in Python."""
     parts = urllib.parse.urlsplit(uri)
     if parts.scheme in ("http", "https") and parts.hostname and not urllib.request.getproxies():
         port = parts.port or (443 if parts.scheme == "https" else 80)
