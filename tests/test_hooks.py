@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import threading
 import time
 
@@ -566,6 +567,33 @@ def test_threading_settings_out_of_range_are_refused_in_one_line_naming_the_hook
                "hook 'odd': reads must be a dict of event method -> value names, got ['cost']")
     with pytest.raises(HookError, match=re.escape(message)):
         _loop(_run(run_file), hook)
+
+
+def test_the_throttle_paces_only_the_events_whose_last_call_took_a_slice(run_file):
+    """Pacing (a profile function on the hook's thread) doubles the cost of the hook's own Python: a light event
+    runs without it from its second call on, one that took a slice of processor time keeps it."""
+
+    class Mixed(Hook):
+        name, threaded, share = "mixed", True, 0.05
+
+        def __init__(self):
+            self.paced = {"on_iteration": [], "on_epoch": []}
+
+        def on_iteration(self):
+            self.paced["on_iteration"].append(sys.getprofile() is not None)
+
+        def on_epoch(self, report):
+            self.paced["on_epoch"].append(sys.getprofile() is not None)
+            cpu = time.thread_time()
+            while time.thread_time() - cpu < 0.005:  # five slices of processor time
+                len(str(cpu))
+
+    if sys.getprofile() is not None:
+        pytest.skip("a profiler has precedence over the throttle")
+    mixed = Mixed()
+    _run(run_file).train([mixed])
+    assert mixed.paced["on_iteration"] == [True] + [False] * 17
+    assert mixed.paced["on_epoch"] == [True, True]
 
 
 def test_a_busy_threaded_hook_keeps_to_its_share_of_the_interpreter_while_training_runs(run_file):

@@ -92,11 +92,11 @@ class Dispatcher:
             trainer = self.view.loop.trainer
             count = trainer.total_iterations if event == "iteration" else trainer.epoch
             inline = [hook for hook, interval in inline if count % interval == 0]
-            threaded = [channel for channel, interval in threaded if count % interval == 0]
+            threaded = [channel for channel, interval in threaded if count % interval == 0 and not channel.failed]
             if not (inline or threaded):
                 return
         else:
-            inline, threaded = [hook for hook, _ in inline], [channel for channel, _ in threaded]
+            inline, threaded = [hook for hook, _ in inline], [channel for channel, _ in threaded if not channel.failed]
         values = self.view.at(event, epoch_values(arguments["report"]) if event == "epoch" else {})
         method = f"on_{event}"
         for hook in inline:
@@ -111,15 +111,13 @@ class Dispatcher:
         if threaded:
             copy = values.copy()
             for channel in threaded:
-                if channel.failed:
-                    continue
                 try:
                     reads = channel.hook.reads.get(method)
                     mine = values.copy(reads) if reads else copy
                 except Exception as error:  # e.g. a bad pattern: that hook's failure, not the run's
                     channel.fail(method, error)
                     continue
-                channel.send(method, arguments, self.view.for_thread(mine, channel.hook.name))
+                channel.send(method, arguments, mine)
 
     def close(self) -> None:
         """End the run: let threaded hooks work through their queues, detach every hook (last attached first)."""
@@ -186,19 +184,20 @@ class Channel:
         self.throttle = Throttle(hook.share) if hook.share < 1 else None
         self._events = collections.deque()  # events, SPOOLED for each in the spool, None at the end
         self._spool = Spool(self.live, f"{hook.name}-{id(self):x}.pickle")
-        self._ready = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()  # taken as such where it is per event: Condition's own ``with`` is Python code
+        self._ready = threading.Condition(self._lock)
         hook.dropped = 0
         _serving[id(hook)] = self
         self._thread = threading.Thread(target=self._serve, daemon=True, name=f"sigma-hook-{hook.name}")
         self._thread.start()
 
-    def send(self, method: str, arguments: dict, view: RunView) -> None:
-        """Queue an event; never waits. Past ``queue_size`` events in memory, a lossy hook drops its oldest iteration
-        event (or, with none, this one)."""
-        if self.failed:
-            return
-        events, item = self._events, (method, arguments, view)
-        with self._ready:
+    def send(self, method: str, arguments: dict, values: Values) -> None:
+        """Queue an event with the hook's copy of its values (its thread makes the view); never waits. Past
+        ``queue_size`` events in memory, a lossy hook drops its oldest iteration event (or, with none, this one)."""
+        events, item = self._events, (method, arguments, values)
+        with self._lock:
+            if self.failed:  # read under the lock: its thread closes the spool under it once failed
+                return
             behind = len(events) - self._spool.waiting >= self.hook.queue_size  # in memory
             if behind and self.hook.lossy:
                 self.hook.dropped += 1
@@ -208,7 +207,7 @@ class Channel:
                 del events[oldest]
             elif behind:  # to the spool; an event holding a value no file can hold waits in memory
                 with contextlib.suppress(pickle.PicklingError, TypeError, AttributeError):
-                    self._spool.put((method, arguments, view.values.event, view.values._items))
+                    self._spool.put((method, arguments, values.event, values._items))
                     item = SPOOLED
             events.append(item)
             if len(events) == 1:  # the thread waits only on an empty queue
@@ -245,16 +244,18 @@ class Channel:
                 with self._ready:
                     self._ready.wait_for(lambda: self._events)
                     item = self._events.popleft()
-                    if item is SPOOLED:  # its values come back from the file: a view over them
+                    if item is SPOOLED:  # its values come back from the file
                         method, arguments, event, items = self._spool.get()
-                        item = method, arguments, self.live.for_thread(Values(event, items), self.hook.name)
+                        item = method, arguments, Values(event, items)
                 if item is None or self.abandoned:
                     return
-                method, arguments, self.hook.run = item
-                paced = self.throttle is not None and sys.getprofile() is None  # a profiler has precedence
+                method, arguments, values = item
+                self.hook.run = self.live.for_thread(values, self.hook.name)
+                throttle = self.throttle if sys.getprofile() is None else None  # a profiler has precedence
+                paced, began = throttle is not None and not throttle.light.get(method), time.thread_time()
                 if paced:
-                    self.throttle.rested()  # it waited for this event
-                    sys.setprofile(self.throttle)
+                    throttle.rested()  # it waited for this event
+                    sys.setprofile(throttle)
                 try:
                     getattr(self.hook, method)(**arguments)
                 except BaseException as error:  # on this thread even a KeyboardInterrupt is the hook's own
@@ -263,6 +264,8 @@ class Channel:
                 finally:
                     if paced:
                         sys.setprofile(None)
+                if throttle is not None:
+                    throttle.light[method] = time.thread_time() - began < SLICE_SECONDS
                 if not self._events:  # caught up: let events gather, so that waking this thread
                     time.sleep(NAP_SECONDS)  # (which costs the training thread too) happens per batch
         finally:
@@ -281,11 +284,13 @@ class Throttle:
     (``benchmarks/monitor_overhead.py``, ``busy``). As the thread's profile function (:func:`sys.setprofile`), it
     sleeps to keep to ``share`` once the thread has used :data:`SLICE_SECONDS` of processor time since its last
     rest; waiting uses no processor time, and while the run's end waits for the queue (``draining``) it never rests.
+    A method whose last call took less than a slice runs without it (``light``): it would double that call's cost.
     """
 
     def __init__(self, share: float):
         self.rest = SLICE_SECONDS * (1 - share) / share
         self.draining = False
+        self.light = {}  # event method -> whether its last call took less than a slice
         self._calls = 0
         self.rested()
 

@@ -273,3 +273,45 @@ def test_sigma_help_shows_the_hooks_arguments(capsys):
     assert re.fullmatch(r"an integer >= 0\s+default 10", arguments["every"])
     assert re.fullmatch(r"true or false\s+default true", arguments["artifacts"])
     assert re.fullmatch(r"a string\s+default unset", arguments["tracking_uri"])
+
+
+def test_metrics_go_in_batches_every_flush_seconds_and_at_the_end_never_per_epoch(run_file, database, monkeypatch):
+    """MLflow's client takes the interpreter from training for each request: a short run makes one for its
+    metrics, at the end, however many epochs it has."""
+    from sigmann_mlflow import hook
+
+    monkeypatch.setattr(hook, "FLUSH_SECONDS", 3600.0)
+    batches = []
+    original = MlflowClient.log_batch
+
+    def recorded(self, run_id, metrics=(), **keywords):
+        batches.extend([len(metrics)] if metrics else [])
+        return original(self, run_id, metrics=metrics, **keywords)
+
+    monkeypatch.setattr(MlflowClient, "log_batch", recorded)
+    assert cli_main(["train", str(run_file), "--quiet", "--set", "training.epochs=3", "--monitor",
+                     f"mlflow:tracking_uri='{database}',experiment='batched',every=3,artifacts=false"]) == 0
+    client = MlflowClient(database)
+    run = only_run(client, "batched")
+    assert sorted(history(client, run, "epoch/cost")) == [1, 2, 3]
+    assert sorted(history(client, run, "iteration/cost")) == list(range(3, 28, 3))
+    assert len(batches) == 1
+
+
+def test_a_server_that_refuses_connections_costs_a_socket_not_an_mlflow_request(monkeypatch):
+    """refused() raises the connection's error for an http(s) server that is down; other stores, and servers
+    reached through a proxy, are MLflow's to try."""
+    from sigmann_mlflow.hook import refused
+
+    for variable in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(variable, raising=False)
+    with pytest.raises(ConnectionRefusedError):
+        refused(f"http://127.0.0.1:{closed_port()}")
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen(1)
+        refused(f"http://127.0.0.1:{listening.getsockname()[1]}")  # a server there: nothing raised
+    refused("sqlite:///nowhere/mlflow.db")
+    refused("databricks")
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:3128")
+    refused(f"http://127.0.0.1:{closed_port()}")
