@@ -50,36 +50,39 @@ def _im2col(x, cols, top, left, sh, sw, dh, dw):
     """cols[c, i, j, n, oy, ox] = x[n, c, oy·sh − top + i·dh, ox·sw − left + j·dw], 0 outside.
 
     One (channel, tap, image) block per iteration: a first layer's single channel still gives every thread
-    work. At stride 1 each row is one slice copy, which numba compiles to a vector loop (an indexed loop
-    checks every index for wrap-around and is not vectorised)."""
+    work. The block's zero border is filled, then its inside copied from a view of the image that starts where
+    it reads, indexed from 0 up: numba then has no negative index to wrap around and LLVM vectorises the copy
+    (the same in :func:`_col2im`, 2.3x faster than indexing the whole row)."""
     batch, channels, height, width = x.shape
     kh, kw, oh, ow = cols.shape[1], cols.shape[2], cols.shape[4], cols.shape[5]
     for r in numba.prange(channels * kh * kw * batch):
         c, tap, n = r // (kh * kw * batch), r // batch % (kh * kw), r % batch
         i, j = tap // kw, tap % kw
-        offset = j * dw - left
-        low, high = _inside(offset, sw, width, ow)
-        image, block = x[n, c], cols[c, i, j, n]
-        for oy in range(oh):
-            y = oy * sh - top + i * dh
-            row = block[oy]
-            if y < 0 or y >= height:
-                row[:] = 0
-                continue
-            source = image[y]
-            row[:low] = 0
-            if sw == 1:
-                row[low:high] = source[low + offset:high + offset]
-            else:
-                for ox in range(low, high):
-                    row[ox] = source[ox * sw + offset]
-            row[high:] = 0
+        rows_from, rows_to = _inside(i * dh - top, sh, height, oh)
+        low, high = _inside(j * dw - left, sw, width, ow)
+        block = cols[c, i, j, n]
+        block[:rows_from] = 0
+        block[rows_to:] = 0
+        block[rows_from:rows_to, :low] = 0
+        block[rows_from:rows_to, high:] = 0
+        if rows_to > rows_from and high > low:
+            source = x[n, c, rows_from * sh - top + i * dh:, low * sw - left + j * dw:]
+            inside = block[rows_from:rows_to, low:high]
+            for a in range(rows_to - rows_from):
+                target, row = inside[a], source[a * sh]
+                if sw == 1:
+                    for b in range(high - low):
+                        target[b] = row[b]
+                else:
+                    for b in range(high - low):
+                        target[b] = row[b * sw]
 
 
 @serial_and_parallel
 def _col2im(dcols, dx, top, left, sh, sw, dh, dw):
     """dx[n, c] = the sum of every column entry that read it (each (image, channel) plane by one thread: no two
-    write alike); at stride 1 each row is one slice addition, as in :func:`_im2col`."""
+    write alike). Rows as in :func:`_im2col`: views from where they start, indexed from 0 (a slice ``+=``
+    would allocate a temporary per row)."""
     batch, channels, height, width = dx.shape
     kh, kw, oh, ow = dcols.shape[1], dcols.shape[2], dcols.shape[4], dcols.shape[5]
     for r in numba.prange(channels * batch):
@@ -95,12 +98,13 @@ def _col2im(dcols, dx, top, left, sh, sw, dh, dw):
                     y = oy * sh - top + i * dh
                     if y < 0 or y >= height:
                         continue
-                    row, target = block[oy], plane[y]
+                    row, target = block[oy][low:high], plane[y][low * sw + offset:]
                     if sw == 1:
-                        target[low + offset:high + offset] += row[low:high]
+                        for ox in range(high - low):
+                            target[ox] += row[ox]
                     else:
-                        for ox in range(low, high):
-                            target[ox * sw + offset] += row[ox]
+                        for ox in range(high - low):
+                            target[ox * sw] += row[ox]
 
 
 @serial_and_parallel
