@@ -24,10 +24,16 @@ needs_mkl = pytest.mark.skipif(blas.mkl_library() is None, reason="the mkl wheel
 
 
 # -- the choice ---------------------------------------------------------------------------------------
-def test_the_variable_forces_a_provider_and_auto_prefers_mkl_where_installed(monkeypatch):
+def test_the_variable_forces_a_provider_and_auto_prefers_mkl_where_installed_on_intel(monkeypatch):
     monkeypatch.setattr(blas, "mkl_library", lambda: Path("/opt/libmkl_rt.so.3"))
+    monkeypatch.setattr(blas, "cpu_vendor", lambda: "GenuineIntel")
     assert blas.choose({}) == blas.choose({"SIGMA_CPU_BLAS": "auto"}) == "mkl"
     assert blas.choose({"SIGMA_CPU_BLAS": "OpenBLAS"}) == "openblas"
+    for vendor in ("AuthenticAMD", ""):  # oneMKL's generic path: auto keeps OpenBLAS, the variable still forces
+        monkeypatch.setattr(blas, "cpu_vendor", lambda: vendor)
+        assert blas.choose({}) == "openblas" and blas.choose({"SIGMA_CPU_BLAS": "mkl"}) == "mkl"
+        assert blas.summary({}) == (f"BLAS: openblas (oneMKL installed, not chosen on this {vendor or 'non-Intel'} "
+                                    f"CPU; SIGMA_CPU_BLAS=mkl forces it)")
     monkeypatch.setattr(blas, "mkl_library", lambda: None)
     assert blas.choose({}) == blas.choose({"SIGMA_CPU_BLAS": "openblas"}) == "openblas"
     with pytest.raises(SigmaError, match="expected one of auto, mkl, openblas"):
@@ -68,8 +74,7 @@ def test_sigma_plugins_names_the_provider(monkeypatch, capsys):
     assert row["available"] and row["reason"] == "BLAS: openblas, forced by SIGMA_CPU_BLAS"
     monkeypatch.delenv("SIGMA_CPU_BLAS")
     assert cli.main(["plugins"]) == 0
-    expected = "mkl" if blas.mkl_library() is not None else "openblas"
-    assert f"available — BLAS: {expected}" in capsys.readouterr().out
+    assert f"available — BLAS: {blas.choose({})}" in capsys.readouterr().out
 
 
 def test_the_run_header_line_names_the_provider(caplog, tmp_path):
@@ -115,6 +120,32 @@ def test_mkl_dense_and_products_agree_with_float64_within_their_rounding(monkeyp
         g = rng.standard_normal((rows, cols)).astype(dtype)  # the backward pass's transposed operands
         assert numpy.all(numpy.abs(k.matmul(g, w.T) - g.astype(float) @ w.T) <= _bound(g, w.T, 0, dtype))
         assert numpy.all(numpy.abs(k.matmul(x.T, g) - x.T.astype(float) @ g) <= _bound(x.T, g, 0, dtype))
+
+
+@pytest.mark.parametrize("provider", [pytest.param("mkl", marks=needs_mkl), "openblas"])
+@pytest.mark.parametrize("parts", [1, 2])
+def test_matmul_into_takes_strided_step_slices_and_writes_only_its_buffer(monkeypatch, provider, parts):
+    """A recurrent step's products (sigmann-recurrent's cpu kernel): a (B, H) slice ``[:, t]`` of a batch-major
+    sequence, rows far apart, times a weight matrix or its transpose, into a slice of another sequence; the
+    elements between the written rows keep their values."""
+    from sigma_cpu import blas_pool, kernels
+
+    monkeypatch.setenv("SIGMA_CPU_BLAS", provider)
+    k = kernels.NumbaKernels("float32")
+    assert k.provider == provider
+    if parts == 2:
+        monkeypatch.setattr(kernels, "GEMM_PARALLEL_MIN", 0)
+        monkeypatch.setattr(blas_pool, "threads", lambda: 2)
+    rng = numpy.random.default_rng(5)
+    hs, u = rng.standard_normal((8, 5, 48)).astype("float32"), rng.standard_normal((48, 96)).astype("float32")
+    out = numpy.full((8, 5, 96), 7.0, "float32")
+    assert k.matmul_into(hs[:, 3], u, out[:, 1]) is not None
+    exact = hs[:, 3].astype(float) @ u
+    assert numpy.all(numpy.abs(out[:, 1] - exact) <= _bound(hs[:, 3], u, 0, "float32"))
+    assert numpy.all(numpy.delete(out, 1, axis=1) == 7.0)
+    back = numpy.empty((8, 48), "float32")
+    k.matmul_into(out[:, 1], u.T, back)
+    assert numpy.all(numpy.abs(back - out[:, 1].astype(float) @ u.T) <= _bound(out[:, 1], u.T, 0, "float32"))
 
 
 @needs_mkl

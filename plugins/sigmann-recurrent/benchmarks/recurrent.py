@@ -18,8 +18,12 @@ trainer, as later ones reuse its pooled buffers, after a warm-up step of another
 that loads the compiled kernels) against the activations BPTT must keep: gates,
 cell and hidden states, T·B·6·H floats.
 
+With the ``mkl`` wheel installed the ``cpu`` handler is timed twice, ``cpu-mkl``
+and ``cpu-openblas`` (``SIGMA_CPU_BLAS`` set as each is created); the ``gemms``
+row stays NumPy's OpenBLAS.
+
 Usage: ``python plugins/sigmann-recurrent/benchmarks/recurrent.py [--quick] [--json] [--threads N] [--rounds R]
-[--iterations I]``.
+[--iterations I] [--large | --step-only]``.
 """
 
 from __future__ import annotations
@@ -127,8 +131,32 @@ def timed(step, batches, iterations):
     return statistics.median(times)
 
 
+def provider_step(provider, steps):
+    """The cpu handler's step with its GEMMs from ``provider`` (the choice is made as the handler is created)."""
+    before = os.environ.get("SIGMA_CPU_BLAS")
+    os.environ["SIGMA_CPU_BLAS"] = provider
+    try:
+        return sigma_step("cpu", steps)
+    finally:
+        if before is None:
+            del os.environ["SIGMA_CPU_BLAS"]
+        else:
+            os.environ["SIGMA_CPU_BLAS"] = before
+
+
+def cpu_systems(steps):
+    """``cpu`` as ``auto`` picks its provider; with the mkl wheel installed, ``cpu-mkl`` and ``cpu-openblas``
+    side by side instead, so one run compares the providers."""
+    from sigma_cpu import blas
+
+    if blas.mkl_library() is None:
+        return {"cpu": lambda: sigma_step("cpu", steps)}
+    return {f"cpu-{provider}": (lambda provider=provider: provider_step(provider, steps))
+            for provider in ("mkl", "openblas")}
+
+
 def systems(steps):
-    made = {"numpy": lambda: sigma_step("numpy", steps), "cpu": lambda: sigma_step("cpu", steps),
+    made = {"numpy": lambda: sigma_step("numpy", steps), **cpu_systems(steps),
             "gemms": lambda: gemm_step(steps), "torch": lambda: torch_step(steps),
             "gemms-torch": lambda: gemm_step(steps, "torch")}
     out = {}
@@ -177,6 +205,7 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, help="threads for BLAS, numba and torch alike (default: as the environment says)")
     parser.add_argument("--large", action="store_true",
                         help="the step at batch 64, T=100, LSTM 512 only (no scaling or memory figures)")
+    parser.add_argument("--step-only", action="store_true", help="the step at T=50 only (no scaling or memory figures)")
     args = parser.parse_args(argv)
     rounds, iterations = (1, 2) if args.quick else (args.rounds, args.iterations)
     global BATCH, SIZE
@@ -184,9 +213,10 @@ def main(argv=None):
     if args.large:
         BATCH, SIZE, steps = 64, 512, 100
     report = {"step_ms": measure(steps, rounds, iterations), "scaling_ms": {}, "peak_memory": {}}
-    for steps_here in () if args.large else (25, 50, 100, 200):
+    brief = args.large or args.step_only
+    for steps_here in () if brief else (25, 50, 100, 200):
         report["scaling_ms"][steps_here] = measure(steps_here, max(1, rounds // 2), max(2, iterations // 2))
-    for name in () if args.large else ("numpy", "cpu"):
+    for name in () if brief else ("numpy", "cpu"):
         peak, activations = peak_memory(name, 200)
         report["peak_memory"][name] = {"peak_mib": peak / 2**20, "activations_mib": activations / 2**20,
                                        "ratio": peak / activations}
@@ -198,7 +228,7 @@ def main(argv=None):
           f"best of {rounds} round medians:")
     for name, value in ms.items():
         extra = f"  {value / ms['torch']:.2f}x torch" if "torch" in ms and name != "torch" else ""
-        extra += f"  {value / ms['gemms']:.2f}x GEMMs" if name in ("numpy", "cpu", "gemms-torch") else ""
+        extra += f"  {value / ms['gemms']:.2f}x GEMMs" if name.startswith(("numpy", "cpu", "gemms-torch")) else ""
         print(f"  {name:6s} {value:8.2f} ms{extra}")
     if report["scaling_ms"]:
         print("scaling (ms per step):")

@@ -67,6 +67,8 @@ def test_ops_name_themselves_on_shape_errors():
     with pytest.raises(ShapeError, match="batch_norm: training needs more than one value per channel"):
         c = handler.zeros(4)
         handler.op("batch_norm", handler.zeros((1, 4)), c, c, c, c, training=True)
+    with pytest.raises(ShapeError, match="batch_norm: activation 'tanh' is not one of none, relu"):
+        handler.op("batch_norm", handler.zeros((2, 4)), c, c, c, c, activation="tanh")
     with pytest.raises(ShapeError, match="layer_norm: takes x"):
         handler.op("layer_norm", x, handler.zeros(5), handler.zeros(5))
 

@@ -87,10 +87,20 @@ def test_pooling_matches_torch(handler_name, kind, dtype, case, taped, close):
             lambda x: pool(x, kernel, stride, padding), 16, taped, close)
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_max_pool_2x2_matches_torch(handler_name, dtype, taped, close):
+    """The usual 2×2 window at stride 2 (the cpu kernel's own loop), on odd sizes whose last row and column no
+    window reads."""
+    x = numpy.random.default_rng(13).standard_normal((3, 4, 7, 9))
+    compare(handler_name, dtype, "max_pool2d", [x], dict(kernel=(2, 2)), lambda t: torch.nn.functional.max_pool2d(t, 2),
+            4, taped, close)
+
+
+@pytest.mark.parametrize("activation", ["none", "relu"])
 @pytest.mark.parametrize("training", [True, False])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("shape", [(4, 3, 5, 6), (16, 5)])
-def test_batch_norm_matches_torch(handler_name, training, dtype, shape, taped, close):
+def test_batch_norm_matches_torch(handler_name, training, dtype, shape, activation, taped, close):
     rng = numpy.random.default_rng(9)
     c = shape[1]
     x, gamma, beta = rng.standard_normal(shape) * 2 + 1, rng.standard_normal(c), rng.standard_normal(c)
@@ -100,13 +110,15 @@ def test_batch_norm_matches_torch(handler_name, training, dtype, shape, taped, c
     with handler.tape() as tape:
         arrays = [handler.asarray(v.astype(dtype)) for v in (x, gamma, beta)]
         tape.watch(*arrays)
-        out = handler.op("batch_norm", *arrays, *running, training=training, momentum=0.2, eps=1e-3)
+        out = handler.op("batch_norm", *arrays, *running, training=training, momentum=0.2, eps=1e-3,
+                         activation=activation)
         seed = numpy.random.default_rng(7).standard_normal(shape).astype(dtype)
         grads = [g.to_numpy() for g in tape.gradient(out, arrays, seed=handler.asarray(seed))]
     torch_mean, torch_var = torch.tensor(mean.astype(dtype)), torch.tensor(var.astype(dtype))
+    after = torch.relu if activation == "relu" else (lambda t: t)
     expected, expected_grads = torch_run(
-        lambda *t: torch.nn.functional.batch_norm(t[0], torch_mean, torch_var, t[1], t[2], training=training,
-                                                  momentum=0.2, eps=1e-3),
+        lambda *t: after(torch.nn.functional.batch_norm(t[0], torch_mean, torch_var, t[1], t[2], training=training,
+                                                        momentum=0.2, eps=1e-3)),
         [v.astype(dtype) for v in (x, gamma, beta)], seed)
     depth = x.size // c
     close(out.to_numpy(), expected, dtype, depth, "output")

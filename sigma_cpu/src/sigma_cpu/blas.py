@@ -10,7 +10,12 @@ hundreds of megabytes; without it nothing changes.
 
 The choice (:func:`choose`, made as each ``cpu`` handler is created):
 ``SIGMA_CPU_BLAS=mkl`` or ``openblas`` forces one; unset or ``auto`` takes
-oneMKL when its library is installed. Asking for
+oneMKL when its library is installed *and the CPU is Intel's*. On other
+CPUs oneMKL runs a generic path (no AVX-512 on a Zen 4, where NumPy's
+OpenBLAS uses its AVX-512 kernels): measured on a 2-core AMD EPYC it was no
+faster at the MLPs' and the LSTM's products and about 3x slower at the narrow
+ones (N = 10), so there ``auto`` keeps OpenBLAS (BENCHMARKS.md, issue 38;
+sigma_cpu/README.md, "AMD processors"). Asking for
 ``mkl`` without the wheel is a :class:`~sigma_core.SigmaError` (one line, exit
 status 2), never a quiet fallback to OpenBLAS: a user who asked for it is
 timing or checking something.
@@ -45,6 +50,8 @@ from sigma_core import SigmaError
 #: The setting that forces a provider, and the values it takes.
 VARIABLE = "SIGMA_CPU_BLAS"
 CHOICES = ("auto", "mkl", "openblas")
+#: The vendor string of the CPUs oneMKL has its fast paths for: ``auto`` takes oneMKL on these only.
+INTEL = "GenuineIntel"
 #: What compiled code calls, by dtype character: LLVM symbols bound to the chosen library's 64-bit-integer GEMMs.
 SYMBOLS = {"f": "sigma_cpu_sgemm", "d": "sigma_cpu_dgemm"}
 #: oneMKL's entry points behind them.
@@ -68,8 +75,20 @@ def mkl_library() -> Path | None:
     return None
 
 
+def cpu_vendor() -> str:
+    """The CPU's vendor as the kernel reports it (``GenuineIntel``, ``AuthenticAMD``), or "" where unknown."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("vendor_id"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return ""
+
+
 def choose(environ=os.environ) -> str:
-    """``"mkl"`` or ``"openblas"``: what ``SIGMA_CPU_BLAS`` forces, else oneMKL where installed."""
+    """``"mkl"`` or ``"openblas"``: what ``SIGMA_CPU_BLAS`` forces, else oneMKL where installed on an Intel CPU."""
     asked = environ.get(VARIABLE, "auto").strip().lower() or "auto"
     if asked not in CHOICES:
         raise SigmaError(f"{VARIABLE}={asked!r}: expected one of {', '.join(CHOICES)}")
@@ -77,7 +96,7 @@ def choose(environ=os.environ) -> str:
         raise SigmaError(f"{VARIABLE}=mkl but oneMKL is not installed (pip install 'sigmann-cpu[mkl]', or unset "
                          f"{VARIABLE} to use NumPy's OpenBLAS)")
     if asked == "auto":
-        return "mkl" if mkl_library() is not None else "openblas"
+        return "mkl" if mkl_library() is not None and cpu_vendor() == INTEL else "openblas"
     return asked
 
 
@@ -87,8 +106,12 @@ def summary(environ=os.environ) -> str:
         provider = choose(environ)
     except SigmaError as error:
         return f"BLAS: {error}"
-    forced = f", forced by {VARIABLE}" if environ.get(VARIABLE, "auto").strip().lower() not in ("", "auto") else ""
-    return f"BLAS: {provider}{forced}"
+    if environ.get(VARIABLE, "auto").strip().lower() not in ("", "auto"):
+        return f"BLAS: {provider}, forced by {VARIABLE}"
+    if provider == "openblas" and mkl_library() is not None:
+        return f"BLAS: openblas (oneMKL installed, not chosen on this {cpu_vendor() or 'non-Intel'} CPU; {VARIABLE}=mkl " \
+               f"forces it)"
+    return f"BLAS: {provider}"
 
 
 def _mkl():

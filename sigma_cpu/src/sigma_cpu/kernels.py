@@ -7,7 +7,8 @@ Python-to-C round trip each) by one compiled loop:
 * ``dense``: BLAS matmul into the pooled output, then bias + relu in one pass; on oneMKL
   (:mod:`sigma_cpu.blas`) the bias enters the product (beta = 1) and each
   column block is filled, multiplied and rectified by one thread (:func:`_gemm_blocks`);
-* ``matmul`` of 2-D operands, on oneMKL: the same blocks, without the epilogue;
+* ``matmul`` of 2-D operands, on oneMKL: the same blocks, without the epilogue; ``matmul_into``
+  the same into a given buffer (a plugin's kernel: a recurrent step's products);
 * ``activation_backward``: g·f'(y) in one pass (relu, sigmoid, tanh);
 * ``sum`` over the rows of a matrix (bias gradients): one pass, in NumPy's order;
 * ``softmax_cross_entropy`` and its backward: one pass per row, cost included;
@@ -145,8 +146,10 @@ def _block_start(part, parts, cols):
 def _gemm_blocks(a, transpose_a, b, transpose_b, out, bias, use_bias, relu, alpha, parts):
     """out = op(a)·op(b) (+ bias) (then max(·, 0)) in ``parts`` column blocks, one per thread, through oneMKL.
 
-    ``a`` and ``b`` are C-contiguous; ``transpose_*`` says the operand is their
-    transpose. Each thread fills its block with the bias, multiplies into it
+    ``a``, ``b`` and ``out`` have contiguous rows, not necessarily next to each
+    other (a step's slice ``[:, t]`` of a batch-major sequence): each row
+    stride is the GEMM's leading dimension. ``transpose_*`` says the operand is
+    the transpose of the array given. Each thread fills its block with the bias, multiplies into it
     (beta = 1: the bias enters the product, no pass adds it) and rectifies it
     while the block is in its cache: the passes of one block split the work
     the same way, so nothing moves between cores. A block's columns depend on
@@ -158,6 +161,7 @@ def _gemm_blocks(a, transpose_a, b, transpose_b, out, bias, use_bias, relu, alph
     beta = alpha if use_bias else alpha - alpha
     op_a = gemm.TRANSPOSE if transpose_a else gemm.NO_TRANSPOSE
     op_b = gemm.TRANSPOSE if transpose_b else gemm.NO_TRANSPOSE
+    lda, ldb, ldc = a.strides[0] // a.itemsize, b.strides[0] // b.itemsize, out.strides[0] // out.itemsize
     for part in numba.prange(parts):
         start, end = _block_start(part, parts, cols), _block_start(part + 1, parts, cols)
         if end > start:
@@ -165,8 +169,8 @@ def _gemm_blocks(a, transpose_a, b, transpose_b, out, bias, use_bias, relu, alph
                 for i in range(rows):
                     for j in range(start, end):
                         out[i, j] = bias[j]
-            gemm.cblas_gemm(op_a, op_b, rows, end - start, depth, alpha, a, 0, a.shape[1],
-                            b, start * b.shape[1] if transpose_b else start, b.shape[1], beta, out, start, cols)
+            gemm.cblas_gemm(op_a, op_b, rows, end - start, depth, alpha, a, 0, lda,
+                            b, start * ldb if transpose_b else start, ldb, beta, out, start, ldc)
             if relu:
                 for i in range(rows):
                     for j in range(start, end):
@@ -363,6 +367,13 @@ def _entry(loop, *args):
         return loop
 
 
+def _rows_contiguous(x) -> bool:
+    """Whether a 2-D array's rows are each contiguous and do not overlap: BLAS's row-major operand, the row
+    stride its leading dimension."""
+    item = x.itemsize
+    return x.strides[1] == item and x.strides[0] >= x.shape[1] * item and x.strides[0] % item == 0
+
+
 def _c_contiguous(*arrays) -> bool:
     for a in arrays:  # a loop, not all(...): checked on every hot kernel call
         if not a.flags.c_contiguous:
@@ -441,13 +452,14 @@ class NumbaKernels(ArrayKernels):
 
     # -- matrix products on oneMKL ------------------------------------------------------------
     def _operand(self, x):
-        """``(C-contiguous array, transposed)`` for a non-empty 2-D operand of our dtype stored row- or
-        column-major (a transposed view: the backward pass's ``x.T``), else None."""
+        """``(array with contiguous rows, transposed)`` for a non-empty 2-D operand of our dtype whose rows or
+        columns are contiguous (a step's slice of a sequence; a transposed view: the backward pass's ``x.T``),
+        else None."""
         if x.ndim != 2 or x.dtype != self.dtype or x.size == 0:
             return None
-        if x.flags.c_contiguous:
+        if _rows_contiguous(x):
             return x, False
-        return (x.T, True) if x.flags.f_contiguous else None
+        return (x.T, True) if _rows_contiguous(x.T) else None
 
     def _blocks(self, x, y, out=None, bias=None, relu=False):
         """``(loop, arguments)`` computing x·y (+ bias) (relu) into ``out`` (``arguments[4]``; a pooled buffer
@@ -459,6 +471,8 @@ class NumbaKernels(ArrayKernels):
             return None
         rows, cols = x.shape[0], y.shape[1]
         out = self.empty((rows, cols)) if out is None else out
+        if out.shape != (rows, cols) or out.dtype != self.dtype or not _rows_contiguous(out):
+            return None
         big = blas_pool.PARALLEL and rows * cols * x.shape[1] >= GEMM_PARALLEL_MIN and blas_pool.threads() > 1
         parts = blas_pool.threads() if big else 1
         arguments = (*a, *b, out, out[0] if bias is None else bias, bias is not None, relu, self._scalar(1), parts)
@@ -472,6 +486,17 @@ class NumbaKernels(ArrayKernels):
         loop, arguments = blocks
         loop(*arguments)
         return arguments[4]
+
+    def matmul_into(self, x, y, out):
+        """out = x·y for 2-D operands, through the provider: what a ``cpu`` kernel of a plugin's op calls for the
+        products it writes into buffers of its own (a recurrent step's, into a slice of a sequence), where
+        ``k.xp.matmul(..., out=)`` would always take NumPy's OpenBLAS. Returns ``out``."""
+        blocks = self._blocks(x, y, out)
+        if blocks is None:
+            return numpy.matmul(x, y, out=out)
+        loop, arguments = blocks
+        loop(*arguments)
+        return out
 
     # -- fused forward and backward ---------------------------------------------------------
     def dense(self, x, weights, bias, activation):

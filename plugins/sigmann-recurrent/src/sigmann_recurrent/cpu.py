@@ -10,8 +10,10 @@ arrays; here the forward step (bias, gate activations, cell, hidden state)
 and the backward step are each one compiled pass over the batch rows, split
 between the shared pool's threads (``sigma_cpu.pick``) when it is on. They take
 the whole batch-major buffers and the step ``t``, so each row ``[r, t]`` is a
-contiguous slice the loops vectorise. The recurrent GEMM stays in BLAS,
-written into its preallocated buffer by the portable rule's loop.
+contiguous slice the loops vectorise. The GEMMs (the input projection of all
+steps at once, each step's recurrent product forwards and backwards) go to
+the handler's provider (``k.matmul_into``: oneMKL when installed, else NumPy's
+OpenBLAS), written into the portable rule's preallocated buffers.
 
 numba has no SIMD tanh here (no SVML), and the scalar libm tanh costs ~18 ns
 an element, more than the whole NumPy cell. In float32 the loops therefore use
@@ -109,6 +111,12 @@ _CELLS = {4: _compiled(_rational_tanh, "float32"), 8: _compiled(_libm_tanh, "flo
 class FusedLSTMSequence(LSTMSequence):
     """:class:`~sigmann_recurrent.ops.LSTMSequence` with the cell fused (see the module docstring); the portable
     cell runs where the buffers are not what the loops were compiled for."""
+
+    @staticmethod
+    def product(k, a, b, out):
+        """Through the ``cpu`` handler's GEMM provider: oneMKL when it is the provider (strided step slices
+        included), NumPy's OpenBLAS otherwise."""
+        k.matmul_into(a, b, out)
 
     def cell(self, k, gates, t, z, b, c_prev, c, hs):
         if gates.dtype.itemsize not in _CELLS or not c_contiguous(gates, z, b, c_prev, c, hs):

@@ -46,11 +46,17 @@ class SequenceOp(Op):
                              f"{', '.join(map(str, shapes))} do not fit {self.gates} gate(s)")
 
     @staticmethod
-    def project(k, x, weights, biases=None):
-        """x·weights (+ biases) for every step, (B, T, width)."""
+    def product(k, a, b, out):
+        """out = a·b (2-D; ``a`` may be a step's strided slice): NumPy's BLAS here; a handler's kernel of the op
+        takes it from the handler's own GEMM provider (:mod:`sigmann_recurrent.cpu`)."""
+        k.xp.matmul(a, b, out=out)
+
+    def project(self, k, x, weights, biases=None):
+        """x·weights (+ biases) for every step, (B, T, width): one GEMM over all steps, which the recurrence does
+        not wait for."""
         batch, steps, features = x.shape
         z = k.empty((batch, steps, weights.shape[1]))
-        k.xp.matmul(x.reshape(-1, features), weights, out=z.reshape(-1, weights.shape[1]))
+        self.product(k, x.reshape(-1, features), weights, z.reshape(-1, weights.shape[1]))
         if biases is not None:
             k.xp.add(z, biases, out=z)
         return z
@@ -113,7 +119,7 @@ class RNNSequence(SequenceOp):
         tmp = k.empty((hs.shape[0], hs.shape[2]))
         for t in range(hs.shape[1]):
             if t:
-                k.xp.matmul(hs[:, t - 1], recurrent, out=tmp)
+                self.product(k, hs[:, t - 1], recurrent, tmp)
                 k.xp.add(hs[:, t], tmp, out=hs[:, t])
             k.activate(activation, hs[:, t], hs[:, t])
         return self.output(k, hs, sequences), hs
@@ -127,7 +133,7 @@ class RNNSequence(SequenceOp):
                 xp.add(dh, g[:, t] if sequences else g, out=dh)
             xp.multiply(dz[:, t], dh, out=dz[:, t])
             if t:
-                xp.matmul(dz[:, t], inputs[2].T, out=dh)
+                self.product(k, dz[:, t], inputs[2].T, dh)
         return self.weight_gradients(k, dz, hs, inputs, needs)
 
     def cases(self):
@@ -160,7 +166,7 @@ class LSTMSequence(SequenceOp):
         z = k.full((batch, width), 0.0)
         for t in range(steps):
             if t:
-                k.xp.matmul(hs[:, t - 1], recurrent, out=z)
+                self.product(k, hs[:, t - 1], recurrent, z)
             self.cell(k, gates, t, z, biases, cells[t], cells[t + 1], hs)
         return self.output(k, hs, sequences), (gates, cells, hs)
 
@@ -225,5 +231,5 @@ class LSTMSequence(SequenceOp):
                 xp.copyto(dh, recurrent_dh)
             self.cell_backward(k, gates, t, cells[t], cells[t + 1], dh, dc, scratch)
             if t:
-                xp.matmul(gates[:, t], inputs[2].T, out=recurrent_dh)
+                self.product(k, gates[:, t], inputs[2].T, recurrent_dh)
         return self.weight_gradients(k, gates, hs, inputs, needs)

@@ -124,7 +124,8 @@ class BatchNorm(Layer):
     In training μ and σ² are the batch's and the running statistics move towards them by ``momentum``
     (PyTorch's convention: the weight of the new batch); in evaluation and prediction the running statistics
     are used. They are the layer's state (``running_mean``, ``running_var``), not parameters: saved and restored
-    with the parameters, never trained. ``activation`` applies after the normalisation (conv → batch norm → ReLU).
+    with the parameters, never trained. ``activation`` applies after the normalisation (conv → batch norm → ReLU); a ReLU is fused into the
+    ``batch_norm`` op's own pass.
     """
 
     argument_rules = {"momentum": "number in [0, 1]", "eps": "number > 0"}
@@ -132,6 +133,7 @@ class BatchNorm(Layer):
     def __init__(self, name, input_shapes, *, momentum=0.1, eps=1e-5, activation="none"):
         super().__init__(name, input_shapes)
         self.activation = resolve_activation(activation, name)
+        self.fused = "relu" if activation == "relu" else "none"  # the op rectifies in its own pass
         if not self.input_shape:
             raise ArchitectureError(f"layer {name!r}: batch norm needs records with a channel axis, got scalars")
         channels = self.input_shape[0]
@@ -147,8 +149,9 @@ class BatchNorm(Layer):
 
     def forward(self, handler, inputs, params, context):
         y = handler.op("batch_norm", inputs[0], params["gamma"], params["beta"], params["running_mean"],
-                       params["running_var"], training=context.training, momentum=self.momentum, eps=self.eps)
-        return self.activation(handler, y)
+                       params["running_var"], training=context.training, momentum=self.momentum, eps=self.eps,
+                       activation=self.fused)
+        return y if self.fused == "relu" else self.activation(handler, y)
 
 
 class LayerNorm(Layer):

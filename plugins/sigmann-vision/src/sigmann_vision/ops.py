@@ -111,17 +111,16 @@ class Conv2D(Op):
         n, o = g.shape[:2]
         pixels = g.size // o
         depth = cols.size // (groups * pixels)
+        grads = [None] * len(inputs)
+        if len(inputs) == 3 and needs[2]:
+            grads[2] = k.empty((o,))
         gt = k.empty((o,) + (n,) + g.shape[2:])  # the output gradient as (O, N, OH, OW), one GEMM per group
-        self.from_nchw(k, g, gt)
+        self.from_nchw(k, g, gt, grads[-1] if len(inputs) == 3 else None)
         gt = gt.reshape(groups, o // groups, pixels)
         cols = cols.reshape(groups, depth, pixels)
-        grads = [None] * len(inputs)
         if needs[1]:
             grads[1] = k.empty(weights.shape)
             xp.matmul(gt, cols.transpose(0, 2, 1), out=grads[1].reshape(groups, o // groups, depth))
-        if len(inputs) == 3 and needs[2]:
-            grads[2] = k.empty((o,))
-            xp.sum(g, axis=(0, 2, 3), out=grads[2])
         if needs[0]:
             dcols = k.empty(cols.shape)
             xp.matmul(weights.reshape(groups, o // groups, depth).transpose(0, 2, 1), gt, out=dcols)
@@ -135,9 +134,12 @@ class Conv2D(Op):
         else:
             out[...] = y.transpose(1, 0, 2, 3)
 
-    def from_nchw(self, k, g, out):
-        """out (O, N, OH, OW) = g (N, O, OH, OW) transposed."""
+    def from_nchw(self, k, g, out, sums):
+        """out (O, N, OH, OW) = g (N, O, OH, OW) transposed; ``sums`` (O,), unless None, = g summed per channel
+        (the biases' gradient, taken while the transpose reads g)."""
         out[...] = g.transpose(1, 0, 2, 3)
+        if sums is not None:
+            k.xp.sum(g, axis=(0, 2, 3), out=sums)
 
     def im2col(self, k, x, kernel, stride, padding, dilation, out_hw):
         """The columns (C, KH, KW, N, OH, OW): cols[c, i, j, n] = the (OH, OW) pixels tap (i, j) reads of x[n, c]."""
@@ -262,7 +264,12 @@ class BatchNorm(Op):
     kernel call, the update is repeated by a recorded step (sigmann-replay). ``training=False``: normalised
     with the running statistics, which are then read only. They get gradients only in evaluation, where the
     output depends on them (the conformance kit checks it); layers never ask.
+
+    ``activation="relu"`` rectifies the output in the same pass (conv → batch norm → ReLU, the usual block):
+    a separate ReLU would write a second copy of the whole activation forwards and read two backwards.
     """
+
+    ACTIVATIONS = ("none", "relu")
 
     def check(self, inputs, params):
         shapes = [_shape(a) for a in inputs]
@@ -271,21 +278,26 @@ class BatchNorm(Op):
                              f"got shapes {shapes}")
         if params.get("training") and math.prod(shapes[0]) // shapes[0][1] < 2:
             raise ShapeError(f"batch_norm: training needs more than one value per channel, got x {shapes[0]}")
+        if params.get("activation", "none") not in self.ACTIVATIONS:
+            raise ShapeError(f"batch_norm: activation {params['activation']!r} is not one of "
+                             f"{', '.join(self.ACTIVATIONS)}")
 
     @staticmethod
     def layout(x):
         """The reduction axes and the per-channel broadcast shape of x."""
         return (0, *range(2, x.ndim)), (1, x.shape[1]) + (1,) * (x.ndim - 2)
 
-    def forward(self, k, x, gamma, beta, running_mean, running_var, training=False, momentum=0.1, eps=1e-5):
+    def forward(self, k, x, gamma, beta, running_mean, running_var, training=False, momentum=0.1, eps=1e-5,
+                activation="none"):
         """Saved: (x̂, 1/√(σ² + eps)); updates the running statistics in place when training."""
         out, xhat, inv = k.empty(x.shape), k.empty(x.shape), k.empty(gamma.shape)  # all rewritten by a replay
-        self.normalise(k, x, gamma, beta, running_mean, running_var, out, xhat, inv, training, momentum, eps)
+        self.normalise(k, x, gamma, beta, running_mean, running_var, out, xhat, inv, training, momentum, eps,
+                       activation == "relu")
         return out, (xhat, inv)
 
-    def normalise(self, k, x, gamma, beta, running_mean, running_var, out, xhat, inv, training, momentum, eps):
-        """Write ``out``, ``xhat`` and ``inv``; in training, move the running statistics (the ``cpu`` kernel's
-        one pass per channel)."""
+    def normalise(self, k, x, gamma, beta, running_mean, running_var, out, xhat, inv, training, momentum, eps, relu):
+        """Write ``out`` (rectified if ``relu``), ``xhat`` and ``inv``; in training, move the running statistics
+        (the ``cpu`` kernel's one pass per channel)."""
         xp, (axes, shape) = k.xp, self.layout(x)
         if training:
             mean = xp.mean(x, axis=axes)
@@ -306,11 +318,13 @@ class BatchNorm(Op):
         xp.multiply(xhat, inv.reshape(shape), out=xhat)
         xp.multiply(xhat, gamma.reshape(shape), out=out)
         xp.add(out, beta.reshape(shape), out=out)
+        if relu:
+            xp.maximum(out, 0, out=out)
 
-    def backward(self, k, g, inputs, out, saved, needs, training=False, momentum=0.1, eps=1e-5):
+    def backward(self, k, g, inputs, out, saved, needs, training=False, momentum=0.1, eps=1e-5, activation="none"):
         xp, (xhat, inv), gamma = k.xp, saved, inputs[1]
         dx, dgamma, dbeta = k.empty(g.shape), k.empty(inv.shape), k.empty(inv.shape)
-        self.gradients(k, g, xhat, inv, gamma, dx, dgamma, dbeta, training)
+        self.gradients(k, g, xhat, inv, gamma, dx, dgamma, dbeta, training, out if activation == "relu" else None)
         dmean = dvar = None
         if not training and (needs[3] or needs[4]):  # the running statistics, which evaluation reads
             dmean, dvar = k.empty(inv.shape), k.empty(inv.shape)
@@ -319,9 +333,12 @@ class BatchNorm(Op):
         return (dx if needs[0] else None, dgamma if needs[1] else None, dbeta if needs[2] else None,
                 dmean if needs[3] else None, dvar if needs[4] else None)
 
-    def gradients(self, k, g, xhat, inv, gamma, dx, dgamma, dbeta, training):
-        """Write ``dx``, ``dgamma`` = Σ g·x̂ and ``dbeta`` = Σ g (the ``cpu`` kernel's one pass per channel)."""
+    def gradients(self, k, g, xhat, inv, gamma, dx, dgamma, dbeta, training, rectified):
+        """Write ``dx``, ``dgamma`` = Σ g·x̂ and ``dbeta`` = Σ g (the ``cpu`` kernel's one pass per channel), g
+        first zeroed where the ``rectified`` output (None: no relu) is not positive."""
         xp, (axes, shape) = k.xp, self.layout(g)
+        if rectified is not None:
+            g = xp.where(rectified > 0, g, 0)
         xp.sum(g, axis=axes, out=dbeta)
         xp.multiply(g, xhat, out=dx)
         xp.sum(dx, axis=axes, out=dgamma)
@@ -342,7 +359,9 @@ class BatchNorm(Op):
 
         return [("train-4d", make((3, 2, 2, 3)), {"training": True}),
                 ("train-2d", make((4, 3)), {"training": True, "momentum": 0.3, "eps": 1e-3}),
-                ("eval-4d", make((2, 3, 2, 2)), {"training": False})]
+                ("eval-4d", make((2, 3, 2, 2)), {"training": False}),
+                ("train-4d-relu", make((3, 2, 2, 3)), {"training": True, "activation": "relu"}),
+                ("eval-4d-relu", make((2, 3, 2, 2)), {"training": False, "activation": "relu"})]
 
 
 class LayerNorm(Op):
