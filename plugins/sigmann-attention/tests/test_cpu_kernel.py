@@ -12,8 +12,9 @@ from sigma_core.compute.ops import resolve
 torch = pytest.importorskip("torch", reason="PyTorch is the reference these tests compare with")
 pytest.importorskip("numba")
 from sigmann_attention.cpu import BLOCK, FlashAttention  # noqa: E402
+from sigmann_attention.cpu_embedding import ScatterEmbedding  # noqa: E402
 from sigmann_attention.cpu_gelu import FusedGELU  # noqa: E402
-from sigmann_attention.ops import GELU, Attention  # noqa: E402
+from sigmann_attention.ops import GELU, Attention, Embedding  # noqa: E402
 packed_sdpa = pytest.importorskip("torch_gpt").packed_sdpa
 
 
@@ -22,6 +23,8 @@ def test_the_cpu_handler_runs_the_kernels_and_the_numpy_handler_the_rules():
     assert type(resolve("attention", "numpy")) is Attention
     assert type(resolve("gelu", "cpu")) is FusedGELU
     assert type(resolve("gelu", "numpy")) is GELU
+    assert type(resolve("embedding", "cpu")) is ScatterEmbedding
+    assert type(resolve("embedding", "numpy")) is Embedding
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

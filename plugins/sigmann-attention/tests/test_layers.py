@@ -110,6 +110,6 @@ def test_sigma_plugins_lists_what_this_distribution_registers(capsys):
     assert cli_main(["plugins", "--json"]) == 0
     rows = {(row["kind"], row["name"]): row for row in json.loads(capsys.readouterr().out)}
     for key in [("layer", n) for n in ("embedding", "positional", "attention", "token_norm", "tied_logits")] + [
-            ("op", n) for n in ("embedding", "gelu", "attention")] + [
+            ("op", n) for n in ("embedding", "gelu", "attention", "squared_norm")] + [
             ("activation", "gelu"), ("activation", "gelu_tanh"), ("optimiser", "adamw"), ("hook", "warm_up_cosine")]:
         assert rows[key]["distribution"] == "sigmann-attention", key

@@ -5,8 +5,9 @@ The layers (:mod:`sigmann_attention.layers`: ``embedding``, ``positional``,
 (``embedding``, ``gelu``, ``attention``: forward rules and VJPs over any
 handler's array module), which this distribution registers through
 ``register_ops`` together with the ``cpu`` handler's numba kernels: tiled
-attention (:mod:`sigmann_attention.cpu`) and exact GELU
-(:mod:`sigmann_attention.cpu_gelu`). ``gelu`` and ``gelu_tanh`` are
+attention (:mod:`sigmann_attention.cpu`), exact GELU
+(:mod:`sigmann_attention.cpu_gelu`) and the embedding's scatter
+(:mod:`sigmann_attention.cpu_embedding`). ``gelu`` and ``gelu_tanh`` are
 activations for dense layers; ``adamw`` (:mod:`sigmann_attention.adamw`) and the
 ``warm_up_cosine`` schedule (:mod:`sigmann_attention.schedule`) train them.
 Registering imports neither NumPy nor numba. :func:`TransformerBlock` and
@@ -33,9 +34,13 @@ def register_layers(register):
 
 @hookimpl
 def register_ops(register):
-    register("embedding", "sigmann_attention.ops:Embedding", description="rows of a table by id; scatter gradient")
+    register("embedding", "sigmann_attention.ops:Embedding",
+             kernels={"cpu": "sigmann_attention.cpu_embedding:ScatterEmbedding"},
+             description="rows of a table by id; scatter gradient (one numba loop on the cpu handler)")
     register("gelu", "sigmann_attention.ops:GELU", kernels={"cpu": "sigmann_attention.cpu_gelu:FusedGELU"},
              description="x·Φ(x), exact or tanh-approximated; one numba loop each way on the cpu handler")
+    register("squared_norm", "sigmann_attention.adamw:SquaredNorm",
+             description="Σ x² over every input: a global norm in one op (adamw's clip)")
     register("attention", "sigmann_attention.ops:Attention", kernels={"cpu": "sigmann_attention.cpu:FlashAttention"},
              description="scaled dot-product attention of every head; tiled numba loops on the cpu handler")
 
