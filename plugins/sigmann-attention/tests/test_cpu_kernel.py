@@ -78,3 +78,25 @@ def test_dropout_in_training_runs_the_rule_on_the_cpu_handler():
         handler = create_handler(name, dtype="float64", seed=4)
         outs.append(handler.op("attention", handler.asarray(qkv), dropout=0.4, training=True).to_numpy())
     numpy.testing.assert_allclose(outs[0], outs[1], rtol=1e-13, atol=1e-13)
+
+
+def test_the_float32_exp_is_within_an_ulp_and_zero_where_exp_underflows():
+    """The tiled loops' exp (sigmann_attention.cpu_exp.exp32) over its domain x ≤ 0: Cephes' polynomial and exact
+    powers of two, so one float32 rounding from e^x; 0 at −inf (hidden scores) and past float32's normal range."""
+    import numba
+
+    from sigmann_attention.cpu_exp import exp32
+
+    @numba.njit
+    def run(x, out):
+        for i in range(x.size):
+            out[i] = exp32(x[i])
+
+    x = numpy.concatenate([numpy.linspace(-87.0, 0.0, 100_001), -numpy.geomspace(1e-9, 87.0, 1001)]).astype("float32")
+    out = numpy.empty_like(x)
+    run(x, out)
+    exact = numpy.exp(x.astype("float64"))
+    assert numpy.max(numpy.abs(out - exact) / exact) <= float(numpy.finfo("float32").eps)  # ≤ 1 ulp of [1, 2)
+    tails = numpy.array([-numpy.inf, -1e4, -88.0, -87.4], dtype="float32")
+    run(tails, out[:4])
+    assert not out[:4].any()
