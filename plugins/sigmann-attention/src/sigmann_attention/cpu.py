@@ -53,6 +53,15 @@ def _hidden(causal, masked, keep, b, i, j):
     return (causal and j > i) or (masked and keep[b, j] == 0)
 
 
+@numba.njit(inline="always")
+def _head(pair, heads, width):
+    """For the pair-th (batch row, head): the two, the head's width and where its queries, keys and values start in
+    a row of qkv."""
+    d = width // heads
+    h = pair % heads
+    return pair // heads, h, d, h * d, width + h * d, 2 * width + h * d
+
+
 def _compiled(exp, suffix):
     """The forward and backward loops with the scalar ``exp`` given (:mod:`sigmann_attention.cpu_exp`), compiled
     under their own names (numba's disk cache keys on the name), each a (serial, parallel) pair for ``pick``."""
@@ -63,11 +72,8 @@ def _compiled(exp, suffix):
         copies of the block's rows; the mask and the online softmax are loops over the tile's rows, branch-free
         (so vectorised) on the tiles no key of which is hidden."""
         batch, steps, width3 = qkv.shape
-        width = width3 // 3
-        d = width // heads
         for pair in numba.prange(batch * heads):
-            b, h = pair // heads, pair % heads
-            qo, ko, vo = h * d, width + h * d, 2 * width + h * d
+            b, h, d, qo, ko, vo = _head(pair, heads, width3 // 3)
             keys = np.ascontiguousarray(qkv[b, :, ko : ko + d])  # this head's keys and values, (T, d) each:
             values = np.ascontiguousarray(qkv[b, :, vo : vo + d])  # copied once, not once per query block
             for i0 in range(0, steps, BLOCK):
@@ -117,11 +123,8 @@ def _compiled(exp, suffix):
         """``grad`` becomes d qkv: per tile, the weights P = exp(Q·Kᵀ·scale − lse) recomputed, then dV += Pᵀ·dO,
         dS = P ⊙ (dO·Vᵀ − rowsum(dO ⊙ O))·scale, dQ += dS·K, dK += dSᵀ·Q, the GEMMs through np.dot."""
         batch, steps, width3 = qkv.shape
-        width = width3 // 3
-        d = width // heads
         for pair in numba.prange(batch * heads):
-            b, h = pair // heads, pair % heads
-            qo, ko, vo = h * d, width + h * d, 2 * width + h * d
+            b, h, d, qo, ko, vo = _head(pair, heads, width3 // 3)
             q = np.ascontiguousarray(qkv[b, :, qo : qo + d])  # this head's rows: (T, d), linear in T
             k = np.ascontiguousarray(qkv[b, :, ko : ko + d])
             v = np.ascontiguousarray(qkv[b, :, vo : vo + d])
