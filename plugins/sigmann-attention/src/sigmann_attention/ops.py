@@ -241,8 +241,10 @@ class Attention(Op):
         d_weights = xp.matmul(g_heads, v.transpose(0, 1, 3, 2))  # the gradient of the weights used
         if kept is not None:
             xp.multiply(d_weights, kept, out=d_weights)
-        # softmax's VJP: dS = P ⊙ (dP − rowsum(dP ⊙ P)); hidden scores have P = 0, so dS = 0 there
-        row = xp.sum(d_weights * weights, axis=-1, keepdims=True)
+        # softmax's VJP: dS = P ⊙ (dP − rowsum(dP ⊙ P)); hidden scores have P = 0, so dS = 0 there. The row term
+        # is rowsum(dO ⊙ O) (Σ_j P_ij·dP_ij = dO_i·Σ_j P_ij v_j, dropout's mask in both): (T, d), not (T, T), a head
+        out_heads = out.reshape(g_heads.shape[0], g_heads.shape[2], heads, -1).transpose(0, 2, 1, 3)
+        row = xp.sum(g_heads * out_heads, axis=-1, keepdims=True)
         xp.subtract(d_weights, row, out=d_weights)
         xp.multiply(d_weights, weights, out=d_weights)
         xp.multiply(d_weights, scale, out=d_weights)
