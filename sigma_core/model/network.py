@@ -91,9 +91,10 @@ class Network:
         for name, layer in self.layers.items():
             for param, pid in layer.shared_parameters.items():
                 owner, _, owned = pid.rpartition(".")
-                shape = getattr(self.layers.get(owner), "parameter_shapes", {}).get(owned)
-                if shape != layer.parameter_shapes[param] or owned in self.layers[owner].shared_parameters:
-                    raise ArchitectureError(f"layer {name!r}: its parameter {param!r} {layer.parameter_shapes[param]} "
+                shape, declared = getattr(self.layers.get(owner), "parameter_shapes", {}).get(owned), \
+                    layer.parameter_shapes.get(param)
+                if declared is None or shape != declared or owned in self.layers[owner].shared_parameters:
+                    raise ArchitectureError(f"layer {name!r}: its parameter {param!r} {declared or '(undeclared)'} "
                                             f"cannot share {pid!r} ({shape or 'no such parameter'})")
         self._inputs = [layer.external for layer in self.layers.values()
                         if getattr(layer, "external", None) is not None and not layer.input_shapes]

@@ -21,8 +21,9 @@ class Layer:
     which the network makes (from :meth:`initial_state`), passes to :meth:`forward` beside the parameters, and
     saves and restores with them, but never trains. ``shared_parameters`` (name -> another layer's parameter id,
     ``"<layer>.<param>"``) ties a declared parameter to that one (weight tying): the network makes, trains, saves
-    and counts it once, under the owner's id, and the gradients of both uses add up in it. :meth:`forward` only calls handler ops, so it is
-    differentiable on every handler and changes its state in place with them (so a recorded step repeats it).
+    and counts it once, under the owner's id, and the gradients of both uses add up in it. :meth:`forward` only
+    calls handler ops, so it is differentiable on every handler and changes its state in place with them (so a
+    recorded step repeats it).
     """
 
     #: number of inputs the layer takes (None: one or more)
