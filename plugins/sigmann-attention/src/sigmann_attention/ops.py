@@ -226,7 +226,7 @@ class Attention(Op):
             kept = k.bernoulli(weights.shape, 1.0 - dropout)
             xp.multiply(kept, 1.0 / (1.0 - dropout), out=kept)
         out, by_head = self.merged(k, (batch, steps, width3 // 3), heads)
-        by_head[...] = xp.matmul(weights if kept is None else weights * kept, v)
+        xp.matmul(weights if kept is None else weights * kept, v, out=by_head)  # straight into the heads' slices
         return out, (weights, kept)
 
     def backward(self, k, g, inputs, out, saved, needs, heads=1, causal=True, dropout=0.0, training=False):
@@ -237,7 +237,7 @@ class Attention(Op):
         d_qkv = k.empty(qkv.shape)
         dq, dk, dv = self.split(d_qkv, heads)
         used = weights if kept is None else weights * kept
-        dv[...] = xp.matmul(used.transpose(0, 1, 3, 2), g_heads)
+        xp.matmul(used.transpose(0, 1, 3, 2), g_heads, out=dv)
         d_weights = xp.matmul(g_heads, v.transpose(0, 1, 3, 2))  # the gradient of the weights used
         if kept is not None:
             xp.multiply(d_weights, kept, out=d_weights)
@@ -248,8 +248,8 @@ class Attention(Op):
         xp.subtract(d_weights, row, out=d_weights)
         xp.multiply(d_weights, weights, out=d_weights)
         xp.multiply(d_weights, scale, out=d_weights)
-        dq[...] = xp.matmul(d_weights, key)
-        dk[...] = xp.matmul(d_weights.transpose(0, 1, 3, 2), q)
+        xp.matmul(d_weights, key, out=dq)
+        xp.matmul(d_weights.transpose(0, 1, 3, 2), q, out=dk)
         d_mask = k.full(inputs[1].shape, 0.0) if len(inputs) > 1 and needs[1] else None
         return (d_qkv, d_mask)[: len(inputs)]
 
