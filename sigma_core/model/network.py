@@ -53,7 +53,8 @@ def check_output_shape(layer, out) -> None:
 
 
 def parameter_count(layer) -> int:
-    return sum(math.prod(shape) for shape in layer.parameter_shapes.values())
+    """The parameters the layer owns: one it shares with another layer counts there."""
+    return sum(math.prod(shape) for p, shape in layer.parameter_shapes.items() if p not in layer.shared_parameters)
 
 
 class Network:
@@ -87,6 +88,14 @@ class Network:
             spec = {"type": construct.layer_type, **construct.params}
             self.layers[name] = layer = plugins.build("layer", spec, name, input_shapes, where=construct.where or name)
             layer._network = self
+        for name, layer in self.layers.items():
+            for param, pid in layer.shared_parameters.items():
+                owner, _, owned = pid.rpartition(".")
+                shape, declared = getattr(self.layers.get(owner), "parameter_shapes", {}).get(owned), \
+                    layer.parameter_shapes.get(param)
+                if declared is None or shape != declared or owned in self.layers[owner].shared_parameters:
+                    raise ArchitectureError(f"layer {name!r}: its parameter {param!r} {declared or '(undeclared)'} "
+                                            f"cannot share {pid!r} ({shape or 'no such parameter'})")
         self._inputs = [layer.external for layer in self.layers.values()
                         if getattr(layer, "external", None) is not None and not layer.input_shapes]
         if not self._inputs:
@@ -114,13 +123,14 @@ class Network:
         parameters, state, defaults = {}, {}, {}
         for name, layer in self.layers.items():
             for param, shape in layer.parameter_shapes.items():
-                parameters[f"{name}.{param}"] = handler.zeros(shape)
+                if param not in layer.shared_parameters:
+                    parameters[f"{name}.{param}"] = handler.zeros(shape)
             initial = layer.initial_state()
             for key, shape in layer.state_shapes.items():
                 state[f"{name}.{key}"] = handler.full(shape, initial.get(key, 0.0))
             defaults.update((f"{name}.{param}", initialiser)
                             for param, initialiser in layer.default_initialisers().items()
-                            if param in layer.parameter_shapes)
+                            if param in layer.parameter_shapes and param not in layer.shared_parameters)
         self._adopt(handler, parameters, state)
         applied = apply_initialisers(handler, self.parameters, defaults)
         if initialisers:
@@ -134,7 +144,8 @@ class Network:
         self.version += 1
         self._plan = []
         for name, layer in self.layers.items():
-            arrays = {param: parameters[f"{name}.{param}"] for param in layer.parameter_shapes}
+            arrays = {param: parameters[layer.shared_parameters.get(param, f"{name}.{param}")]
+                      for param in layer.parameter_shapes}
             arrays.update((key, state[f"{name}.{key}"]) for key in layer.state_shapes)
             self._plan.append((name, layer, self._sources[name], LayerParameters(layer, arrays)))
 

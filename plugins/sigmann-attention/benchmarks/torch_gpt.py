@@ -2,13 +2,15 @@
 
 The same layout as Sigma's network: token and position tables, pre-norm blocks
 of causal self-attention (one qkv projection, PyTorch's
-``scaled_dot_product_attention``) and a GELU MLP, a final norm and an untied
-output layer; AdamW with the same decay exclusion and global-norm clipping, and
-the same warm-up and cosine schedule. :func:`load_sigma` copies a Sigma
-network's parameters in (Sigma's dense weights are (in, out), PyTorch's (out,
-in)) and :func:`sigma_view` reads them back out by Sigma's ids, so a test can
-start both from identical weights and compare them step by step
-(tests/test_gpt_torch.py); ``python gpt_quality.py`` trains both on a text.
+``scaled_dot_product_attention``) and a GELU MLP, a final norm and an output
+layer (with ``tie_weights``, one without bias sharing the embedding's table, as
+nanoGPT's ``lm_head.weight = wte.weight`` and Sigma's ``tied_logits``); AdamW
+with the same decay exclusion and global-norm clipping, and the same warm-up
+and cosine schedule. :func:`load_sigma` copies a Sigma network's parameters in
+(Sigma's dense weights are (in, out), PyTorch's (out, in)) and
+:func:`sigma_view` reads them back out by Sigma's ids, so a test can start both
+from identical weights and compare them step by step (tests/test_gpt_torch.py);
+``python gpt_quality.py`` trains both on a text.
 """
 
 from __future__ import annotations
@@ -51,12 +53,15 @@ class Block(nn.Module):
 class TorchGPT(nn.Module):
     """ids (batch, T) -> logits (batch, T, vocabulary)."""
 
-    def __init__(self, vocabulary, context, width, heads, layers):
+    def __init__(self, vocabulary, context, width, heads, layers, tie_weights=False):
         super().__init__()
+        self.tie_weights = tie_weights
         self.embedding = nn.Embedding(vocabulary, width)
         self.positional = nn.Parameter(torch.zeros(context, width))
         self.blocks = nn.ModuleList(Block(width, heads) for _ in range(layers))
-        self.norm, self.logits = nn.LayerNorm(width), nn.Linear(width, vocabulary)
+        self.norm, self.logits = nn.LayerNorm(width), nn.Linear(width, vocabulary, bias=not tie_weights)
+        if tie_weights:
+            self.logits.weight = self.embedding.weight
 
     def forward(self, ids):
         x = self.embedding(ids) + self.positional[: ids.shape[1]]
@@ -73,8 +78,9 @@ class TorchGPT(nn.Module):
 def sigma_view(model: TorchGPT) -> dict:
     """Sigma's parameter id -> (the PyTorch tensor, whether it is Sigma's transposed)."""
     view = {"embedding.weights": (model.embedding.weight, False), "positional.weights": (model.positional, False),
-            "norm.gamma": (model.norm.weight, False), "norm.beta": (model.norm.bias, False),
-            "logits.weights": (model.logits.weight, True), "logits.biases": (model.logits.bias, False)}
+            "norm.gamma": (model.norm.weight, False), "norm.beta": (model.norm.bias, False)}
+    if not model.tie_weights:  # tied: the output layer's weights are embedding.weights
+        view.update({"logits.weights": (model.logits.weight, True), "logits.biases": (model.logits.bias, False)})
     for b, block in enumerate(model.blocks):
         for norm in ("norm1", "norm2"):
             view[f"block{b}-{norm}.gamma"] = (getattr(block, norm).weight, False)

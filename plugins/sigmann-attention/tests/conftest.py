@@ -57,7 +57,8 @@ def text_file():
 
 @pytest.fixture
 def example_run():
-    """``example_run(directory, text, layer=None, **changes)``: examples/gpt_chars.toml on ``text``, changed."""
+    """``example_run(directory, text, layer=None, tied=False, **changes)``: examples/gpt_chars.toml on ``text``,
+    changed."""
     return _example_run
 
 
@@ -67,13 +68,20 @@ def _text_file(path, size=3000, alphabet="abcdefgh \n"):
     return path
 
 
-def _example_run(directory, text, layer=None, **changes):
+#: The example's output layer tied to its embedding, as its comment shows.
+TIED_LOGITS = {"type": "tied_logits", "name": "logits", "vocabulary": 128}
+
+
+def _example_run(directory, text, layer=None, tied=False, **changes):
     """examples/gpt_chars.toml on ``text``, checkpoints in ``directory``, with ``changes`` to the layer named
-    ``layer``, written to ``directory/run.toml``."""
+    ``layer`` (after ``tied`` put TIED_LOGITS in place of the logits layer), written to ``directory/run.toml``."""
     directory.mkdir(parents=True, exist_ok=True)
     config = tomllib.loads(EXAMPLE.read_text())
     config["data"]["path"] = str(text)
     config["checkpoint"]["directory"] = str(directory / "checkpoints")
+    layers = config["network"]["layers"]
+    if tied:
+        layers[:] = [dict(TIED_LOGITS) if spec.get("name") == "logits" else spec for spec in layers]
     for spec in config["network"]["layers"]:
         if spec.get("name") == layer:
             spec.update(changes)

@@ -12,8 +12,9 @@ from sigma_core.compute.ops import resolve
 torch = pytest.importorskip("torch", reason="PyTorch is the reference these tests compare with")
 pytest.importorskip("numba")
 from sigmann_attention.cpu import BLOCK, FlashAttention  # noqa: E402
+from sigmann_attention.cpu_embedding import ScatterEmbedding  # noqa: E402
 from sigmann_attention.cpu_gelu import FusedGELU  # noqa: E402
-from sigmann_attention.ops import GELU, Attention  # noqa: E402
+from sigmann_attention.ops import GELU, Attention, Embedding  # noqa: E402
 packed_sdpa = pytest.importorskip("torch_gpt").packed_sdpa
 
 
@@ -22,6 +23,8 @@ def test_the_cpu_handler_runs_the_kernels_and_the_numpy_handler_the_rules():
     assert type(resolve("attention", "numpy")) is Attention
     assert type(resolve("gelu", "cpu")) is FusedGELU
     assert type(resolve("gelu", "numpy")) is GELU
+    assert type(resolve("embedding", "cpu")) is ScatterEmbedding
+    assert type(resolve("embedding", "numpy")) is Embedding
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -75,3 +78,25 @@ def test_dropout_in_training_runs_the_rule_on_the_cpu_handler():
         handler = create_handler(name, dtype="float64", seed=4)
         outs.append(handler.op("attention", handler.asarray(qkv), dropout=0.4, training=True).to_numpy())
     numpy.testing.assert_allclose(outs[0], outs[1], rtol=1e-13, atol=1e-13)
+
+
+def test_the_float32_exp_is_within_an_ulp_and_zero_where_exp_underflows():
+    """The tiled loops' exp (sigmann_attention.cpu_exp.exp32) over its domain x ≤ 0: Cephes' polynomial and exact
+    powers of two, so one float32 rounding from e^x; 0 at −inf (hidden scores) and past float32's normal range."""
+    import numba
+
+    from sigmann_attention.cpu_exp import exp32
+
+    @numba.njit
+    def run(x, out):
+        for i in range(x.size):
+            out[i] = exp32(x[i])
+
+    x = numpy.concatenate([numpy.linspace(-87.0, 0.0, 100_001), -numpy.geomspace(1e-9, 87.0, 1001)]).astype("float32")
+    out = numpy.empty_like(x)
+    run(x, out)
+    exact = numpy.exp(x.astype("float64"))
+    assert numpy.max(numpy.abs(out - exact) / exact) <= float(numpy.finfo("float32").eps)  # ≤ 1 ulp of [1, 2)
+    tails = numpy.array([-numpy.inf, -1e4, -88.0, -87.4], dtype="float32")
+    run(tails, out[:4])
+    assert not out[:4].any()

@@ -35,15 +35,18 @@ def test_example_trains_reports_bits_per_character_and_samples(tmp_path, text, e
     assert capsys.readouterr().out == sample  # the same seed, the same text
 
 
-def test_a_resumed_run_ends_where_an_uninterrupted_one_does(tmp_path, text, example_run):
+@pytest.mark.parametrize("tied", [False, True], ids=["untied", "tied"])
+def test_a_resumed_run_ends_where_an_uninterrupted_one_does(tmp_path, text, example_run, tied):
+    """Tied: the checkpoint holds the embedding's table once, and it resumes exactly all the same."""
     straight, halves = tmp_path / "straight", tmp_path / "halves"
-    assert train(example_run(straight, text), "--set", "training.epochs=2", "--quiet") == 0
-    run = example_run(halves, text)
+    assert train(example_run(straight, text, tied=tied), "--set", "training.epochs=2", "--quiet") == 0
+    run = example_run(halves, text, tied=tied)
     assert train(run, "--quiet") == 0
     (first,) = (halves / "checkpoints").glob("gpt_chars-e1-*.ckpt")
     assert train(run, "--set", "training.epochs=2", "--resume", str(first), "--quiet") == 0
     (a,), (b,) = ((d / "checkpoints").glob("gpt_chars-e2-*.ckpt") for d in (straight, halves))
     ours, theirs = load_checkpoint(a), load_checkpoint(b)
+    assert ("logits.weights" in ours.parameters) is not tied and "embedding.weights" in ours.parameters
     for pid, value in ours.parameters.items():
         numpy.testing.assert_array_equal(value, theirs.parameters[pid], err_msg=pid)
     assert ours.optimiser["steps"] == theirs.optimiser["steps"] == 4

@@ -18,6 +18,7 @@ LAYERS = [
     ("attention", (3, 4), {"heads": 1, "causal": False}, (3, 4)),
     ("attention", (4, 4), {"heads": 2, "dropout": 0.3}, (4, 4)),  # training mode: the same mask for every pass
     ("token_norm", (3, 5), {}, (3, 5)),
+    ("tied_logits", (4, 3), {"vocabulary": 5}, (4, 5)),  # alone its table is its own: x·Wᵀ's gradients
     ("dense", (4,), {"size": 3, "activation": "gelu"}, (3,)),
     ("dense", (4,), {"size": 3, "activation": "gelu_tanh"}, (3,)),
 ]
@@ -108,7 +109,7 @@ def test_bad_geometry_is_one_line_naming_the_layer_and_exit_2(tmp_path, capsys, 
 def test_sigma_plugins_lists_what_this_distribution_registers(capsys):
     assert cli_main(["plugins", "--json"]) == 0
     rows = {(row["kind"], row["name"]): row for row in json.loads(capsys.readouterr().out)}
-    for key in [("layer", n) for n in ("embedding", "positional", "attention", "token_norm")] + [
-            ("op", n) for n in ("embedding", "gelu", "attention")] + [
+    for key in [("layer", n) for n in ("embedding", "positional", "attention", "token_norm", "tied_logits")] + [
+            ("op", n) for n in ("embedding", "gelu", "attention", "squared_norm")] + [
             ("activation", "gelu"), ("activation", "gelu_tanh"), ("optimiser", "adamw"), ("hook", "warm_up_cosine")]:
         assert rows[key]["distribution"] == "sigmann-attention", key

@@ -21,10 +21,12 @@ def _session(network, tmp_path):
     return onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
 
 
+@pytest.mark.parametrize("tie_weights", [False, True], ids=["untied", "tied"])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_onnxruntime_reproduces_a_gpt(tmp_path, dtype):
-    """Embedding, positional table, causal attention, token norm, GELU dense layers over time steps, logits."""
-    network = Network(GPT(vocabulary=11, context=6, width=8, heads=2, layers=2), name="gpt")
+def test_onnxruntime_reproduces_a_gpt(tmp_path, dtype, tie_weights):
+    """Embedding, positional table, causal attention, token norm, GELU dense layers over time steps, logits (tied:
+    through the embedding's table, in the graph once)."""
+    network = Network(GPT(vocabulary=11, context=6, width=8, heads=2, layers=2, tie_weights=tie_weights), name="gpt")
     network.initialise(NumpyHandler(dtype, seed=3))
     ids = numpy.random.default_rng(0).integers(0, 11, (5, 6))
     predictions, probabilities = _session(network, tmp_path).run(None, {"inputs": ids.astype(dtype)})

@@ -14,7 +14,7 @@ from sigmann_testing import HandlerConformance, op_cases
 torch = pytest.importorskip("torch", reason="PyTorch is the reference these tests compare with")
 packed_sdpa = pytest.importorskip("torch_gpt").packed_sdpa
 
-OPS = ("embedding", "gelu", "attention")
+OPS = ("embedding", "gelu", "attention", "squared_norm")
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])

@@ -19,8 +19,11 @@ class Layer:
     Subclasses set ``output_shape`` and ``parameter_shapes`` (name -> shape) in ``__init__``, and may set
     ``state_shapes``: arrays kept from step to step that are not parameters (batch norm's running statistics),
     which the network makes (from :meth:`initial_state`), passes to :meth:`forward` beside the parameters, and
-    saves and restores with them, but never trains. :meth:`forward` only calls handler ops, so it is
-    differentiable on every handler and changes its state in place with them (so a recorded step repeats it).
+    saves and restores with them, but never trains. ``shared_parameters`` (name -> another layer's parameter id,
+    ``"<layer>.<param>"``) ties a declared parameter to that one (weight tying): the network makes, trains, saves
+    and counts it once, under the owner's id, and the gradients of both uses add up in it. :meth:`forward` only
+    calls handler ops, so it is differentiable on every handler and changes its state in place with them (so a
+    recorded step repeats it).
     """
 
     #: number of inputs the layer takes (None: one or more)
@@ -49,6 +52,7 @@ class Layer:
         self.output_shape: tuple = self.input_shapes[0] if self.input_shapes else ()
         self.parameter_shapes: dict[str, tuple] = {}
         self.state_shapes: dict[str, tuple] = {}
+        self.shared_parameters: dict[str, str] = {}
 
     @property
     def input_shape(self) -> tuple:

@@ -5,8 +5,9 @@ The layers (:mod:`sigmann_attention.layers`: ``embedding``, ``positional``,
 (``embedding``, ``gelu``, ``attention``: forward rules and VJPs over any
 handler's array module), which this distribution registers through
 ``register_ops`` together with the ``cpu`` handler's numba kernels: tiled
-attention (:mod:`sigmann_attention.cpu`) and exact GELU
-(:mod:`sigmann_attention.cpu_gelu`). ``gelu`` and ``gelu_tanh`` are
+attention (:mod:`sigmann_attention.cpu`), exact GELU
+(:mod:`sigmann_attention.cpu_gelu`) and the embedding's scatter
+(:mod:`sigmann_attention.cpu_embedding`). ``gelu`` and ``gelu_tanh`` are
 activations for dense layers; ``adamw`` (:mod:`sigmann_attention.adamw`) and the
 ``warm_up_cosine`` schedule (:mod:`sigmann_attention.schedule`) train them.
 Registering imports neither NumPy nor numba. :func:`TransformerBlock` and
@@ -21,6 +22,7 @@ LAYERS = {
     "positional": ("Positional", "adds a learnt vector per position"),
     "attention": ("Attention", "multi-head self-attention, causal, with an optional padding mask"),
     "token_norm": ("TokenNorm", "layer normalisation of each position's features"),
+    "tied_logits": ("TiedLogits", "logits through the embedding's table, transposed (weight tying)"),
 }
 
 
@@ -32,9 +34,13 @@ def register_layers(register):
 
 @hookimpl
 def register_ops(register):
-    register("embedding", "sigmann_attention.ops:Embedding", description="rows of a table by id; scatter gradient")
+    register("embedding", "sigmann_attention.ops:Embedding",
+             kernels={"cpu": "sigmann_attention.cpu_embedding:ScatterEmbedding"},
+             description="rows of a table by id; scatter gradient (one numba loop on the cpu handler)")
     register("gelu", "sigmann_attention.ops:GELU", kernels={"cpu": "sigmann_attention.cpu_gelu:FusedGELU"},
              description="x·Φ(x), exact or tanh-approximated; one numba loop each way on the cpu handler")
+    register("squared_norm", "sigmann_attention.adamw:SquaredNorm",
+             description="Σ x² over every input: a global norm in one op (adamw's clip)")
     register("attention", "sigmann_attention.ops:Attention", kernels={"cpu": "sigmann_attention.cpu:FlashAttention"},
              description="scaled dot-product attention of every head; tiled numba loops on the cpu handler")
 
@@ -102,6 +108,11 @@ def TokenNorm(eps=1e-5, name=None):
     return _construct("token_norm", name, eps=eps)
 
 
+def TiedLogits(vocabulary, embedding="embedding", name=None):
+    """The ``tied_logits`` layer as a construct: the output projection sharing the layer ``embedding``'s table."""
+    return _construct("tied_logits", name, vocabulary=vocabulary, embedding=embedding)
+
+
 def TransformerBlock(source, width, heads, prefix, dropout=0.0):
     """A pre-norm GPT block after the construct ``source``, its layers named ``prefix-*``: x + attention(norm(x)),
     then x + MLP(norm(x)) (width -> 4·width, GELU, -> width). Returns the architecture of the block's constructs;
@@ -118,9 +129,10 @@ def TransformerBlock(source, width, heads, prefix, dropout=0.0):
     return Architecture([norm1, attention, residual1, norm2, up, down, residual2])
 
 
-def GPT(vocabulary, context, width, heads, layers, dropout=0.0):
-    """A character GPT (nanoGPT's layout, untied output): ids (context,) -> logits (context, vocabulary) and a
-    softmax cross-entropy cost over every position."""
+def GPT(vocabulary, context, width, heads, layers, dropout=0.0, tie_weights=False):
+    """A character GPT (nanoGPT's layout): ids (context,) -> logits (context, vocabulary) and a softmax
+    cross-entropy cost over every position. ``tie_weights``: the logits come through the embedding's table
+    (``tied_logits``, no biases, as nanoGPT) instead of a dense layer of their own."""
     from sigma_core import Dense, Input, SoftmaxCE
 
     architecture = (Input(context) + Embedding(vocabulary, width, name="embedding")
@@ -128,4 +140,6 @@ def GPT(vocabulary, context, width, heads, layers, dropout=0.0):
     for block in range(layers):
         architecture = architecture + TransformerBlock(architecture.constructs[-1], width, heads, f"block{block}",
                                                        dropout)
-    return architecture + TokenNorm(name="norm") + Dense(vocabulary, time_distributed=True, name="logits") + SoftmaxCE()
+    logits = (TiedLogits(vocabulary, name="logits") if tie_weights
+              else Dense(vocabulary, time_distributed=True, name="logits"))
+    return architecture + TokenNorm(name="norm") + logits + SoftmaxCE()

@@ -1,5 +1,5 @@
-"""The transformer's layers over (batch, T, width) sequences: ``embedding``, ``positional``, ``attention`` and
-``token_norm``.
+"""The transformer's layers over (batch, T, width) sequences: ``embedding``, ``positional``, ``attention``,
+``token_norm`` and ``tied_logits``.
 
 Each checks its arguments and input shape when the network is built (one line
 naming the layer), and runs handler ops or one op of :mod:`sigmann_attention.ops`.
@@ -136,3 +136,28 @@ class TokenNorm(Layer):
         x = inputs[0]
         rows = handler.reshape(x, (-1, x.shape[-1]))
         return handler.reshape(handler.op("layer_norm", rows, params["gamma"], params["beta"], eps=self.eps), x.shape)
+
+
+class TiedLogits(Layer):
+    """Logits over the vocabulary through the embedding's own table: x·``weights``ᵀ, ``weights`` being the layer
+    ``embedding``'s (vocabulary, width) table itself (weight tying, as nanoGPT's ``lm_head.weight = wte.weight``).
+
+    The network makes, trains and saves that table once, under the embedding's id, and adds up the gradients of
+    its two uses (``Layer.shared_parameters``). No biases, as nanoGPT's output layer.
+    """
+
+    argument_rules = {"vocabulary": "int >= 1", "embedding": "str"}
+
+    def __init__(self, name, input_shapes, *, vocabulary, embedding="embedding"):
+        super().__init__(name, input_shapes)
+        steps, width = _sequence(self)
+        self.vocabulary = int(vocabulary)
+        self.output_shape = (steps, self.vocabulary)
+        self.parameter_shapes = {"weights": (self.vocabulary, width)}
+        self.shared_parameters = {"weights": f"{embedding}.weights"}
+
+    def forward(self, handler, inputs, params, context):
+        x = inputs[0]
+        rows = handler.reshape(x, (-1, x.shape[-1]))
+        logits = handler.matmul(rows, handler.transpose(params["weights"]))
+        return handler.reshape(logits, (*x.shape[:-1], self.vocabulary))

@@ -36,6 +36,12 @@ def token_norm(graph, name, layer, inputs):
                     epsilon=layer.eps)
 
 
+def tied_logits(graph, name, layer, inputs):
+    """x·Wᵀ with W the embedding's table, in the graph once under its owner's id."""
+    table = graph.op("Transpose", [layer.shared_parameters["weights"]], f"{name}/table_t", perm=[1, 0])
+    return graph.op("MatMul", [inputs[0], table], f"{name}/matmul")
+
+
 def attention(graph, name, layer, inputs):
     """As the ``attention`` op computes it at inference: hidden scores get the dtype's lowest value rather than
     −inf (a softmax over a row of −inf is NaN in ONNX), and a query whose every key is hidden outputs zeros."""

@@ -226,7 +226,7 @@ class Attention(Op):
             kept = k.bernoulli(weights.shape, 1.0 - dropout)
             xp.multiply(kept, 1.0 / (1.0 - dropout), out=kept)
         out, by_head = self.merged(k, (batch, steps, width3 // 3), heads)
-        by_head[...] = xp.matmul(weights if kept is None else weights * kept, v)
+        xp.matmul(weights if kept is None else weights * kept, v, out=by_head)  # straight into the heads' slices
         return out, (weights, kept)
 
     def backward(self, k, g, inputs, out, saved, needs, heads=1, causal=True, dropout=0.0, training=False):
@@ -237,17 +237,19 @@ class Attention(Op):
         d_qkv = k.empty(qkv.shape)
         dq, dk, dv = self.split(d_qkv, heads)
         used = weights if kept is None else weights * kept
-        dv[...] = xp.matmul(used.transpose(0, 1, 3, 2), g_heads)
+        xp.matmul(used.transpose(0, 1, 3, 2), g_heads, out=dv)
         d_weights = xp.matmul(g_heads, v.transpose(0, 1, 3, 2))  # the gradient of the weights used
         if kept is not None:
             xp.multiply(d_weights, kept, out=d_weights)
-        # softmax's VJP: dS = P ⊙ (dP − rowsum(dP ⊙ P)); hidden scores have P = 0, so dS = 0 there
-        row = xp.sum(d_weights * weights, axis=-1, keepdims=True)
+        # softmax's VJP: dS = P ⊙ (dP − rowsum(dP ⊙ P)); hidden scores have P = 0, so dS = 0 there. The row term
+        # is rowsum(dO ⊙ O) (Σ_j P_ij·dP_ij = dO_i·Σ_j P_ij v_j, dropout's mask in both): (T, d), not (T, T), a head
+        out_heads = out.reshape(g_heads.shape[0], g_heads.shape[2], heads, -1).transpose(0, 2, 1, 3)
+        row = xp.sum(g_heads * out_heads, axis=-1, keepdims=True)
         xp.subtract(d_weights, row, out=d_weights)
         xp.multiply(d_weights, weights, out=d_weights)
         xp.multiply(d_weights, scale, out=d_weights)
-        dq[...] = xp.matmul(d_weights, key)
-        dk[...] = xp.matmul(d_weights.transpose(0, 1, 3, 2), q)
+        xp.matmul(d_weights, key, out=dq)
+        xp.matmul(d_weights.transpose(0, 1, 3, 2), q, out=dk)
         d_mask = k.full(inputs[1].shape, 0.0) if len(inputs) > 1 and needs[1] else None
         return (d_qkv, d_mask)[: len(inputs)]
 

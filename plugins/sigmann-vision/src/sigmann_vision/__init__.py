@@ -32,7 +32,7 @@ OPS = {
     "max_pool2d": ("MaxPool2D", "MaxPool2D", "max pooling, keeping the winning tap for the backward pass"),
     "avg_pool2d": ("AvgPool2D", None, "average pooling, padding counted"),
     "batch_norm": ("BatchNorm", "BatchNorm", "batch normalisation; updates the running statistics in training"),
-    "layer_norm": ("LayerNorm", None, "normalisation of each row"),
+    "layer_norm": ("LayerNorm", "LayerNorm", "normalisation of each row"),
 }
 
 

@@ -29,6 +29,7 @@ import math
 from sigma_cpu import c_contiguous, pick, serial_and_parallel  # sigma_cpu configures numba's cache first
 
 import numba  # noqa: E402  (after sigma_cpu has chosen numba's cache directory)
+import numpy  # noqa: E402
 
 from . import ops  # noqa: E402
 
@@ -353,3 +354,67 @@ class BatchNorm(ops.BatchNorm):
             return super().gradients(k, g, xhat, inv, gamma, dx, dgamma, dbeta, training, rectified)
         pick(_batch_norm_backward, g.size)(self._planes(g), self._planes(xhat), inv, gamma, self._planes(dx), dgamma,
                                            dbeta, bool(training), self._planes(rectified if relu else g), relu)
+
+
+@serial_and_parallel
+def _layer_norm(x, gamma, beta, out, xhat, inv, eps):
+    """Per row of x (M, F): mean and variance (two passes, float64 sums), then x̂ and out = γ·x̂ + β."""
+    rows, features = x.shape
+    for r in numba.prange(rows):
+        total = 0.0
+        for f in range(features):
+            total += x[r, f]
+        mean = total / features
+        total = 0.0
+        for f in range(features):
+            d = x[r, f] - mean
+            total += d * d
+        scale = 1.0 / math.sqrt(total / features + eps)
+        inv[r, 0] = scale
+        for f in range(features):
+            h = (x[r, f] - mean) * scale
+            xhat[r, f] = h
+            out[r, f] = gamma[f] * h + beta[f]
+
+
+@serial_and_parallel
+def _layer_norm_backward(g, xhat, inv, gamma, dx, dgamma, dbeta):
+    """Per row: dx = (1/σ)·(ĝ − mean(ĝ) − x̂·mean(ĝ·x̂)), ĝ = g·γ (float64 sums); then dγ = Σ g·x̂ and dβ = Σ g
+    over the rows, in one pass in row order (serial: rows would race for the same features; float64 sums)."""
+    rows, features = g.shape
+    for r in numba.prange(rows):
+        total, projection = 0.0, 0.0
+        for f in range(features):
+            gh = g[r, f] * gamma[f]
+            total += gh
+            projection += gh * xhat[r, f]
+        shift, slope, scale = total / features, projection / features, inv[r, 0]
+        for f in range(features):
+            dx[r, f] = scale * (g[r, f] * gamma[f] - shift - xhat[r, f] * slope)
+    sum_gx, sum_g = numpy.zeros(features), numpy.zeros(features)  # float64, as the rows' sums
+    for r in range(rows):
+        for f in range(features):
+            sum_gx[f] += g[r, f] * xhat[r, f]
+            sum_g[f] += g[r, f]
+    dgamma[:] = sum_gx
+    dbeta[:] = sum_g
+
+
+class LayerNorm(ops.LayerNorm):
+    """:class:`~sigmann_vision.ops.LayerNorm` with one compiled pass per row each way: the rule's dozen NumPy passes
+    (means, temporaries, broadcasts) cost the baby GPT ~8 ms of a ~67 ms step (issue 39)."""
+
+    def forward(self, k, x, gamma, beta, eps=1e-5):
+        if not _fits(x, gamma, beta):
+            return super().forward(k, x, gamma, beta, eps)
+        out, xhat, inv = k.empty(x.shape), k.empty(x.shape), k.empty((x.shape[0], 1))
+        pick(_layer_norm, x.size)(x, gamma, beta, out, xhat, inv, float(eps))
+        return out, (xhat, inv)
+
+    def backward(self, k, g, inputs, out, saved, needs, eps=1e-5):
+        (xhat, inv), gamma = saved, inputs[1]
+        if not _fits(g, xhat, inv, gamma):
+            return super().backward(k, g, inputs, out, saved, needs, eps)
+        dx, dgamma, dbeta = k.empty(g.shape), k.empty(gamma.shape), k.empty(gamma.shape)
+        pick(_layer_norm_backward, g.size)(g, xhat, inv, gamma, dx, dgamma, dbeta)
+        return dx if needs[0] else None, dgamma if needs[1] else None, dbeta if needs[2] else None
