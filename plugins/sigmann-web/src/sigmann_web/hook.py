@@ -349,7 +349,8 @@ def describe(loop, layout: dict, top, input_range) -> dict:
     network, optimiser = trainer.network, trainer.optimiser
     layers = [{"name": name, "type": type(layer).__name__, "shape": list(layer.output_shape),
                "parameters": {param: list(shape) for param, shape in layer.parameter_shapes.items()},
-               "count": sum(math.prod(shape) for shape in layer.parameter_shapes.values())}
+               "count": sum(math.prod(shape) for param, shape in layer.parameter_shapes.items()
+                            if param not in layer.shared_parameters)}  # a tied parameter counts at its owner
               for name, layer in network.layers.items()]
     return {
         "run": trainer.name, "handler": trainer.handler.name, "dtype": str(trainer.handler.dtype),
