@@ -27,12 +27,14 @@ TYPES = {
     "int": ("an integer", lambda v: isinstance(v, Integral) and not isinstance(v, bool)),
     "number": ("a finite number", lambda v: isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(v)),
     "real": ("a number", lambda v: isinstance(v, Real) and not isinstance(v, bool)),  # NaN too
-    "bool": ("true or false", lambda v: isinstance(v, bool)), "str": ("a string", lambda v: isinstance(v, str)),
+    "bool": ("true or false", lambda v: isinstance(v, bool)),
+    "str": ("a string", lambda v: isinstance(v, str)),
     "filename": ("a name usable as a file name (not empty, not . or .., no / or \\ or control characters)",
                  lambda v: isinstance(v, str) and v not in ("", ".", "..") and not re.search(r"[/\\\x00-\x1f\x7f]", v)),
     "path": ("a path (a string without control characters)",
              lambda v: isinstance(v, str) and v != "" and not re.search(r"[\x00-\x1f\x7f]", v)),
-    "table": ("a table", lambda v: isinstance(v, dict)), "array": ("an array", lambda v: isinstance(v, list)),
+    "table": ("a table", lambda v: isinstance(v, dict)),
+    "array": ("an array", lambda v: isinstance(v, list)),
     "any": ("anything", lambda v: True),
     "shape": ("a positive integer or an array of them",
               lambda v: accepts("int >= 1", v)
@@ -109,10 +111,23 @@ def require(key: str, rule, value, *, complete: bool = False) -> None:
 
 #: Argument names with one meaning across components (rules follow PyTorch's checks).
 CONVENTIONS = {
-    "size": "int >= 1", "shape": "shape", "seed": "int >= 0", "freeze": "names",
-    "learning_rate": "number >= 0", "weight_decay": "number >= 0", "momentum": "number >= 0", "eps": "number >= 0",
-    "std": "number >= 0", "importance": "number >= 0", "gain": "number > 0", "mean": "number", "low": "number",
-    "high": "number", "rho": "number in [0, 1]", "beta1": "number in [0, 1)", "beta2": "number in [0, 1)",
+    "size": "int >= 1",
+    "shape": "shape",
+    "seed": "int >= 0",
+    "freeze": "names",
+    "learning_rate": "number >= 0",
+    "weight_decay": "number >= 0",
+    "momentum": "number >= 0",
+    "eps": "number >= 0",
+    "std": "number >= 0",
+    "importance": "number >= 0",
+    "gain": "number > 0",
+    "mean": "number",
+    "low": "number",
+    "high": "number",
+    "rho": "number in [0, 1]",
+    "beta1": "number in [0, 1)",
+    "beta2": "number in [0, 1)",
     "p": "number in [0, 1)",
 }
 #: Keys older run files give a kind of component that no component of it takes now, and what to do instead.
@@ -185,24 +200,78 @@ def rule_of(component, name: str, parameter: inspect.Parameter):
 #: Every key a run file may have, and its rule (docs/gen/run_file.py says what each does, on the site). A
 #: "table" is checked by what it builds: its extractor (data), its component (optimiser, operator).
 SCHEMA = {
-    "name": "filename", "seed": "int >= 0",  # the name names its checkpoints and lock file
-    "handler": {"name": "str", "dtype": ("float32", "float64")}, "data": "table",
-    "split": {"validation": "any", "train": "any", "shuffle": "bool", "seed": "int >= 0"},
-    "network": {"layers": "array"},  # of tables, see architecture.from_layer_list
-    "initialisers": {...: "table"}, "optimiser": "table",  # initialisers: pattern = { type = "gaussian", std = 0.1 }
-    "training": {"batch_size": "int >= 1", "epochs": "int >= 1", "last_batch": ("keep", "drop"), "shuffle": "bool",
-                 "validation_batch_size": "int >= 1", "prefetch": "int >= 0", "compile": "str",
-                 "replay": "bool"},  # the older spelling of compile
-    "checkpoint": {"directory": "path", "every_iterations": "int >= 0", "every_epochs": "int >= 0", "keep": "int >= 1"},
-    "hooks": ["table"], "monitors": ["table"], "operator": "table",  # monitors: the older name for [[hooks]]
+    "name": "filename",  # it names the run's checkpoints and lock file
+    "seed": "int >= 0",
+    "handler": {
+        "name": "str",
+        "dtype": ("float32", "float64"),
+    },
+    "data": "table",
+    "split": {
+        "validation": "any",
+        "train": "any",
+        "shuffle": "bool",
+        "seed": "int >= 0",
+    },
+    "network": {
+        "layers": "array",  # of tables, see architecture.from_layer_list
+    },
+    "initialisers": {...: "table"},  # pattern = { type = "gaussian", std = 0.1 }
+    "optimiser": "table",
+    "training": {
+        "batch_size": "int >= 1",
+        "epochs": "int >= 1",
+        "last_batch": ("keep", "drop"),
+        "shuffle": "bool",
+        "validation_batch_size": "int >= 1",
+        "prefetch": "int >= 0",
+        "compile": "str",
+        "replay": "bool",  # the older spelling of compile
+    },
+    "checkpoint": {
+        "directory": "path",
+        "every_iterations": "int >= 0",
+        "every_epochs": "int >= 0",
+        "keep": "int >= 1",
+    },
+    "hooks": ["table"],
+    "monitors": ["table"],  # the older name for [[hooks]]
+    "operator": "table",
 }
 DEFAULTS = {
-    "name": "run", "seed": 0, "handler": {"name": "auto", "dtype": "float32"}, "initialisers": {},
-    "split": {"validation": 0.2, "shuffle": True}, "optimiser": {"type": "sgd", "learning_rate": 0.1},
-    "training": {"batch_size": 32, "epochs": 10, "last_batch": "keep", "shuffle": True, "validation_batch_size": 1000,
-                 "prefetch": 2, "compile": "auto"},
-    "checkpoint": {"directory": "checkpoints", "every_iterations": 0, "every_epochs": 0, "keep": 3},  # 0, 0: off
-    "hooks": [], "monitors": [], "operator": {},
+    "name": "run",
+    "seed": 0,
+    "handler": {
+        "name": "auto",
+        "dtype": "float32",
+    },
+    "initialisers": {},
+    "split": {
+        "validation": 0.2,
+        "shuffle": True,
+    },
+    "optimiser": {
+        "type": "sgd",
+        "learning_rate": 0.1,
+    },
+    "training": {
+        "batch_size": 32,
+        "epochs": 10,
+        "last_batch": "keep",
+        "shuffle": True,
+        "validation_batch_size": 1000,
+        "prefetch": 2,
+        "compile": "auto",
+    },
+    "checkpoint": {
+        "directory": "checkpoints",
+        "every_iterations": 0,  # 0 and 0: no checkpoint during the run
+        "every_epochs": 0,
+        "keep": 3,
+    },
+    "hooks": [],
+    "monitors": [],
+    "operator": {},
 }
 
 

@@ -218,16 +218,6 @@ class ArrayKernels:
         self.rng = numpy.random.Generator(numpy.random.PCG64(seed))
         self.updates = self.updates_class(self)
 
-    def launch(self, name, args, kwargs, result):
-        """The call ``name(*args, **kwargs)`` just made (it returned ``result``) as a *launch*, or None (here: always).
-
-        A launch repeats the call with no arguments on the same buffers, its checks made and arguments resolved
-        once: a recorded step (sigmann-replay) calls it instead of the kernel, where no buffer is rebound between
-        calls; what changes between calls (a generator's counter) it reads as it runs. :attr:`updates` may offer
-        launches as functions of the rule's hyperparameters (keywords) that return the launch.
-        """
-        return None
-
     def run_op(self, rule, /, *args, **kwargs):
         """``rule(self, *args, **kwargs)``: a plugin op's forward or backward rule (:class:`sigma_core.Op`), called
         through here so that what watches the kernels' calls (a recorded step) sees the op as one call."""

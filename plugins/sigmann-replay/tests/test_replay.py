@@ -438,8 +438,7 @@ def test_cpu_launches_repeat_their_kernel_on_new_contents_of_the_same_buffers():
     # where the recorded call took the reference path there is no launch
     assert k.launch("dense", (x, w, b, "sigmoid"), {}, k.dense(x, w, b, "sigmoid")) is None
     assert k.launch("sum", (x.T, 0), {}, k.sum(x.T, 0)) is None
-    numpy_kernels = create_handler("numpy").kernels
-    assert numpy_kernels.launch("dense", (x, w, b, "relu"), {}, numpy_kernels.dense(x, w, b, "relu")) is None
+    assert not hasattr(create_handler("numpy").kernels, "launch")  # the core offers none: launches are a backend's
 
 
 @pytest.mark.parametrize("rule", ["sgd", "momentum", "adagrad", "adadelta", "rmsprop", "adam"])

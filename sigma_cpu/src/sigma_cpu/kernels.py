@@ -596,7 +596,7 @@ class NumbaKernels(ArrayKernels):
 
     # -- launches for recorded steps ----------------------------------------------------------------
     def launch(self, name, args, kwargs, result):
-        """The compiled path of the hot kernels above, with its checks made once (see :meth:`ArrayKernels.launch`);
+        """The compiled path of the hot kernels above, with its checks made once (sigmann-replay's *launch*);
         None where the recorded call took the reference path."""
         blocks = None
         if name == "dense" and not kwargs and args[3] in ("none", "relu"):

@@ -10,7 +10,7 @@ and keeps every top-level call with its raw arguments and the pool buffers it
 was handed. Later steps of that signature skip the tape, NDArray wrapping, VJP
 dispatch and pool: the new batch is bound in place of the recorded one and the
 calls run again in order, each given back its recorded buffers by a
-:class:`ReplayPool`; a kernel offering a *launch* (``ArrayKernels.launch``) runs as that, unless it reads a batch
+:class:`ReplayPool`; a kernel offering a *launch* (below) runs as that, unless it reads a batch
 section bound anew in each replay (one larger than :data:`COPY_MAX`). The bits
 are those of a normal step: generators advance inside the kernels (fresh
 dropout masks), the optimiser's arguments are asked for again whenever its
@@ -35,6 +35,13 @@ that overrides ``step``, or one whose ``update`` may read the step count, or run
 on a handler with arrays off the host and no ``capture``, is not replayed: the
 reason is logged once, such steps run normally. The first step of a signature runs normally (lazy state is made
 then), the second is recorded; the cache holds :data:`CACHE_SIZE` recordings.
+
+A backend's kernels (and their ``updates``) may offer *launches*, which the core does not know of: a method
+``launch(name, args, kwargs, result)`` that returns the call ``name(*args, **kwargs)`` just recorded (it
+returned ``result``) as a function of no arguments repeating it on the same buffers, its checks made and its
+arguments resolved once, or None to decline. What changes between calls (a generator's counter) it reads as
+it runs; an update rule's launch is a function of the rule's hyperparameters (keywords) that returns the
+launch. ``sigma_cpu``'s kernels offer them for their compiled passes.
 """
 
 from __future__ import annotations
@@ -52,7 +59,7 @@ log = logging.getLogger("sigma")
 
 CACHE_SIZE = 4
 #: A batch section the handler adopted without a copy, up to this size, is copied into a buffer of the recording
-#: instead of being bound in each replay: the kernels reading it can then be launches (see ``ArrayKernels.launch``).
+#: instead of being bound in each replay: the kernels reading it can then be launches (module docstring).
 COPY_MAX = 1 << 16
 #: Kernels that only compute from their arguments, never touching buffers: not recorded.
 PURE = frozenset({"normalise_axes"})
@@ -250,7 +257,7 @@ class Recording:
         patched = {id(patch[0]) for patch in self.patches}  # a launch binds its arguments: none from the batch
         for i, (record, call) in enumerate(zip(self.records, calls)):
             if self.forms[i] == "kernel" and id(call[1]) not in patched and id(call[2]) not in patched:
-                launch = getattr(record[2].__self__, "launch", None)  # kernels.updates and .recurrent may have none
+                launch = getattr(record[2].__self__, "launch", None)  # a backend's offer (module docstring), or none
                 launch = launch and launch(record[1], record[3], record[4], record[6])
                 if launch is not None:  # an update's launch is bound to the prologue's hyperparameters
                     call[:], self.forms[i] = [launch, [], call[2] if record[0] == "updates" else {}], "launch"
