@@ -65,7 +65,11 @@ def test_every_public_name_resolves():
 #: batteries ring had taken 8,644 down to 7,668. What is left to reach 7,000 is not a component the issue lists.
 #: 8,184 since config.py's tables (TYPES, CONVENTIONS, SCHEMA, DEFAULTS) hold one entry per line (2026-11-29,
 #: +69 lines: readability beats the count), less the ArrayKernels.launch stub that moved to sigmann-replay (-10).
-CORE_LINE_LIMIT = 8_184
+#: 8,223 since two interfaces grew the same day: the hook dispatcher and its spool (+23: the spool written and read
+#: in batches of events, a failed threaded hook no longer costs the training thread a copy per event; issue 37)
+#: and ``Layer.shared_parameters`` (+16, run.py's list of ids included: one parameter used by two layers, made,
+#: trained and saved once, which only ``Network`` can do since it owns the parameter ids; weight tying, issue 39).
+CORE_LINE_LIMIT = 8_223
 
 
 def test_the_core_stays_within_its_line_limit():
