@@ -162,7 +162,8 @@ def build_run(config: dict) -> Run:
                     for pattern, table in config["initialisers"].items()}
     hooks = [*hooks_from_tables(config["hooks"]), *checkpoint_hooks_from_config(config),
              *hooks_from_tables(config["monitors"], "monitors")]  # [[monitors]]: the older name for [[hooks]]
-    ids = [f"{name}.{param}" for name, layer in network.layers.items() for param in layer.parameter_shapes]
+    ids = [f"{name}.{param}" for name, layer in network.layers.items() for param in layer.parameter_shapes
+           if param not in layer.shared_parameters]  # a shared parameter goes by its owner's id alone
     check_patterns(initialisers, ids, "initialisers")
     freeze = config["optimiser"].get("freeze", ())
     check_patterns([freeze] if isinstance(freeze, str) else freeze, ids, "optimiser.freeze")

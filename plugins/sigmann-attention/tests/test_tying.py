@@ -59,3 +59,14 @@ def test_sigma_train_stops_a_tied_vocabulary_unlike_the_embeddings_with_exit_2(t
     err = capsys.readouterr().err.strip().splitlines()
     assert [line for line in err if line.startswith("error:")] == err[-1:]
     assert "layer 'logits': its parameter 'weights' (100, 128) cannot share 'embedding.weights'" in err[-1], err
+
+
+def test_a_pattern_naming_the_tied_parameter_under_its_borrower_matches_nothing_and_says_so(tmp_path, capsys,
+                                                                                             example_run, text_file):
+    """The table is the embedding's: ``logits.weights`` is no parameter id of a tied network, so freezing it would
+    freeze nothing; the run stops before training with one line instead."""
+    run = example_run(tmp_path, text_file(tmp_path / "text.txt"), tied=True)
+    assert cli_main(["train", str(run), "--quiet", "--handler", "numpy",
+                     "--set", "optimiser.freeze=logits.weights"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "optimiser.freeze" in err[-1] and "logits.weights" in err[-1], err
