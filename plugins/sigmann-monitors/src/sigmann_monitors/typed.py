@@ -111,7 +111,8 @@ class Layouts:
     def _make(self, events) -> None:
         """A Struct type for the records of each of ``events`` with the keys learnt, and the decoder of them all."""
         for event in events:
-            keys = self.keys[event]
+            keys = self.keys[event]  # every record has the counters: a record without one is refused, and the
+            keys += [key for key, rule in _TYPES.items() if rule is _COUNT and key not in keys]  # dict path names it
             names = {key: self.fields.setdefault(key, f"k{len(self.fields)}") for key in keys if key != "event"}
             fields = [(name, _COUNT) if _TYPES.get(key) is _COUNT else (name, _TYPES.get(key, _VALUE), UNSET)
                       for key, name in names.items()]
