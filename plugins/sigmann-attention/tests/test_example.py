@@ -5,6 +5,8 @@ ends, the threads and ray operators train it, and ``sigma summary`` and the dash
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import time
 import tomllib
 
@@ -69,9 +71,13 @@ def test_the_threads_operator_trains_it(tmp_path, text, example_run):
 
 def test_the_ray_operator_trains_it(tmp_path, text, example_run):
     """Two Ray actors on a local instance (sigmann-ray), each building the GPT from the run's config: the plugin's
-    layers, ops and AdamW reach the workers by name, as a run file's do."""
+    layers, ops and AdamW reach the workers by name, as a run file's do. In a ``sigma`` process of its own, as a
+    user runs it: the local Ray instance ends with it instead of staying up in this test worker."""
     run = example_run(tmp_path, text)
-    assert train(run, "--set", "operator.type=ray", "--set", "operator.workers=2", "--quiet") == 0
+    done = subprocess.run([sys.executable, "-m", "sigma_core", "train", str(run), "--handler", "numpy", "--quiet",
+                           "--set", "operator.type=ray", "--set", "operator.workers=2"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
     (checkpoint,) = (tmp_path / "checkpoints").glob("gpt_chars-e1-*.ckpt")
     assert load_checkpoint(checkpoint).optimiser["steps"] == 2
 
