@@ -159,8 +159,3 @@ def register_commands(cli) -> None:
 #: Kind ``x`` is registered through ``register_xs``, in the order above; a "command" through ``register_commands``.
 KINDS = tuple(name[len("register_"):-1] for name, spec in list(globals().items())
               if name.startswith("register_") and callable(spec))
-
-
-def describe_kind(kind: str) -> str:
-    """The contract of ``kind``: its ``register_*`` function's docstring (``sigma plugins``, ``sigma help``)."""
-    return globals()[f"register_{kind}s"].__doc__
