@@ -41,7 +41,7 @@ _PROVIDERS = {
     "training.trainer": "Trainer", "training.loop": "Loop Operator SingleWorker State EpochReport operator_from_config",
     "run": "build_run step_compiler", "reading": "check_readable",
     "training.checkpoint": "save_checkpoint load_checkpoint checkpoint_path latest_checkpoint CheckpointError",
-    "training.rundir": "run_directories run_label=label RUNS=ROOT",
+    "training.rundir": "run_versions=versions RUNS=ROOT",
     "atomic": "atomic_path atomic_write remove_stale partial_prefix check_writable WriteError write_error",
     # what hook plugins (sigmann-monitors, -tensorboard, -plots, -web, -criteria) build on
     "hooks.base": "Hook HookError", "hooks.values": "RunView Values Best epoch_values",

@@ -35,21 +35,3 @@ def versions(folder) -> list[Path]:
     """The ``version_N`` folders in ``folder``, in the order of N."""
     found = [path for path in Path(folder).glob("version_*") if _VERSION.fullmatch(path.name) and path.is_dir()]
     return sorted(found, key=lambda path: int(_VERSION.fullmatch(path.name)[1]))
-
-
-def run_directories(path) -> list[Path]:
-    """The runs ``path`` names for ``sigma plot`` and ``sigma dashboard``: the run directory (or metrics file)
-    itself, or, for a folder of versions such as ``runs/digits``, each version that holds ``metrics.jsonl``."""
-    path = Path(path)
-    if path.is_dir() and not (path / "metrics.jsonl").exists():
-        found = [version for version in versions(path) if (version / "metrics.jsonl").is_file()]
-        if found:
-            return found
-    return [path]
-
-
-def label(directory) -> str:
-    """A run directory's name in legends and tabs: ``digits/version_1`` for a version, else its folder's name."""
-    path = Path(directory).resolve()
-    path = path.parent if path.is_file() else path
-    return f"{path.parent.name}/{path.name}" if _VERSION.fullmatch(path.name) else path.name

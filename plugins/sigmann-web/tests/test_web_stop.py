@@ -9,8 +9,9 @@ import sys
 
 import httpx
 
-from sigma_core import load_checkpoint, run_directories
+from sigma_core import load_checkpoint
 from sigma_core.cli import main
+from sigmann_monitors import run_directories
 from sigmann_web.board import board_from_files
 from sigmann_web.hook import STOPPED_FROM_PAGE
 

@@ -4,7 +4,8 @@ the stoppers.
 The core runs without them (a core-only install prints one plain line per epoch); the README's main-job command
 installs them. Other plugins that write or read a run's metrics files (``sigmann-plots``, ``sigmann-web``) import
 :func:`record`, :func:`read_metrics`, :func:`read_history` and :func:`read_new` from here: the files' one format,
-and one reader of them at any length (:mod:`sigmann_monitors.history`).
+and one reader of them at any length (:mod:`sigmann_monitors.history`); and :func:`run_directories` and
+:func:`run_label`, the runs a path names (:mod:`sigmann_monitors.runs`).
 """
 
 from sigma_core import hookimpl
@@ -38,4 +39,8 @@ def __getattr__(name):  # the metrics files' format, without importing NumPy whe
         from . import history
 
         return getattr(history, name)
+    if name in ("run_directories", "run_label"):
+        from . import runs
+
+        return getattr(runs, name)
     raise AttributeError(f"module 'sigmann_monitors' has no attribute {name!r}")

@@ -36,7 +36,8 @@ def run_plot(args) -> int:
     import sys
     from pathlib import Path
 
-    from sigma_core import check_writable, run_directories, run_label
+    from sigma_core import check_writable
+    from sigmann_monitors import run_directories, run_label
     from sigmann_plots.plot import draw, read_run
 
     runs = {}

@@ -37,7 +37,7 @@ def run_dashboard(args) -> int:
     import sys
     import webbrowser
 
-    from sigma_core import run_directories
+    from sigmann_monitors import run_directories
     from sigmann_web.board import board_from_files
     from sigmann_web.server import Server
 

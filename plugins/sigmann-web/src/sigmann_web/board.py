@@ -18,8 +18,8 @@ import collections
 import time
 from pathlib import Path
 
-from sigma_core import SigmaError, run_label
-from sigmann_monitors import read_history, read_new, record
+from sigma_core import SigmaError
+from sigmann_monitors import read_history, read_new, record, run_label
 
 from . import images
 
