@@ -69,7 +69,10 @@ def test_every_public_name_resolves():
 #: in batches of events, a failed threaded hook no longer costs the training thread a copy per event; issue 37)
 #: and ``Layer.shared_parameters`` (+16, run.py's list of ids included: one parameter used by two layers, made,
 #: trained and saved once, which only ``Network`` can do since it owns the parameter ids; weight tying, issue 39).
-CORE_LINE_LIMIT = 8_223
+#: 8,200 since the core let go of what was not its own (2026-11-29, -23): sigma plot's and sigma dashboard's run
+#: finders (run_directories, run_label) went to sigmann-monitors, whose metrics files they look for, and the dead
+#: hookspecs.describe_kind went; every other candidate was found to be interface or on the core's keep-list.
+CORE_LINE_LIMIT = 8_200
 
 
 def test_the_core_stays_within_its_line_limit():
