@@ -44,12 +44,16 @@ thread (``threaded``), at its share of the interpreter while training runs
 (:attr:`sigma_core.Hook.share`): resolving the run file (a tenth of a second
 the first time in a process), importing MLflow (one to three seconds, once per
 process) and every call to MLflow, so neither a slow or unreachable server nor
-MLflow's import holds a step up, and a run shorter than them leaves them to its
-end. That thread still shares the interpreter with training, and MLflow's
-client spends 4-20 ms of it in Python per request, so the hook asks rarely: the
-MLflow run is made when the run starts, then metrics (iterations' and epochs')
-are sent in batches every :data:`FLUSH_SECONDS` and at the end, never per
-epoch; and before a request to an ``http(s)`` server reached without a proxy it
+MLflow's import holds a step up. That thread still shares the interpreter with
+training (an import holds it for milliseconds at a time, which no share can
+pace), and MLflow's client spends 4-20 ms of it in Python per request, so the
+hook starts late and asks rarely: the first time it sends, :data:`FLUSH_SECONDS`
+into the run or at its end for a shorter one, it resolves the run file, imports
+MLflow and makes the MLflow run; then metrics (iterations' and epochs') are
+sent in batches every :data:`FLUSH_SECONDS` and at the end, never per epoch
+(a checkpoint saved before the MLflow run is made does not name it: a run
+resumed from one continues the MLflow run tagged with its directory); and
+before a request to an ``http(s)`` server reached without a proxy it
 opens one TCP connection, and to an ``http`` one asks for an answer
 (:func:`refused`), so a server that is down or never answers costs a socket per
 try rather than MLflow's import and HTTP stack.
@@ -137,22 +141,18 @@ class MlflowHook(Hook):
         self._tags = {"sigma.directory": str(directory.resolve())}
         self._resumed = run.values["total_iterations"] > 0  # from a checkpoint: continue its MLflow run
         self._config = copy.deepcopy(run.config)  # resolved on the hook's thread, as the run went on meanwhile
-        self._pending, self._open, self.run_id, self._client = [], False, None, None
+        self._pending, self._open, self.run_id, self._client, self._parameters = [], False, None, None, None
         if self.table is not None:  # --resume may have given it the checkpoint's run_id since the hook was built
             self.continues = self.table.setdefault("run_id", self.continues)  # the key made here, on the training
             # thread, so the hook's thread only sets its value: a checkpoint saved meanwhile never sees the table grow
         self._failure, self._backoff, self._retry_at = None, 0.0, 0.0  # the last failure to reach the server
         self._flushed = time.monotonic()  # when metrics were last sent (or tried)
 
-    def on_start(self):
-        config = None if self._config is None else resolved_config(self._config)
-        self._parameters = dict(parameters(config)) if config else {}
-        self._toml = config_toml(config) if config else None
+    def on_start(self):  # the first request waits for the first batch of metrics (module docstring)
         self._uri, self._location = self.tracking_uri, None
         if self._store is not None:  # the default: a local database beside the run directories
             store = check_writable(self._store, folder=True, what="mlflow store").resolve()
             self._uri, self._location = f"sqlite:///{store / 'mlflow.db'}", (store / "artifacts").as_uri()
-        self._send()
 
     def _create_run(self) -> None:
         """Make the MLflow run (and its experiment, if new) and log its parameters."""
@@ -228,6 +228,9 @@ class MlflowHook(Hook):
         through. A failure is said once (the server named) and tried again later, each wait twice the last."""
         if time.monotonic() < self._retry_at:
             return False
+        if self._parameters is None:  # the first time: what MLflow is to log as the run's parameters
+            config = None if self._config is None else resolved_config(self._config)
+            self._parameters, self._toml = (dict(parameters(config)), config_toml(config)) if config else ({}, None)
         try:
             refused(self._server())
             if self._client is None:  # MLflow is imported here, once a server answers
