@@ -140,7 +140,7 @@ class MlflowHook(Hook):
         self._run_name = self.run_name or directory.name
         self._tags = {"sigma.directory": str(directory.resolve())}
         self._resumed = run.values["total_iterations"] > 0  # from a checkpoint: continue its MLflow run
-        self._config = copy.deepcopy(run.config)  # resolved on the hook's thread, as the run went on meanwhile
+        self._config = copy.deepcopy(run.config)  # as it is now: resolved later, on the hook's thread (_send)
         self._pending, self._open, self.run_id, self._client, self._parameters = [], False, None, None, None
         if self.table is not None:  # --resume may have given it the checkpoint's run_id since the hook was built
             self.continues = self.table.setdefault("run_id", self.continues)  # the key made here, on the training
