@@ -15,7 +15,11 @@ it (:func:`sigma_core.build_run`, ``Run.train``) in a temporary folder. Hooks:
 
 Two times each: ``training``, the loop's seconds (``Loop.seconds``, from the hooks' attaching to the last event:
 what a hook must not stretch), and ``whole``, the whole ``Run.train`` call, also the end's wait for the hooks (a
-threaded hook's ``drain_seconds``, MLflow's ``wait``; both ``--wait``, 10 s by default as in Sigma). MLflow's
+threaded hook's ``drain_seconds``, MLflow's ``wait``; both ``--wait``, 10 s by default as in Sigma). And two
+processor times from the run's start event to its stop event (:class:`Clock`): the training thread's, and the
+other threads' (the hooks'), each holding the interpreter while it runs Python. Unlike the seconds, these do not
+count the time other processes take the machine's cores: on a loaded machine, where a 0.15 s run's seconds
+vary by half from one run to the next, they say what a hook costs the run itself. MLflow's
 import (about 1-2 s, once per process, when the hook first attaches) is done before the rounds and printed apart.
 Each round runs every configuration once, in a rotating order, so that drift in machine load hits all alike.
 Reported: the best and the median training time with their ratios to ``none``'s, the median of each round's
@@ -23,8 +27,8 @@ ratio to that round's ``none`` (steadier under a drifting load), the median whol
 Markdown table with the command, the machine and the load, ready for BENCHMARKS.md.
 
 ``--per-event`` measures instead what the training thread pays per event in ``Dispatcher.emit`` (the digits run,
-each event timed around the call) with no hook, a ``blocked`` one and a ``failing`` one: all a threaded hook's
-events cost the training thread directly.
+each event timed around the call) with no hook, a ``slow``, a ``blocked`` and a ``failing`` one: what every event
+a threaded hook is sent costs the training thread directly, before any contention for the interpreter.
 
 Usage: ``python benchmarks/monitor_stress.py [--runs digits mnist] [--mnist-data DIR] [--rounds N] [--wait S]
 [--per-event]``.
@@ -78,6 +82,23 @@ class Blocked(Hook):
         pass
 
 
+class Clock(Hook):
+    """Inline, first: the training thread's processor time and the whole process's at the start and stop events."""
+
+    name, order = "clock", -1e9
+
+    def on_start(self):
+        self.began = time.thread_time(), time.process_time()
+
+    def on_stop(self):
+        self.ended = time.thread_time(), time.process_time()
+
+    def seconds(self) -> tuple[float, float]:
+        """(the training thread's processor seconds, the other threads') between the two events."""
+        thread, process = (end - start for start, end in zip(self.began, self.ended))
+        return thread, process - thread
+
+
 class Failing(Hook):
     """Raises in its first ``on_iteration``."""
 
@@ -103,25 +124,29 @@ def configurations(wait: float, silent: socket.socket | None) -> dict:
                                                  wait=wait)]}
 
 
-def times(run_file: Path, settings: list, hooks: list) -> tuple[float, float]:
-    """(training seconds, seconds of the whole train call) of the run with ``hooks``."""
-    run = build_run(run_config.load(run_file, settings))
+def times(run_file: Path, settings: list, hooks: list) -> tuple[float, float, float, float]:
+    """(training seconds, seconds of the whole train call, the training thread's and the other threads' processor
+    seconds) of the run with ``hooks``."""
+    run, clock = build_run(run_config.load(run_file, settings)), Clock()
     started = time.perf_counter()
-    run.train(hooks)
-    return run.loop.seconds, time.perf_counter() - started
+    run.train([clock, *hooks])
+    return run.loop.seconds, time.perf_counter() - started, *clock.seconds()
 
 
 def figures(measured: dict) -> list[dict]:
-    """Per configuration: best and median training s, their ratios to none's, the median paired ratio, whole s."""
+    """Per configuration: best and median training s, their ratios to none's, the median paired ratio, whole s; the
+    median paired ratio of the training thread's processor time, and the other threads' median processor ms."""
     base = measured["none"]
-    best, median = min(t for t, _ in base), statistics.median(t for t, _ in base)
+    best, median = min(t[0] for t in base), statistics.median(t[0] for t in base)
     rows = []
-    for name, pairs in measured.items():
-        training = [t for t, _ in pairs]
-        paired = statistics.median(t / b for (t, _), (b, _) in zip(pairs, base))
+    for name, runs in measured.items():
+        training = [t[0] for t in runs]
         rows.append({"hooks": name, "best": min(training), "best_ratio": min(training) / best,
                      "median": statistics.median(training), "median_ratio": statistics.median(training) / median,
-                     "paired": paired, "whole": statistics.median(w for _, w in pairs)})
+                     "paired": statistics.median(t[0] / b[0] for t, b in zip(runs, base)),
+                     "whole": statistics.median(t[1] for t in runs),
+                     "cpu": statistics.median(t[2] / b[2] for t, b in zip(runs, base)),
+                     "others": statistics.median(t[3] for t in runs) * 1e3})
     return rows
 
 
@@ -140,11 +165,11 @@ def per_event(rounds: int) -> None:
 
     Dispatcher.emit = timed
     run_file, settings = RUNS["digits"]
-    for name, hook in (("none", None), ("blocked", Blocked), ("failing", Failing)):
+    for name in ("none", "slow", "blocked", "failing"):
         each = []
         for _ in range(rounds):
             spent[:] = [0, 0.0]
-            times(run_file, settings, configurations(0.0, None)[name]() if hook else [])
+            times(run_file, settings, configurations(0.0, None)[name]())
             each.append(spent[1] / spent[0] * 1e6)
         print(f"{name:<8} {spent[0]} events a run; microseconds per emit: best {min(each):.1f}, median "
               f"{statistics.median(each):.1f} (load average {os.getloadavg()[0]:.1f})")
@@ -201,20 +226,23 @@ def main() -> None:
     load_after = os.getloadavg()
     for run, rows in results.items():
         print(f"{run}: {'hooks':<14}{'best s':>8}{'vs none':>9}{'median s':>10}{'vs none':>9}{'paired':>8}"
-              f"{'whole s':>9}")
+              f"{'whole s':>9}{'cpu paired':>12}{'others ms':>11}")
         for row in rows:
             print(f"{'':<{len(run) + 2}}{row['hooks']:<14}{row['best']:>8.3f}{row['best_ratio']:>9.3f}"
-                  f"{row['median']:>10.3f}{row['median_ratio']:>9.3f}{row['paired']:>8.3f}{row['whole']:>9.2f}")
+                  f"{row['median']:>10.3f}{row['median_ratio']:>9.3f}{row['paired']:>8.3f}{row['whole']:>9.2f}"
+                  f"{row['cpu']:>12.3f}{row['others']:>11.1f}")
     print(f"\nCommand: `{' '.join(['python', *sys.argv])}`, {started}; machine: {machine()}; load average (1, 5, "
           f"15 min) {', '.join(f'{x:.1f}' for x in load_before)} before, {', '.join(f'{x:.1f}' for x in load_after)}"
           f" after; MLflow's import (once, before the rounds): {imported:.2f} s.\n")
     print("| run | hooks | training, best s | best vs none | training, median s | median vs none "
-          "| per-round ratio, median | whole, median s |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+          "| per-round ratio, median | whole, median s | training thread's CPU, per-round ratio | hook threads' CPU, "
+          "median ms |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for run, rows in results.items():
         for row in rows:
             print(f"| {run} | {row['hooks']} | {row['best']:.3f} | {row['best_ratio']:.3f} | {row['median']:.3f} | "
-                  f"{row['median_ratio']:.3f} | {row['paired']:.3f} | {row['whole']:.2f} |")
+                  f"{row['median_ratio']:.3f} | {row['paired']:.3f} | {row['whole']:.2f} | {row['cpu']:.3f} | "
+                  f"{row['others']:.1f} |")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import time
 from sigma_core.errors import SigmaError
 from sigma_core.hooks.base import EVENTS, Hook, HookError, check, could_be_ctrl_c, failure, overrides, schedule
 from sigma_core.hooks.spool import Spool
-from sigma_core.hooks.values import RunView, Values, epoch_values
+from sigma_core.hooks.values import RunView, epoch_values
 
 log = logging.getLogger("sigma")
 
@@ -89,8 +89,7 @@ class Dispatcher:
         if not (inline or threaded):
             return
         if event == "iteration" or event == "epoch":
-            trainer = self.view.loop.trainer
-            count = trainer.total_iterations if event == "iteration" else trainer.epoch
+            count = getattr(self.view.loop.trainer, "total_iterations" if event == "iteration" else "epoch")
             inline = [hook for hook, interval in inline if count % interval == 0]
             threaded = [channel for channel, interval in threaded if count % interval == 0 and not channel.failed]
             if not (inline or threaded):
@@ -117,7 +116,7 @@ class Dispatcher:
                 except Exception as error:  # e.g. a bad pattern: that hook's failure, not the run's
                     channel.fail(method, error)
                     continue
-                channel.send(method, arguments, mine)
+                channel.send((method, arguments, event, mine._items))
 
     def close(self) -> None:
         """End the run: let threaded hooks work through their queues, detach every hook (last attached first)."""
@@ -154,8 +153,7 @@ class Dispatcher:
         self.failures.append(HookFailure(hook.name, why))
 
     def _detach(self, hook: Hook, quiet: bool = False) -> None:
-        """Call ``hook.detach()``; a failure there is reported unless ``quiet`` (the hook was detached because it
-        failed, and one failure is one line)."""
+        """Call ``hook.detach()``, reporting a failure there unless ``quiet`` (a hook's failure is one line)."""
         try:
             hook.detach()
         except BaseException as error:
@@ -191,10 +189,10 @@ class Channel:
         self._thread = threading.Thread(target=self._serve, daemon=True, name=f"sigma-hook-{hook.name}")
         self._thread.start()
 
-    def send(self, method: str, arguments: dict, values: Values) -> None:
-        """Queue an event with the hook's copy of its values (its thread makes the view); never waits. Past
-        ``queue_size`` events in memory, a lossy hook drops its oldest iteration event (or, with none, this one)."""
-        events, item = self._events, (method, arguments, values)
+    def send(self, item: tuple) -> None:
+        """Queue ``(method, arguments, event, the hook's copy of the values)`` (its thread makes the view); never
+        waits. Past ``queue_size`` events in memory, a lossy hook drops its oldest iteration event (or this one)."""
+        events = self._events
         with self._lock:
             if self.failed:  # read under the lock: its thread closes the spool under it once failed
                 return
@@ -207,7 +205,7 @@ class Channel:
                 del events[oldest]
             elif behind:  # to the spool; an event holding a value no file can hold waits in memory
                 with contextlib.suppress(pickle.PicklingError, TypeError, AttributeError):
-                    self._spool.put((method, arguments, values.event, values._items))
+                    self._spool.put(item)
                     item = SPOOLED
             events.append(item)
             if len(events) == 1:  # the thread waits only on an empty queue
@@ -244,13 +242,12 @@ class Channel:
                 with self._ready:
                     self._ready.wait_for(lambda: self._events)
                     item = self._events.popleft()
-                    if item is SPOOLED:  # its values come back from the file
-                        method, arguments, event, items = self._spool.get()
-                        item = method, arguments, Values(event, items)
+                    if item is SPOOLED:  # it comes back from the file
+                        item = self._spool.get()
                 if item is None or self.abandoned:
                     return
-                method, arguments, values = item
-                self.hook.run = self.live.for_thread(values, self.hook.name)
+                method, arguments, event, items = item
+                self.hook.run = self.live.for_thread(event, items, self.hook.name)
                 throttle = self.throttle if sys.getprofile() is None else None  # a profiler has precedence
                 paced, began = throttle is not None and not throttle.light.get(method), time.thread_time()
                 if paced:

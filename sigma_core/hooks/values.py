@@ -19,18 +19,20 @@ import numpy
 from sigma_core.config import require
 from sigma_core.hooks.base import HookError
 
-#: Host values every event has, and how to read each from a live view.
-HOST = {
-    "time": lambda run: time.time(),
-    "runtime": lambda run: time.perf_counter() - run.started,
-    "epoch": lambda run: run.trainer.epoch,
-    "iteration": lambda run: run.trainer.iteration,
-    "total_iterations": lambda run: run.trainer.total_iterations,
-    "learning_rate": lambda run: float(run.trainer.optimiser.learning_rate),
-}
+#: The host values every event has (:func:`host_values`).
+HOST = ("time", "runtime", "epoch", "iteration", "total_iterations", "learning_rate")
 PARAMETERS, UPDATES = "network.layers.", "optimiser.updates."
+WILDCARDS = frozenset("*?[")  # what makes a name a pattern for fnmatch
 
 _MISSING = object()
+
+
+def host_values(run) -> dict:
+    """The :data:`HOST` values of the live view ``run``, read at once: half the cost of six reads, per event."""
+    trainer = run.loop.trainer
+    return {"time": time.time(), "runtime": time.perf_counter() - run.started, "epoch": trainer.epoch,
+            "iteration": trainer.iteration, "total_iterations": trainer.total_iterations,
+            "learning_rate": float(trainer.optimiser.learning_rate)}
 
 
 class ValueNotFound(HookError, KeyError):
@@ -80,12 +82,13 @@ class Values(Mapping):
         self.copied_for = copied_for  # the threaded hook this copy was made for
 
     def __getitem__(self, name):
-        value = self._items.get(name, _MISSING)
-        if value is _MISSING and self._run is not None:
-            value = self._run.read(name)
-        if value is _MISSING:
+        if (value := self._get(name)) is _MISSING:
             raise ValueNotFound(self._missing(name))
         return value
+
+    def _get(self, name: str):
+        value = self._items.get(name, _MISSING)
+        return self._run.read(name) if value is _MISSING and self._run is not None else value
 
     def __iter__(self):
         yield from self._items
@@ -96,11 +99,14 @@ class Values(Mapping):
         return sum(1 for _ in self)
 
     def matching(self, patterns) -> dict:
-        """Copies of the numbers and arrays (as NumPy arrays) whose names match ``patterns`` (wildcards allowed)."""
-        names, found = list(self), {}
+        """Copies of the numbers and arrays (as NumPy arrays) whose names match ``patterns`` (wildcards allowed); a
+        plain name is looked up alone, as listing every name would cost a threaded hook's copy ten times more."""
+        names, found = None, {}
         for pattern in patterns:
-            for name in fnmatch.filter(names, pattern):
-                value = self[name]
+            plain = WILDCARDS.isdisjoint(pattern)
+            names = names if plain or names is not None else list(self)
+            for name in (pattern,) if plain else fnmatch.filter(names, pattern):
+                value = self._get(name)
                 if isinstance(value, numpy.ndarray) or isinstance(value, (int, float)) and not isinstance(value, bool):
                     found[name] = value
         return found
@@ -110,9 +116,7 @@ class Values(Mapping):
         run = self._run
         if run is None:
             return self
-        items = {name: read(run) for name, read in HOST.items()}
-        items.update(run.published)
-        items.update(self._items)
+        items = {**host_values(run), **run.published, **self._items}
         if reads:
             items.update(self.matching(reads))
         return Values(self.event, items)
@@ -188,7 +192,7 @@ class RunView:
     def read(self, name: str):
         """The live value ``name``, or a marker if there is none."""
         if name in HOST:
-            return HOST[name](self)
+            return host_values(self)[name]
         if name in self.published:
             return self.published[name]
         trainer = self.loop.trainer
@@ -212,7 +216,6 @@ class RunView:
         self.values = Values(event, items, self)
         return self.values
 
-    def for_thread(self, values: Values, who: str) -> "RunView":
-        """A view for the threaded hook ``who`` over its copy ``values``."""
-        return RunView(self.loop, self.started, values=Values(values.event, values._items, copied_for=who),
-                       published=self.published)
+    def for_thread(self, event: str, items: dict, who: str) -> "RunView":
+        """A view for the threaded hook ``who`` over its copy ``items`` of the values at ``event``."""
+        return RunView(self.loop, self.started, values=Values(event, items, copied_for=who), published=self.published)

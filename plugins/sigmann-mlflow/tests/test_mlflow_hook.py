@@ -123,6 +123,15 @@ def test_a_run_files_monitors_table_defaults_to_a_store_beside_the_run_directori
         "checkpoints", "export", "run.toml"]
 
 
+def answer(listening: socket.socket) -> None:
+    """Answer the next request on ``listening`` (after the one left waiting) as an HTTP server that has no page."""
+    listening.accept()[0].close()  # the connection refused() gave up on
+    connection = listening.accept()[0]
+    with connection:
+        connection.recv(1024)
+        connection.sendall(b"HTTP/1.0 404 Not Found\r\n\r\n")
+
+
 def closed_port() -> int:
     with socket.socket() as closed:  # a port nothing listens on
         closed.bind(("127.0.0.1", 0))
@@ -298,19 +307,27 @@ def test_metrics_go_in_batches_every_flush_seconds_and_at_the_end_never_per_epoc
     assert len(batches) == 1
 
 
-def test_a_server_that_refuses_connections_costs_a_socket_not_an_mlflow_request(monkeypatch):
-    """refused() raises the connection's error for an http(s) server that is down; other stores, and servers
-    reached through a proxy, are MLflow's to try."""
+def test_a_server_that_refuses_connections_or_never_answers_costs_a_socket_not_an_mlflow_request(monkeypatch):
+    """refused() raises the connection's error for an http(s) server that is down, and a timeout for an http one
+    that accepts and never answers; other stores, and servers reached through a proxy, are MLflow's to try."""
+    from sigmann_mlflow import hook
     from sigmann_mlflow.hook import refused
 
     for variable in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
         monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setattr(hook, "REQUEST_SECONDS", 0.2)
     with pytest.raises(ConnectionRefusedError):
         refused(f"http://127.0.0.1:{closed_port()}")
     with socket.socket() as listening:
         listening.bind(("127.0.0.1", 0))
         listening.listen(1)
-        refused(f"http://127.0.0.1:{listening.getsockname()[1]}")  # a server there: nothing raised
+        uri = f"http://127.0.0.1:{listening.getsockname()[1]}"
+        with pytest.raises(TimeoutError):
+            refused(uri)  # the kernel accepted the connection; nothing reads or answers it
+        answering = threading.Thread(target=answer, args=(listening,))
+        answering.start()
+        refused(uri)  # a server that answers, whatever it answers: nothing raised
+        answering.join(5)
     refused("sqlite:///nowhere/mlflow.db")
     refused("databricks")
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:3128")

@@ -39,17 +39,24 @@ is in maintenance mode, and a SQLite database is what MLflow itself now uses
 by default (``sqlite:///mlflow.db``). See it with ``mlflow ui
 --backend-store-uri sqlite:///runs/mlruns/mlflow.db``.
 
-Threads: MLflow is imported when the hook attaches (on the training thread,
-once, about two seconds, before the first step rather than during it); every
-call to MLflow is made on the hook's own thread (``threaded``), so a slow or
-unreachable server never holds a step up. That thread still shares the
-interpreter with training, and MLflow's client spends 4-20 ms of it in Python
-per request, so the hook asks rarely: the MLflow run is made when the run
-starts, then metrics (iterations' and epochs') are sent in batches every
-:data:`FLUSH_SECONDS` and at the end, never per epoch; and before a request to
-an ``http(s)`` server reached without a proxy it opens one TCP connection
-(:func:`refused`), so a server that is down costs a socket per try rather
-than MLflow's HTTP stack.
+Threads: everything but a copy of the run config is done on the hook's own
+thread (``threaded``), at its share of the interpreter while training runs
+(:attr:`sigma_core.Hook.share`): resolving the run file (a tenth of a second
+the first time in a process), importing MLflow (one to three seconds, once per
+process) and every call to MLflow, so neither a slow or unreachable server nor
+MLflow's import holds a step up. That thread still shares the interpreter with
+training (an import holds it for milliseconds at a time, which no share can
+pace), and MLflow's client spends 4-20 ms of it in Python per request, so the
+hook starts late and asks rarely: the first time it sends, :data:`FLUSH_SECONDS`
+into the run or at its end for a shorter one, it resolves the run file, imports
+MLflow and makes the MLflow run; then metrics (iterations' and epochs') are
+sent in batches every :data:`FLUSH_SECONDS` and at the end, never per epoch
+(a checkpoint saved before the MLflow run is made does not name it: a run
+resumed from one continues the MLflow run tagged with its directory); and
+before a request to an ``http(s)`` server reached without a proxy it
+opens one TCP connection, and to an ``http`` one asks for an answer
+(:func:`refused`), so a server that is down or never answers costs a socket per
+try rather than MLflow's import and HTTP stack.
 
 A server that cannot be reached (down, refusing, slower than
 :data:`REQUEST_SECONDS` a request) is named in one warning, once; the hook
@@ -68,6 +75,7 @@ so the trainer stands still while it is read.
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
 import logging
@@ -120,9 +128,7 @@ class MlflowHook(Hook):
         self._pending: list = []  # metrics not sent yet
         self._open = False  # an MLflow run is made and not ended yet
 
-    def attach(self, run):  # on the training thread, before the first step
-        import mlflow  # noqa: F401  about 2 s: here, once, rather than on the hook's thread at its share of the CPU
-
+    def attach(self, run):  # on the training thread, before the first step: what the hook's thread cannot do
         super().attach(run)
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # this hook retries, off the training thread
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(REQUEST_SECONDS))
@@ -134,25 +140,19 @@ class MlflowHook(Hook):
         self._run_name = self.run_name or directory.name
         self._tags = {"sigma.directory": str(directory.resolve())}
         self._resumed = run.values["total_iterations"] > 0  # from a checkpoint: continue its MLflow run
-        config = None if run.config is None else resolved_config(run.config)
-        self._parameters = dict(parameters(config)) if config else {}
-        self._toml = config_toml(config) if config else None
-        self._pending, self._open, self.run_id = [], False, None
+        self._config = copy.deepcopy(run.config)  # as it is now: resolved later, on the hook's thread (_send)
+        self._pending, self._open, self.run_id, self._client, self._parameters = [], False, None, None, None
         if self.table is not None:  # --resume may have given it the checkpoint's run_id since the hook was built
             self.continues = self.table.setdefault("run_id", self.continues)  # the key made here, on the training
             # thread, so the hook's thread only sets its value: a checkpoint saved meanwhile never sees the table grow
         self._failure, self._backoff, self._retry_at = None, 0.0, 0.0  # the last failure to reach the server
         self._flushed = time.monotonic()  # when metrics were last sent (or tried)
 
-    def on_start(self):
-        from mlflow.tracking import MlflowClient
-
+    def on_start(self):  # the first request waits for the first batch of metrics (module docstring)
         self._uri, self._location = self.tracking_uri, None
         if self._store is not None:  # the default: a local database beside the run directories
             store = check_writable(self._store, folder=True, what="mlflow store").resolve()
             self._uri, self._location = f"sqlite:///{store / 'mlflow.db'}", (store / "artifacts").as_uri()
-        self._client = MlflowClient(self._uri)  # None: MLFLOW_TRACKING_URI
-        self._send()
 
     def _create_run(self) -> None:
         """Make the MLflow run (and its experiment, if new) and log its parameters."""
@@ -228,8 +228,15 @@ class MlflowHook(Hook):
         through. A failure is said once (the server named) and tried again later, each wait twice the last."""
         if time.monotonic() < self._retry_at:
             return False
+        if self._parameters is None:  # the first time: what MLflow is to log as the run's parameters
+            config = None if self._config is None else resolved_config(self._config)
+            self._parameters, self._toml = (dict(parameters(config)), config_toml(config)) if config else ({}, None)
         try:
             refused(self._server())
+            if self._client is None:  # MLflow is imported here, once a server answers
+                from mlflow.tracking import MlflowClient
+
+                self._client = MlflowClient(self._uri)  # None: MLFLOW_TRACKING_URI
             if self.run_id is None:
                 self._create_run()
             self._flush()
@@ -253,24 +260,25 @@ class MlflowHook(Hook):
         path = self._directory / UNDELIVERED
         keep_undelivered(path, {"tracking_uri": self._uri, "experiment": self._experiment, "run_name": self._run_name,
                                 "run_id": self.run_id, "tags": self._tags, "params": self._parameters,
-                                "metrics": [[m.key, m.value, m.timestamp, m.step] for m in self._pending]})
+                                "metrics": [list(metric) for metric in self._pending]})
         log.warning("hook %r: the MLflow tracking server %s could still not be reached %s s after the run ended "
                     "(the failure is above); %d metrics%s not delivered, kept in %s; send them with: sigma "
                     "mlflow-replay %s", self.name, self._server(), self.wait, len(self._pending),
                     "" if self.run_id else f" and {len(self._parameters)} parameters", path, path)
 
     def _add(self, row: dict, step: int) -> None:
-        from mlflow.entities import Metric
-
+        """Keep ``row``'s metrics as (key, value, timestamp in ms, step), MLflow's ``Metric`` arguments."""
         milliseconds = int(row["time"] * 1000)
-        self._pending += [Metric(f"{row['event']}/{name}", float(value), milliseconds, step)
+        self._pending += [(f"{row['event']}/{name}", float(value), milliseconds, step)
                           for name, value in row.items() if name not in MetricsHook.HEADER and value is not None]
 
     def _flush(self) -> None:
         """Send the pending metrics, batch by batch; what a failure leaves unsent stays pending."""
+        from mlflow.entities import Metric
+
         self._flushed = time.monotonic()
         while self._pending:
-            self._client.log_batch(self.run_id, metrics=self._pending[:BATCH_METRICS])
+            self._client.log_batch(self.run_id, metrics=[Metric(*metric) for metric in self._pending[:BATCH_METRICS]])
             del self._pending[:BATCH_METRICS]
 
     def _log_artifacts(self) -> None:
@@ -291,12 +299,17 @@ class MlflowHook(Hook):
 
 def refused(uri: str) -> None:
     """Raise the ``OSError`` of a TCP connection to an ``http(s)`` tracking server that refuses it (or does not
-    answer within :data:`REQUEST_SECONDS`); other stores, and servers behind a proxy, are left to MLflow. Waiting on
-    a socket leaves the interpreter to training; MLflow's own failed request takes 4-20 ms of it in Python."""
+    accept it within :data:`REQUEST_SECONDS`), and for ``http``, of a ``HEAD /`` it does not answer within that
+    time (a hung server); other stores, and servers behind a proxy, are left to MLflow. Waiting on a socket leaves
+    the interpreter to training; MLflow's own failed request takes 4-20 ms of it in Python."""
     parts = urllib.parse.urlsplit(uri)
     if parts.scheme in ("http", "https") and parts.hostname and not urllib.request.getproxies():
         port = parts.port or (443 if parts.scheme == "https" else 80)
-        socket.create_connection((parts.hostname, port), timeout=REQUEST_SECONDS).close()
+        with socket.create_connection((parts.hostname, port), timeout=REQUEST_SECONDS) as connection:
+            if parts.scheme == "http":  # any answer will do, even an error status
+                connection.sendall(f"HEAD / HTTP/1.0\r\nHost: {parts.netloc}\r\n\r\n".encode("ascii"))
+                if not connection.recv(1):
+                    raise ConnectionError("the server closed the connection without answering")
 
 
 def parameters(table, prefix: str = ""):
