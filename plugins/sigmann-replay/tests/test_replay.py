@@ -416,6 +416,7 @@ def test_cpu_launches_repeat_their_kernel_on_new_contents_of_the_same_buffers():
     one, labels, mass = numpy.array(1.5, "float32"), numpy.array([0, 5, 1, 3]), rng.random((4, 6)).astype("float32")
     cases = [("dense", (x, w, b, "relu")), ("dense", (x, w, None, "relu")), ("dense", (x, w, b, "none")),
              ("activation_backward", ("tanh", x, y)), ("activation_backward", ("relu", x, y)), ("sum", (x, 0)),
+             *(("activation_backward_sum", (name, x, y, True)) for name in ("relu", "tanh", "none")),
              ("softmax_cross_entropy", (x, labels)), ("softmax_cross_entropy", (x, mass)),
              ("softmax_cross_entropy_backward", (one, y, labels)), ("softmax_cross_entropy_backward", (one, y, mass))]
     for name, args in cases:
