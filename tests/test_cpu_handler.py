@@ -75,6 +75,37 @@ def test_column_sums_and_label_range_give_the_reference_bits(dtype):
     assert ours.label_range(labels) == reference.label_range(labels) == (int(labels.min()), int(labels.max()))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_dense_backward_pass_gives_the_reference_gradient_and_bias_gradient_on_any_split(dtype):
+    """``activation_backward_sum`` is one compiled pass (column blocks, one per thread): relu's select and the
+    column sums keep the reference's bits whatever the split; sigmoid and tanh differ from NumPy's passes only by
+    the rounding of f'(y) (one float64 intermediate), so within a few ulps, and their sums by that times the rows."""
+    from sigma_cpu import kernels
+
+    rng = numpy.random.default_rng(1)
+    ours, reference = NumbaKernels(dtype), NumpyHandler(dtype).kernels
+    eps = numpy.finfo(dtype).eps
+    for shape in [(100, 1000), (100, 128), (3, 7), (1, 40)]:
+        g = (rng.standard_normal(shape) * 3).astype(dtype)
+        for name in ("relu", "sigmoid", "tanh", "none"):
+            y = (rng.standard_normal(shape) if name == "relu" else rng.uniform(-0.99, 0.99, shape)).astype(dtype)
+            gz, gb = ours.activation_backward_sum(name, g, y, True)
+            want_gz, want_gb = reference.activation_backward_sum(name, g, y, True)
+            if name in ("relu", "none"):
+                numpy.testing.assert_array_equal(gz, want_gz)
+                numpy.testing.assert_array_equal(gb, want_gb)
+            else:
+                numpy.testing.assert_allclose(gz, want_gz, rtol=4 * eps, atol=4 * eps * numpy.abs(g).max())
+                numpy.testing.assert_allclose(gb, want_gb, rtol=0, atol=4 * eps * shape[0] * numpy.abs(g).max())
+            assert ours.activation_backward_sum(name, g, y, False)[1] is None
+            if name != "none":  # every split of the columns between threads gives the same bits
+                for parts in (2, 3):
+                    out, sums = numpy.empty_like(g), numpy.empty(shape[1], dtype)
+                    kernels._activation_backward_sums[1](g, y, out, sums, kernels.ACTIVATION_CODES[name], parts)
+                    numpy.testing.assert_array_equal(out, gz)
+                    numpy.testing.assert_array_equal(sums, gb)
+
+
 def test_dropout_is_reproducible_from_the_seed_and_the_rng_state():
     first, again, other = (_dropout_masks(NumbaHandler("float32", seed=s)) for s in (5, 5, 6))
     for a, b, c in zip(first, again, other):

@@ -362,6 +362,11 @@ class ArrayKernels:
         xp.multiply(out, g, out=out)
         return out
 
+    def activation_backward_sum(self, name, g, y, sums):
+        """(:meth:`activation_backward`, its column sums or None): a dense layer's two, one pass on ``cpu``."""
+        gz = self.activation_backward(name, g, y)
+        return gz, self.sum(gz, axis=0) if sums else None
+
     # -- reductions ----------------------------------------------------------------------
     def _reduce_shape(self, x, axis, keepdims):
         # Check before normalise_axes, whose modulo would wrap a bad axis onto a real one.

@@ -155,7 +155,8 @@ def test_a_step_that_reads_the_device_while_captured_runs_normally_and_says_so_o
     assert_same(off, on)
     assert StepReplay.of(on).replayed == 0
     declined = [r.getMessage() for r in caplog.records if "not captured" in r.getMessage()]
-    assert len(declined) == 1 and "not captured: activation_backward failed while captured" in declined[0], declined
+    # the recorded call is the dense layer's backward kernel, which calls activation_backward
+    assert len(declined) == 1 and "not captured: activation_backward_sum failed while captured" in declined[0], declined
 
 
 def test_replay_is_refused_where_a_handler_has_no_capture(monkeypatch):
@@ -204,6 +205,6 @@ def test_sigma_explain_shows_the_step_a_cuda_graph_replays(monkeypatch, capsys):
     assert cli_main(["explain", str(digits), "--handler", "cuda"]) == 0
     rows = capsys.readouterr().out.splitlines()
     forms = [row.split()[1] for row in rows[2:-1]]
-    assert rows[0].startswith("recorded training step of run 'digits' on <CudaHandler cuda:0 float32>: 22 kernel calls")
-    assert forms.count("graph") == 17 and forms.count("check") == 1 and forms.count("skipped") == 4
+    assert rows[0].startswith("recorded training step of run 'digits' on <CudaHandler cuda:0 float32>: 20 kernel calls")
+    assert forms.count("graph") == 16 and forms.count("check") == 1 and forms.count("skipped") == 3
     assert any(row.split()[0] == "updates.adam" and "first_moment" in row for row in rows)

@@ -25,12 +25,10 @@ class Dense(KernelOp):
 
     def backward(self, k, g, inputs, out, saved, needs, *, activation="none"):
         x, weights = inputs[0], inputs[1]
-        gz = k.activation_backward(activation, g, out)
+        gz, gb = k.activation_backward_sum(activation, g, out, len(inputs) == 3 and needs[2])
         gx = k.matmul(gz, k.transpose(weights)) if needs[0] else None
         gw = k.matmul(k.transpose(x), gz) if needs[1] else None
-        if len(inputs) == 2:
-            return gx, gw
-        return gx, gw, k.sum(gz, axis=0) if needs[2] else None
+        return (gx, gw) if len(inputs) == 2 else (gx, gw, gb)
 
     def examples(self):
         inputs = {"bias": (normal(3, 4), normal(4, 5), normal(5)), "nobias": (normal(3, 4), normal(4, 5))}

@@ -52,9 +52,10 @@ from . import blas, blas_pool, gemm, numba_cache, precompile
 numba = numba_cache.import_numba()
 
 FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
+#: Fast-math for loops whose sums must keep NumPy's order: no reassociation.
+ORDERED = FASTMATH - {"reassoc"}
 
 _njit = numba.njit(fastmath=FASTMATH, error_model="numpy", nogil=True)
-_njit_parallel = numba.njit(parallel=True, fastmath=FASTMATH, error_model="numpy", nogil=True)
 #: Helpers of the loops, inlined into each (not compiled, cached and loaded on their own: 0.1 s and 3 ms each).
 _inline = numba.njit(inline="always", fastmath=FASTMATH, error_model="numpy")
 
@@ -76,8 +77,9 @@ PARALLEL_MIN = 1 << 16
 PAIRS = []
 
 
-def _serial_and_parallel(loop):
-    """``loop`` (written with ``prange``) compiled serial, where ``prange`` is ``range``, and parallel.
+def _serial_and_parallel(loop, fastmath=FASTMATH):
+    """``loop`` (written with ``prange``) compiled serial, where ``prange`` is ``range``, and parallel, with the
+    ``fastmath`` flags given (:data:`ORDERED` for a loop whose sums must keep their order).
 
     The parallel one compiles a renamed copy: numba's disk cache names entries
     after the function and does not tell the two compilations apart, so with
@@ -86,7 +88,9 @@ def _serial_and_parallel(loop):
     twin = types.FunctionType(loop.__code__, loop.__globals__, loop.__name__, loop.__defaults__, loop.__closure__)
     twin.__qualname__ = f"{loop.__qualname__}_parallel"
     twin.__doc__ = loop.__doc__
-    pair = _jit(loop), numba_cache.cached(_njit_parallel(twin))
+    serial = numba.njit(fastmath=fastmath, error_model="numpy", nogil=True)
+    parallel = numba.njit(parallel=True, fastmath=fastmath, error_model="numpy", nogil=True)
+    pair = numba_cache.cached(serial(loop)), numba_cache.cached(parallel(twin))
     PAIRS.append(pair)
     return pair
 
@@ -186,6 +190,35 @@ def _activation_backward(g, y, out, code):
     else:
         for i in numba.prange(out.size):
             out[i] = g[i] * _derivative(y[i], code)
+
+
+@functools.partial(_serial_and_parallel, fastmath=ORDERED)
+def _activation_backward_sums(g, y, out, sums, code, parts):
+    """out = g·f'(y) (as :func:`_activation_backward`) and sums[j] = Σ_i out[i, j], a dense layer's gradient and
+    its bias gradient, in one call: each row of ``out`` is added to the sums right after it is written, while in
+    L1, instead of a second pass (and a second call) reading ``out`` back.
+
+    ``parts`` threads take a block of columns each (all rows), so every column's
+    sum adds row after row, NumPy's order for an axis-0 sum (:func:`_column_sums`),
+    and the bits do not depend on the split.
+    """
+    rows, cols = out.shape
+    for part in numba.prange(parts):
+        start, end = _block_start(part, parts, cols), _block_start(part + 1, parts, cols)
+        block = sums[start:end]  # views indexed from 0: no wrap-around checks, so the loops vectorise
+        for i in range(rows):
+            gi, yi, oi = g[i, start:end], y[i, start:end], out[i, start:end]
+            if code == 1:  # relu: a select, as in _activation_backward
+                for j in range(end - start):
+                    oi[j] = gi[j] if yi[j] > 0 else 0 * gi[j]
+            else:
+                for j in range(end - start):
+                    oi[j] = gi[j] * _derivative(yi[j], code)
+            if i == 0:
+                block[:] = oi
+            else:
+                for j in range(end - start):
+                    block[j] += oi[j]
 
 
 @_inline
@@ -538,6 +571,27 @@ class NumbaKernels(ArrayKernels):
         _pick(_activation_backward, out.size)(g.ravel(), y.ravel(), out.ravel(), ACTIVATION_CODES[name])
         return out
 
+    def activation_backward_sum(self, name, g, y, sums):
+        """The gradient and its column sums (a dense layer's bias gradient) in one compiled pass
+        (:func:`_activation_backward_sums`), split over the threads by column blocks when large."""
+        if not self._fits_activation_backward_sum(name, g, y, sums):
+            return super().activation_backward_sum(name, g, y, sums)
+        out, column_sums = self.empty(y.shape), self.empty(y.shape[1:])
+        self._activation_backward_sums(name, g, y, out, column_sums)()
+        return out, column_sums
+
+    def _fits_activation_backward_sum(self, name, g, y, sums) -> bool:
+        return name != "none" and sums and self._fits_activation_backward(name, g, y) and self._fits_sum(g, 0)
+
+    @staticmethod
+    def _activation_backward_sums(name, g, y, out, sums, entry=False):
+        """:func:`_activation_backward_sums` on these arrays as a call of no arguments (compiled machine code
+        bound to them where ``entry``: a launch)."""
+        compiled = _pick(_activation_backward_sums, out.size)
+        parts = 1 if compiled is _activation_backward_sums[0] else blas_pool.threads()
+        arguments = (g, y, out, sums, ACTIVATION_CODES[name], parts)
+        return functools.partial(_entry(compiled, *arguments) if entry else compiled, *arguments)
+
     @staticmethod
     def _fits_activation_backward(name, g, y) -> bool:
         return name in ACTIVATION_CODES and g.shape == y.shape and _c_contiguous(g, y) and g.dtype == y.dtype
@@ -618,6 +672,11 @@ class NumbaKernels(ArrayKernels):
         if name == "activation_backward" and args[0] != "none" and self._fits_activation_backward(*args, **kwargs):
             flat = (args[1].ravel(), args[2].ravel(), result.ravel(), ACTIVATION_CODES[args[0]])
             return functools.partial(_entry(_pick(_activation_backward, result.size), *flat), *flat)
+        if name == "activation_backward_sum" and not kwargs and self._fits_activation_backward_sum(*args):
+            return self._activation_backward_sums(*args[:3], *result, entry=True)
+        if name == "activation_backward_sum" and args[0] == "none" and args[3] and self._fits_sum(args[1], 0):
+            g, sums = args[1], result[1]  # the gradient passes through: only its column sums
+            return functools.partial(_entry(_column_sums, g, sums), g, sums)
         if name == "sum" and self._fits_sum(*args, **kwargs):
             return functools.partial(_entry(_column_sums, args[0], result), args[0], result)
         if name == "softmax_cross_entropy" and not kwargs and self._fits_softmax_ce(*args):

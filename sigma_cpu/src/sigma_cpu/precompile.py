@@ -139,6 +139,7 @@ def _calls(dtype):
         lambda: updates.adam(*arrays(4), lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, step=1),
         lambda: kernels.softmax_cross_entropy_backward(g, probabilities, indices),
         lambda: kernels.sum(rows, axis=0),
+        lambda: kernels.activation_backward_sum("relu", rows, rows, True),
         lambda: kernels.activation_backward("relu", rows, rows),
         lambda: kernels.softmax_cross_entropy(probabilities, indices),
         lambda: kernels.label_range(indices),

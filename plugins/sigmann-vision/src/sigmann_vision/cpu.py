@@ -8,7 +8,7 @@ four scatters through ``where`` temporaries, each a pass over the whole
 batch. Here each pass is one compiled loop over (image, channel) planes,
 split between the shared pool's threads (``sigma_cpu.pick``) when it is on:
 
-* ``conv2d``: im2col and col2im (the GEMMs stay in BLAS, as in the rule),
+* ``conv2d``: im2col and col2im (the GEMMs on the handler's provider, ``k.matmul_into``),
   and the transposes between (O, N, ·) and NCHW with the bias fused in
   (forwards) and the bias gradient summed in the same pass (backwards);
 * ``max_pool2d``: the maximum and its tap in one pass (2×2 at stride 2 written
@@ -295,6 +295,12 @@ class Conv2D(ops.Conv2D):
         pick(_col2im, dcols.size)(dcols.reshape(shape[1], *kernel, shape[0], *out_hw), dx, padding[0], padding[2],
                                   *stride, *dilation)
         return dx
+
+    def products(self, k, a, b, out):
+        """Each group's GEMM through the ``cpu`` handler's provider (``k.matmul_into``: oneMKL when chosen, see
+        sigma_cpu.blas), so ``SIGMA_CPU_BLAS`` applies to convolutions as to dense layers."""
+        for group in range(a.shape[0]):
+            k.matmul_into(a[group], b[group], out[group])
 
     def to_nchw(self, k, y, biases, out):
         if not _fits(y, out, *biases):

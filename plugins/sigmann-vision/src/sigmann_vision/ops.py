@@ -94,20 +94,19 @@ class Conv2D(Op):
 
     def forward(self, k, x, weights, *biases, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
         """Saved: the columns (C, KH, KW, N, OH, OW)."""
-        xp = k.xp
         n, o = x.shape[0], weights.shape[0]
         out_hw = _out_hw(x.shape, weights.shape[2:], stride, dilation, padding)
         cols = self.im2col(k, x, weights.shape[2:], stride, padding, dilation, out_hw)
         depth, pixels = cols.size // (groups * n * out_hw[0] * out_hw[1]), n * out_hw[0] * out_hw[1]
         y = k.empty((o, n) + out_hw)
-        xp.matmul(weights.reshape(groups, o // groups, depth), cols.reshape(groups, depth, pixels),
-                  out=y.reshape(groups, o // groups, pixels))
+        self.products(k, weights.reshape(groups, o // groups, depth), cols.reshape(groups, depth, pixels),
+                      y.reshape(groups, o // groups, pixels))
         out = k.empty((n, o) + out_hw)
         self.to_nchw(k, y, biases, out)
         return out, cols
 
     def backward(self, k, g, inputs, out, cols, needs, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
-        xp, x, weights = k.xp, inputs[0], inputs[1]
+        x, weights = inputs[0], inputs[1]
         n, o = g.shape[:2]
         pixels = g.size // o
         depth = cols.size // (groups * pixels)
@@ -120,12 +119,17 @@ class Conv2D(Op):
         cols = cols.reshape(groups, depth, pixels)
         if needs[1]:
             grads[1] = k.empty(weights.shape)
-            xp.matmul(gt, cols.transpose(0, 2, 1), out=grads[1].reshape(groups, o // groups, depth))
+            self.products(k, gt, cols.transpose(0, 2, 1), grads[1].reshape(groups, o // groups, depth))
         if needs[0]:
             dcols = k.empty(cols.shape)
-            xp.matmul(weights.reshape(groups, o // groups, depth).transpose(0, 2, 1), gt, out=dcols)
+            self.products(k, weights.reshape(groups, o // groups, depth).transpose(0, 2, 1), gt, dcols)
             grads[0] = self.col2im(k, dcols, x.shape, weights.shape[2:], stride, padding, dilation, g.shape[2:])
         return tuple(grads)
+
+    def products(self, k, a, b, out):
+        """out[g] = a[g]·b[g] for each group g: the convolution's GEMMs, a method so that a handler's kernel can
+        take them from its own BLAS."""
+        k.xp.matmul(a, b, out=out)
 
     def to_nchw(self, k, y, biases, out):
         """out (N, O, OH, OW) = y (O, N, OH, OW) transposed, plus the biases (a tuple of none or one)."""
