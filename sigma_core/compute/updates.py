@@ -13,6 +13,7 @@ Why not ops: an update is untraced, writes its inputs in place, takes hyperparam
 and has no VJP or finite-difference check; an :class:`~sigma_core.compute.ops.base.Op` is none of those.
 """
 
+import functools
 import types
 
 
@@ -54,18 +55,10 @@ class UpdateRule:
         xp.add(average, tmp, out=average)
 
 
-def resolve(name: str, handler_name: str) -> UpdateRule:
-    """A new instance of what runs update rule ``name`` on the handler ``handler_name``: the kernel a distribution
-    registered for it, else the reference rule."""
-    from sigma_core import plugins
-
-    return plugins.get("update_rule", name).load_for(handler_name, UpdateRule)()
-
-
 class Updates:
     """A handler's update rules, ``updates.<rule>(param, grad, *memory, **hyperparameters)``, and ``l2_gradient``.
 
-    Each rule becomes a method of this instance on first use (:meth:`add`). A backend subclass runs rules as
+    Each rule becomes an attribute of this instance on first use (:meth:`add`). A backend subclass runs rules as
     compiled passes by overriding :meth:`compiled` (and :meth:`l2_gradient`).
     """
 
@@ -78,41 +71,41 @@ class Updates:
         self.rules = {}
 
     def __getattr__(self, name):  # only for a rule not resolved yet: afterwards it is an attribute of the instance
+        """Resolve rule ``name`` for this handler: the kernel a distribution registered for it, else its reference."""
         from sigma_core import plugins
         from sigma_core.errors import UnknownComponentError
 
         if name.startswith("_"):  # copy, pickle and friends probing
             raise AttributeError(name)
         try:
-            plugins.get("update_rule", name)
-        except UnknownComponentError:  # an AttributeError, so that getattr(updates, name, None) works
-            known = ", ".join(c.name for c in plugins.components("update_rule")) or "none"
-            raise AttributeError(f"handler {self.handler_name!r} has no optimiser update rule {name!r} "
-                                 f"(registered: {known})") from None
-        return self.add(name, resolve(name, self.handler_name))
+            component = plugins.get("update_rule", name)
+        except UnknownComponentError as error:  # an AttributeError, so that getattr(updates, name, None) works
+            raise AttributeError(f"handler {self.handler_name!r}: {error}") from None
+        return self.add(name, component.load_for(self.handler_name, UpdateRule)())
 
     def add(self, name: str, rule: UpdateRule):
-        """Make ``rule`` this handler's method ``name`` and return it."""
+        """Make ``rule`` this handler's update ``name`` (:meth:`runner`) and return it."""
         if name in dir(type(self)):
             raise ValueError(f"update rule {name!r} is named like a method of {type(self).__name__}")
         self.rules[name] = rule
-        method = types.MethodType(self.runner(name, rule), self)
-        setattr(self, name, method)
-        return method
+        update = self.runner(name, rule)
+        setattr(self, name, update)
+        return update
 
     def runner(self, name: str, rule: UpdateRule):
-        """The function (of this object, the arrays and the hyperparameters) running ``rule``, registered as
-        ``name``: the backend's :meth:`compiled` pass, the reference where there is none or it declines."""
+        """What runs ``rule``, registered as ``name``, on the arrays and hyperparameters: the backend's
+        :meth:`compiled` pass (the reference where it declines) as a method of this object, where a recorded step
+        finds the backend's launches; else the reference itself, bound to the kernels (no call in between)."""
         apply, kernels, scalars, compiled = rule.apply, self.kernels, rule.scalars, self.compiled(name, rule)
         if compiled is None:
-            def run(self, *arrays, **hyperparameters):
+            return functools.partial(apply, kernels)
+
+        def run(self, *arrays, **hyperparameters):
+            if not compiled(arrays, *scalars(**hyperparameters)):
                 apply(kernels, *arrays, **hyperparameters)
-        else:
-            def run(self, *arrays, **hyperparameters):
-                if not compiled(arrays, *scalars(**hyperparameters)):
-                    apply(kernels, *arrays, **hyperparameters)
+
         run.__doc__ = type(rule).__doc__
-        return run
+        return types.MethodType(run, self)
 
     def compiled(self, name: str, rule: UpdateRule):
         """A backend's compiled pass of ``rule``, ``compiled(arrays, *rule.scalars(...)) -> bool`` (False, running

@@ -100,7 +100,7 @@ def explain(recording) -> str:
         if part == "updates":  # the parameter's memory by its short name
             reads, writes = ([r.removeprefix(f"{label(args[0])}.") for r in names_] for names_ in (reads, writes))
         moved = sum(a.nbytes for a in arrays) + sum(a.nbytes for a in new)
-        flops = _flops(part, name, arrays, written, result, fn)
+        flops = _flops(part, name, arrays, written, result, trainer.handler.kernels.updates.rules)
         total_bytes, total_flops = total_bytes + moved, total_flops + flops
         shapes = " ".join("x".join(map(str, a.shape)) or "()" for a in arrays)
         out = result[0] if isinstance(result, tuple) else result
@@ -145,13 +145,13 @@ def _op_classes(component, handler_name: str) -> list:
     return classes
 
 
-def _flops(part, name, arrays, written, result, fn) -> int:
+def _flops(part, name, arrays, written, result, rules) -> int:
     if name in ("matmul", "dense") and len(arrays) >= 2:
         x, w = arrays[0], arrays[1]
         product = 2 * math.prod(x.shape[:-1]) * x.shape[-1] * w.shape[-1]
         return product + (2 * result.size if name == "dense" else 0)
-    if part == "updates":  # fn: a method of the handler's Updates, which holds the rules it resolved
-        rule = fn.__self__.rules.get(name) if name != "l2_gradient" else None
+    if part == "updates":  # rules: the update rules the handler resolved, by name
+        rule = rules.get(name) if name != "l2_gradient" else None
         return (L2_FLOPS if rule is None else rule.flops) * arrays[0].size
     return sum(a.size for a in written)
 
