@@ -138,3 +138,32 @@ def test_an_optimiser_without_a_handler_rule_updates_through_handler_ops():
     numpy.testing.assert_allclose(param.to_numpy(), [1.0 - 0.5 - 0.25, 2.0 + 0.5 + 0.25])
     with pytest.raises(SigmaError, match="handler 'numpy': unknown update_rule 'lion' \\(available: .*adam.*sgd"):
         h.optimiser_update("lion", param, h.zeros(2))
+
+
+def test_an_update_rule_s_kernel_is_chosen_for_its_handler_and_one_that_cannot_load_names_it(fake_site):
+    """A rule registered with a kernel for ``numpy`` runs that kernel there (resolved once, then kept); a kernel
+    that cannot be imported is an error naming the rule, the handler and the distribution, not the reference."""
+    fake_site.add("sigmann-halving", entry_points={"halving": "halving_rule"}, modules={"halving_rule": """
+        from sigma_core import UpdateRule, hookimpl
+
+        class Halving(UpdateRule):
+            def apply(self, k, param, grad, *, lr):
+                k.xp.subtract(param, k.xp.multiply(grad, lr), out=param)
+
+        class HalvingTwice(Halving):
+            def apply(self, k, param, grad, *, lr):
+                super().apply(k, param, grad, lr=2 * lr)
+
+        @hookimpl
+        def register_update_rules(register):
+            register("halving", Halving, kernels={"numpy": HalvingTwice})
+            register("broken", Halving, kernels={"numpy": "halving_rule:Missing"})
+    """})
+    h = make_handler()
+    param = h.asarray([1.0, 2.0])
+    h.optimiser_update("halving", param, h.asarray([1.0, 1.0]), lr=0.25)
+    h.optimiser_update("halving", param, h.asarray([1.0, 1.0]), lr=0.25)
+    numpy.testing.assert_allclose(param.to_numpy(), [0.0, 1.0])
+    assert type(h.kernels.updates.rules["halving"]).__name__ == "HalvingTwice"
+    with pytest.raises(SigmaError, match="the 'numpy' kernel of update_rule 'broken' from sigmann-halving 0.1"):
+        h.optimiser_update("broken", param, h.zeros(2), lr=0.1)
