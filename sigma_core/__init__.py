@@ -26,7 +26,7 @@ _PROVIDERS = {
     # compute: what backends (sigma_cpu, sigma_cuda) and op plugins (sigmann-recurrent) build on
     "compute.handler": "Handler NumpyHandler",
     "compute.backend": "create_handler available_handlers handler_availability",
-    "compute.kernels": "ACTIVATIONS ArrayKernels UpdateKernels CompiledUpdates UPDATE_SCALARS",
+    "compute.kernels": "ACTIVATIONS ArrayKernels", "compute.updates": "UpdateRule Updates",
     "compute.ndarray": "NDArray ExpiredArrayError", "compute.ops.base": "Op",
     "compute.streams": "CounterStreams GOLDEN", "compute.memory": "require_memory=require available_memory=available",
     # model: layers, architectures, networks, initialisers
@@ -37,7 +37,7 @@ _PROVIDERS = {
     "model.initialisers": "Initialiser Constant Gaussian Uniform Xavier He Custom",
     "model.inference": "load Saved read_saved",
     # training: optimisers, the trainer, the loop and its operators (operators), runs, checkpoints, files
-    "training.optimisers": "Optimiser GradientDescent Momentum Nesterov Adagrad Adadelta RMSProp Adam",
+    "training.optimisers": "Optimiser GradientDescent Adam",
     "training.trainer": "Trainer", "training.loop": "Loop Operator SingleWorker State EpochReport operator_from_config",
     "run": "build_run step_compiler", "reading": "check_readable",
     "training.checkpoint": "save_checkpoint load_checkpoint checkpoint_path latest_checkpoint CheckpointError",

@@ -59,13 +59,22 @@ def register_activations(register):
 def register_optimisers(register):
     _rows(register, [
         ("sgd", "sigma_core.training.optimisers:GradientDescent", "param -= lr·g", "gradient_descent"),
-        ("momentum", "sigma_core.training.optimisers:Momentum", "gradient descent with classical momentum"),
-        ("nesterov", "sigma_core.training.optimisers:Nesterov", "gradient descent with Nesterov momentum"),
-        ("adagrad", "sigma_core.training.optimisers:Adagrad", "per-element rates from summed squared gradients"),
-        ("adadelta", "sigma_core.training.optimisers:Adadelta", "Zeiler's Adadelta (Algorithm 1)"),
-        ("rmsprop", "sigma_core.training.optimisers:RMSProp", "rates from a running mean of squared gradients"),
         ("adam", "sigma_core.training.optimisers:Adam", "Adam with bias correction"),
     ])
+
+
+@hookimpl
+def register_update_rules(register):
+    _rows(register, [
+        ("sgd", "sigma_core.training.optimisers:SGDRule", "param -= lr·g"),
+        ("adam", "sigma_core.training.optimisers:AdamRule", "Adam's moments, bias-corrected"),
+    ])
+
+
+#: Components the core registered before a distribution took them over, by (kind, name): an old run file naming one
+#: gets a line saying what to install, where anything else unknown gets :data:`sigma_core.plugins.MORE`.
+MOVED_OUT = {("optimiser", name): "sigmann-optimisers" for name in ("momentum", "nesterov", "adagrad", "adadelta",
+                                                                     "rmsprop")}
 
 
 @hookimpl

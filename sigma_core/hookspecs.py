@@ -32,7 +32,7 @@ class Register(Protocol):
     class or function, or a ``"package.module:attr"`` string imported on first use. ``check()`` returns
     ``(available, reason)`` cheaply (``(False, "no CUDA device")``); None: always available. ``rank`` orders
     handlers and step compilers for ``auto`` (higher wins). ``description`` is one line for ``sigma plugins``.
-    ``kernels`` is for ops only (:func:`register_ops`).
+    ``kernels`` is for ops and update rules only (:func:`register_ops`, :func:`register_update_rules`).
     """
 
     def __call__(self, name: str, implementation: object, *, aliases: str | Iterable[str] = (),
@@ -130,6 +130,13 @@ def register_ops(register: Register) -> None:
     """Differentiable operations (``sigma_core.Op`` subclasses) that layers run with ``handler.op(name, ...)``: the
     portable rule over ``k.xp``; ``kernels`` maps a handler name (``"cpu"``) to a faster ``Op`` (lazy too) for it. A
     kernel that cannot be loaded is an error, never a quiet fall back to the rule."""
+
+
+@hookspec
+def register_update_rules(register: Register) -> None:
+    """Optimiser update rules (``sigma_core.UpdateRule`` subclasses) that ``handler.optimiser_update(name, ...)``
+    runs for an optimiser's ``rule``: the reference over ``k.xp``; ``kernels`` maps a handler name to a faster
+    subclass (lazy too), as for ops. A kind of its own, not an op: an update is untraced, in place, and has no VJP."""
 
 
 @hookspec

@@ -42,7 +42,8 @@ class Component:
     """One registered component and where it came from.
 
     ``implementation`` is the class or function, or a lazy ``"module:attr"`` string that :meth:`load` imports.
-    An op's ``handler_kernels`` are ``(handler name, implementation)`` pairs: its faster versions per handler.
+    An op's (or update rule's) ``handler_kernels`` are ``(handler name, implementation)`` pairs: its faster
+    versions per handler.
     """
 
     kind: str
@@ -72,9 +73,21 @@ class Component:
         return self._import(self.implementation, f"{self.kind} {self.name!r}")
 
     def load_kernel(self, handler: str) -> Any:
-        """An op's kernel for the handler named ``handler``, imported now; None if it registered none."""
+        """An op's (or update rule's) kernel for the handler named ``handler``, imported now; None if it has none."""
         kernel = dict(self.handler_kernels).get(handler)
         return None if kernel is None else self._import(kernel, f"the {handler!r} kernel of {self.kind} {self.name!r}")
+
+    def load_for(self, handler: str, base: type) -> type:
+        """The class that runs this op or update rule on the handler named ``handler``: its kernel there if one is
+        registered, else its implementation, checked to subclass ``base``. A kernel that cannot be loaded is an
+        error naming the handler and the distribution, never a quiet fall back to the slower rule."""
+        cls = self.load_kernel(handler)
+        where = f"the {handler!r} kernel of {self.kind} {self.name!r}" if cls is not None else f"{self.kind} {self.name!r}"
+        cls = self.load() if cls is None else cls
+        if not (isinstance(cls, type) and issubclass(cls, base)):
+            raise ComponentLoadError(f"{where} from {self.distribution} {self.version} is {cls!r}, not a "
+                                     f"sigma_core.{base.__name__} subclass")
+        return cls
 
     def _import(self, target, what: str) -> Any:
         try:
@@ -118,6 +131,10 @@ def get(kind: str, name: str) -> Component:
     if name not in table:
         import difflib  # only on the error path
 
+        if (kind, name) in builtins.MOVED_OUT:
+            moved = builtins.MOVED_OUT[kind, name]
+            raise UnknownComponentError(f"{kind} {name!r} is in the {moved} distribution, which is not installed: "
+                                        f"install it (pip install ./plugins/{moved} in Sigma's repository)")
         close = difflib.get_close_matches(name, table, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         available = ", ".join(sorted({c.name for c in table.values()})) or "none"
@@ -240,8 +257,9 @@ def _collect(plugin: object, distribution: str, version: str) -> list[Component]
     found: list[Component] = []
 
     def register(kind, name, implementation, *, aliases=(), check=None, rank=0, description="", kernels=None):
-        if kernels is not None and (kind != "op" or not isinstance(kernels, dict)):
-            raise TypeError(f"{kind} {name!r}: kernels (a dict of handler name -> implementation) are for ops only")
+        if kernels is not None and (kind not in ("op", "update_rule") or not isinstance(kernels, dict)):
+            raise TypeError(f"{kind} {name!r}: kernels (a dict of handler name -> implementation) are for ops and "
+                            "update rules only")
         aliases = (aliases,) if isinstance(aliases, str) else tuple(aliases)
         found.append(Component(kind, name, implementation, distribution, version, aliases, rank, description, check,
                                tuple((kernels or {}).items())))

@@ -139,19 +139,19 @@ def test_adam_per_parameter_steps_survive_a_checkpoint_file(tmp_path):
 
 
 # -- 3. float32 updates with decay rates near 1 ------------------------------------------------------------
-NEAR_ONE = {
-    "adam": ({"lr": 0.001, "beta1": 0.9999, "beta2": 0.9999, "eps": 1e-8}, 2),
-    "rmsprop": ({"lr": 0.001, "rho": 0.9999, "eps": 1e-8}, 1),
-    "adadelta": ({"lr": 1.0, "rho": 0.9999, "eps": 1e-6}, 2),
-}
+def near_one_cases() -> list:
+    """The registered update rules' examples with decay rates of 0.9999 (ids ending so: UpdateRule.examples)."""
+    from sigmann_testing.conformance import update_cases
+
+    return [case for case in update_cases() if case[0].endswith("0.9999")]
 
 
 @pytest.mark.parametrize("handler_name", HANDLERS)
-@pytest.mark.parametrize("rule", sorted(NEAR_ONE))
-def test_float32_updates_with_decay_0_9999_match_a_float64_reference(handler_name, rule):
+@pytest.mark.parametrize("case", near_one_cases(), ids=lambda case: case[0])
+def test_float32_updates_with_decay_0_9999_match_a_float64_reference(handler_name, case):
     """One gradient repeated, the parameter starting at 0: nothing cancels, so every value keeps
     float32's relative precision, and a complement 1 − β wrong by 2e-4 (β rounded first) shows."""
-    arguments, buffers = NEAR_ONE[rule]
+    _, rule, buffers, arguments, stepwise = case
     rng = numpy.random.default_rng(3)
     grads = [rng.standard_normal(2000).astype(numpy.float32)] * 3
     results = {}
@@ -159,7 +159,7 @@ def test_float32_updates_with_decay_0_9999_match_a_float64_reference(handler_nam
         param = handler.zeros(2000)
         memory = [handler.zeros(2000) for _ in range(buffers)]
         for step, g in enumerate(grads, start=1):
-            extra = {"step": step} if rule == "adam" else {}
+            extra = {"step": step} if stepwise else {}
             handler.optimiser_update(rule, param, handler.asarray(g), memory, **arguments, **extra)
         results[handler.dtype] = [a.to_numpy().astype(numpy.float64) for a in (param, *memory)]
     for ours, reference in zip(results["float32"], results["float64"]):

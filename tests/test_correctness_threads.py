@@ -19,9 +19,9 @@ from sigma_core.data.dataset import Dataset
 from sigma_core.data.iterators import MinibatchIterator
 from sigma_core.model.network import Network
 from sigma_core import Loop
-from sigma_core.training.optimisers import Adagrad
 from sigma_core.training.trainer import Trainer
 from sigma_cpu.handler import NumbaHandler
+from sigmann_optimisers import Adagrad
 
 
 def _chain(x, w1, w2):

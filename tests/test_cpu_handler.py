@@ -133,7 +133,7 @@ def test_dropout_keeps_the_expected_fraction():
 def _mlp_trainer(handler, dropout=True):
     from sigma_core.model.constructs import Dense, Dropout, Input, SoftmaxCE
     from sigma_core.model.network import Network
-    from sigma_core.training.optimisers import Adagrad
+    from sigmann_optimisers import Adagrad
     from sigma_core.training.trainer import Trainer
 
     layers = Input(200)
@@ -189,9 +189,9 @@ import numpy
 from sigma_cpu import blas_pool
 from sigma_core.model.constructs import Dense, Dropout, Input, SoftmaxCE
 from sigma_core.model.network import Network
-from sigma_core.training.optimisers import Adagrad
 from sigma_core.training.trainer import Trainer
 from sigma_cpu.handler import NumbaHandler
+from sigmann_optimisers import Adagrad
 network = Network(Input(784) + Dropout(0.2) + Dense(1000, "relu") + Dense(800, "relu") + Dense(10) + SoftmaxCE())
 trainer = Trainer(network, Adagrad(0.02), training_iterator=[])
 trainer.initialise(NumbaHandler("float32", seed=0))
@@ -229,12 +229,12 @@ def test_kernels_release_the_gil_and_keep_to_one_thread_when_blas_is_limited_to_
 
     NumbaHandler("float32")  # installs the shared pool
     assert blas_pool.PARALLEL, blas_pool.describe()
-    assert all(compiled.targetoptions.get("nogil") for compiled in (*kernels._adagrad, kernels._column_sums))
+    assert all(compiled.targetoptions.get("nogil") for compiled in (*kernels._adam, kernels._column_sums))
     with threadpool_limits(2, user_api="blas"):
-        assert blas_pool.threads() == 2 and kernels._pick(kernels._adagrad, 1 << 20) is kernels._adagrad[1]
-        assert kernels._pick(kernels._adagrad, 100) is kernels._adagrad[0]
+        assert blas_pool.threads() == 2 and kernels._pick(kernels._adam, 1 << 20) is kernels._adam[1]
+        assert kernels._pick(kernels._adam, 100) is kernels._adam[0]
         with threadpool_limits(1, user_api="blas"):
-            assert blas_pool.threads() == 1 and kernels._pick(kernels._adagrad, 1 << 20) is kernels._adagrad[0]
+            assert blas_pool.threads() == 1 and kernels._pick(kernels._adam, 1 << 20) is kernels._adam[0]
 
 
 def test_the_shared_pool_installs_after_builtins_print_was_replaced():
@@ -312,7 +312,7 @@ def test_a_warm_process_loads_the_kernels_without_refreshing_numbas_registries(t
 
 def test_the_first_process_on_a_machine_has_a_helper_fill_the_cache_and_later_ones_compile_nothing(tmp_path):
     """The first run compiles what it needs first while a helper process compiles the rest (issue 28: a cold cache
-    added ~2 s). Once the helper is done, a process using kernels the first did not (momentum with weight decay)
+    added ~2 s). Once the helper is done, a process using kernels the first did not (SGD with weight decay)
     compiles nothing, starts no helper, and computes what it computes compiling them itself."""
     import os
     import subprocess
@@ -328,17 +328,17 @@ def test_the_first_process_on_a_machine_has_a_helper_fill_the_cache_and_later_on
         return done.stdout.strip().splitlines()
 
     started = "from sigma_cpu import precompile\nprint(precompile.start('float32'))\n"
-    momentum = _LEAN_RUN.replace("Adam(0.003)", "Momentum(0.05, 0.9, weight_decay=1e-4)").replace(
-        "import Adam", "import Momentum")
+    sgd = _LEAN_RUN.replace("Adam(0.003)", "GradientDescent(0.05, weight_decay=1e-4)").replace(
+        "import Adam", "import GradientDescent")
     first = run(_LEAN_RUN + started, tmp_path / "shared", SIGMA_CPU_PRECOMPILE="1")
     assert first[-1] == "False"  # the handler had started the helper, which held the lock
     stamps = [path.name for path in (tmp_path / "shared").glob("sigma-cpu-precompiled-float32-*")]
     assert len(stamps) == 1 and not stamps[0].endswith(".lock"), stamps
     assert any((tmp_path / "shared").rglob("*_adam_parallel*.nbi"))  # the parallel twins too
-    later = run(momentum + started, tmp_path / "shared", SIGMA_CPU_PRECOMPILE="1")
+    later = run(sgd + started, tmp_path / "shared", SIGMA_CPU_PRECOMPILE="1")
     assert not any("data saved to" in line for line in later), "a process after the helper compiled a kernel"
     assert later[-1] == "False"  # the stamp is there: no helper
-    alone = run(momentum, tmp_path / "alone", SIGMA_CPU_PRECOMPILE="0")
+    alone = run(sgd, tmp_path / "alone", SIGMA_CPU_PRECOMPILE="0")
     assert any("data saved to" in line for line in alone)
     assert later[-2].split(" ", 1)[1] == alone[-1].split(" ", 1)[1]  # the costs
 

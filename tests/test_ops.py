@@ -163,7 +163,7 @@ def test_the_op_checks_its_inputs_before_it_runs(fake_site):
         handler.op("cube", handler.ones((2,)), handler.ones((2,)))
 
 
-def test_kernels_are_for_ops_only(fake_site):
+def test_kernels_are_for_ops_and_update_rules_only(fake_site):
     from sigma_core import plugins
 
     fake_site.add("sigmann-odd", entry_points={"odd": "odd_layer"}, modules={"odd_layer": """
@@ -174,7 +174,7 @@ def test_kernels_are_for_ops_only(fake_site):
             register("odd", "odd_layer:Odd", kernels={"cpu": "odd_layer:Fast"})
     """})
     assert [f.error for f in plugins.failures() if f.distribution == "sigmann-odd"] == [
-        "TypeError: layer 'odd': kernels (a dict of handler name -> implementation) are for ops only"]
+        "TypeError: layer 'odd': kernels (a dict of handler name -> implementation) are for ops and update rules only"]
 
 
 def test_sigma_plugins_lists_ops_with_their_distribution(fake_site, capsys):

@@ -13,9 +13,9 @@ from sigmann_testing import ArrayCensus, Prober, live_arrays
 from sigma_core import (CheckpointHook, Dense, Dropout, ExpiredArrayError, Input, Loop, Network,
                         SoftmaxCE, Trainer, create_handler)
 from sigmann_monitors import MetricsHook
+from sigmann_optimisers import Adagrad
 from sigma_core.data.dataset import from_arrays
 from sigma_core.data.iterators import MinibatchIterator
-from sigma_core.training.optimisers import Adagrad
 
 HANDLERS = ["numpy", "cpu"]
 

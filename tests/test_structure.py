@@ -72,7 +72,11 @@ def test_every_public_name_resolves():
 #: 8,200 since the core let go of what was not its own (2026-11-29, -23): sigma plot's and sigma dashboard's run
 #: finders (run_directories, run_label) went to sigmann-monitors, whose metrics files they look for, and the dead
 #: hookspecs.describe_kind went; every other candidate was found to be interface or on the core's keep-list.
-CORE_LINE_LIMIT = 8_200
+#: 8,193 since the optimisers beyond SGD and Adam went to sigmann-optimisers (2026-11-29, -7 net, issue 36): the five
+#: optimisers and their reference rules left (-236), while the update-rule seam that lets a distribution bring a
+#: rule with per-handler kernels, as ops do, came in (compute/updates.py, register_update_rules, Component.load_for,
+#: the moved names' install hint: +229; the core's sgd and adam rules are now classes beside their optimisers).
+CORE_LINE_LIMIT = 8_193
 
 
 def test_the_core_stays_within_its_line_limit():

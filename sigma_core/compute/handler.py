@@ -60,6 +60,7 @@ class Handler:
         self.dtype = dtype
         self.seed = seed
         self.kernels = self.kernels_class(dtype, seed)
+        self.kernels.updates.handler_name = self.name  # update rules' kernels are found by the handler's name
         self._tape = None
         #: What watches this handler while a training step is recorded (:meth:`record`), or None.
         self.recorder = None
@@ -339,13 +340,14 @@ class Handler:
         self.kernels.add_(self._raw(array), self._raw(other), scale)
 
     def optimiser_update(self, rule, param, grad, memory=(), *, weight_decay=0.0, **hyperparameters):
-        """One untraced, in-place step of ``param`` and its ``memory`` arrays by ``rule``, a method of
-        :class:`~sigma_core.compute.kernels.UpdateKernels` (sgd, adam, ...), after adding weight_decay·param to
-        ``grad``."""
+        """One untraced, in-place step of ``param`` and its ``memory`` arrays by the update rule registered as
+        ``rule`` (sgd, adam, ...: :class:`~sigma_core.compute.updates.UpdateRule`), after adding weight_decay·param
+        to ``grad``. Its kernel for this handler if registered, else its reference: chosen on first use and kept."""
         updates = self.kernels.updates
-        update = getattr(updates, rule, None)
-        if update is None:
-            raise SigmaError(f"handler {self.name!r} has no optimiser update rule {rule!r}")
+        try:
+            update = getattr(updates, rule)  # resolved on first use (Updates.__getattr__), then an attribute
+        except AttributeError as error:
+            raise SigmaError(str(error)) from None
         raw_param, raw_grad = self._raw(param), self._raw(grad)
         if weight_decay:
             raw_grad = updates.l2_gradient(raw_grad, raw_param, weight_decay)

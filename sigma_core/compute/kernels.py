@@ -11,6 +11,7 @@ import math
 import numpy
 
 from sigma_core.compute.buffers import BufferPool
+from sigma_core.compute.updates import Updates
 from sigma_core.errors import ShapeError
 
 ACTIVATIONS = ("none", "relu", "sigmoid", "tanh", "softplus")
@@ -55,159 +56,11 @@ def _ufunc(name: str, arity=1):
     return kernel
 
 
-class UpdateKernels:
-    """In-place optimiser updates, one method per rule: ``updates.<rule>(param, grad, *memory, **hyperparameters)``.
-
-    ``out=`` through at most two pooled temporaries: a warm step allocates
-    nothing. Complements such as 1 − β are computed in double (Python floats)
-    before meeting the array's dtype; a backend overriding a rule must do the
-    same (1 − β from β = 0.9999 rounded to float32 is wrong by 2e-4).
-    """
-
-    def __init__(self, kernels):
-        self.xp, self.empty = kernels.xp, kernels.empty
-
-    def l2_gradient(self, grad, param, weight_decay):
-        """grad + weight_decay·param, into a pooled buffer (L2 regularisation)."""
-        out = self.empty(param.shape)
-        self.xp.multiply(param, weight_decay, out=out)
-        self.xp.add(out, grad, out=out)
-        return out
-
-    def sgd(self, param, grad, *, lr):
-        """param −= lr·grad."""
-        tmp = self.empty(param.shape)
-        self.xp.multiply(grad, lr, out=tmp)
-        self.xp.subtract(param, tmp, out=param)
-
-    def momentum(self, param, grad, velocity, *, lr, momentum, nesterov):
-        """velocity = momentum·velocity + grad; param −= lr·velocity (Nesterov: lr·(grad + momentum·velocity))."""
-        xp, tmp = self.xp, self.empty(param.shape)
-        xp.multiply(velocity, momentum, out=velocity)
-        xp.add(velocity, grad, out=velocity)
-        if nesterov:
-            xp.multiply(velocity, momentum, out=tmp)
-            xp.add(tmp, grad, out=tmp)
-            xp.multiply(tmp, lr, out=tmp)
-        else:
-            xp.multiply(velocity, lr, out=tmp)
-        xp.subtract(param, tmp, out=param)
-
-    def _scaled_step(self, param, grad, sq, tmp, lr, eps):
-        """param −= lr·grad / (√sq + eps), through ``tmp``."""
-        xp = self.xp
-        xp.sqrt(sq, out=tmp)
-        xp.add(tmp, eps, out=tmp)
-        xp.divide(grad, tmp, out=tmp)
-        xp.multiply(tmp, lr, out=tmp)
-        xp.subtract(param, tmp, out=param)
-
-    def _decay(self, average, value, rho, tmp):
-        """average = ρ·average + (1−ρ)·value², through ``tmp``."""
-        xp = self.xp
-        xp.multiply(value, value, out=tmp)
-        xp.multiply(tmp, 1.0 - rho, out=tmp)
-        xp.multiply(average, rho, out=average)
-        xp.add(average, tmp, out=average)
-
-    def adagrad(self, param, grad, sq, *, lr, eps):
-        """sq += grad²; param −= lr·grad / (√sq + eps)."""
-        tmp = self.empty(param.shape)
-        self.xp.multiply(grad, grad, out=tmp)
-        self.xp.add(sq, tmp, out=sq)
-        self._scaled_step(param, grad, sq, tmp, lr, eps)
-
-    def rmsprop(self, param, grad, sq, *, lr, rho, eps):
-        """sq = ρ·sq + (1−ρ)·grad²; param −= lr·grad / (√sq + eps)."""
-        tmp = self.empty(param.shape)
-        self._decay(sq, grad, rho, tmp)
-        self._scaled_step(param, grad, sq, tmp, lr, eps)
-
-    def adadelta(self, param, grad, acc_grad, acc_update, *, lr, rho, eps):
-        """Zeiler (2012), Algorithm 1, with the step scaled by ``lr``.
-
-        acc_grad = ρ·acc_grad + (1−ρ)·grad²;  delta = √(acc_update + eps) / √(acc_grad + eps) · grad
-        acc_update = ρ·acc_update + (1−ρ)·delta²;  param −= lr·delta
-        """
-        xp, tmp, delta = self.xp, self.empty(param.shape), self.empty(param.shape)
-        self._decay(acc_grad, grad, rho, tmp)
-        xp.add(acc_update, eps, out=delta)
-        xp.sqrt(delta, out=delta)
-        xp.add(acc_grad, eps, out=tmp)
-        xp.sqrt(tmp, out=tmp)
-        xp.divide(delta, tmp, out=delta)
-        xp.multiply(delta, grad, out=delta)
-        self._decay(acc_update, delta, rho, tmp)
-        xp.multiply(delta, lr, out=delta)
-        xp.subtract(param, delta, out=param)
-
-    def adam(self, param, grad, m, v, *, lr, beta1, beta2, eps, step):
-        """Adam (Kingma & Ba) with bias correction for this parameter's ``step`` (from 1), eps outside the root.
-
-        m = β1·m + (1−β1)·grad;  v = β2·v + (1−β2)·grad²
-        param −= lr/(1−β1^step) · m / (√v / √(1−β2^step) + eps): the paper's
-        m̂/(√v̂ + eps) without materialising m̂ and v̂.
-        """
-        xp, tmp = self.xp, self.empty(param.shape)
-        xp.multiply(m, beta1, out=m)
-        xp.multiply(grad, 1.0 - beta1, out=tmp)
-        xp.add(m, tmp, out=m)
-        self._decay(v, grad, beta2, tmp)
-        xp.sqrt(v, out=tmp)
-        xp.multiply(tmp, 1.0 / math.sqrt(1.0 - beta2**step), out=tmp)
-        xp.add(tmp, eps, out=tmp)
-        xp.divide(m, tmp, out=tmp)
-        xp.multiply(tmp, lr / (1.0 - beta1**step), out=tmp)
-        xp.subtract(param, tmp, out=param)
-
-
-#: Each update rule's scalar arguments for a compiled update kernel (``sigma_cpu``, ``sigma_cuda``), computed from
-#: its hyperparameters in double on the host; Adam's bias corrections fold into two scalars.
-UPDATE_SCALARS = {
-    "sgd": lambda lr: (lr,),
-    "momentum": lambda lr, momentum, nesterov: (lr, momentum, bool(nesterov)),
-    "adagrad": lambda lr, eps: (lr, eps),
-    "adadelta": lambda lr, rho, eps: (lr, rho, 1.0 - rho, eps),
-    "rmsprop": lambda lr, rho, eps: (lr, rho, 1.0 - rho, eps),
-    "adam": lambda lr, beta1, beta2, eps, step: (lr / (1.0 - beta1**step), beta1, 1.0 - beta1, beta2, 1.0 - beta2,
-                                                 1.0 / math.sqrt(1.0 - beta2**step), eps),
-}
-
-
-def _compiled(name: str):
-    """Rule ``name`` of :class:`CompiledUpdates`: the backend's compiled pass, or the reference rule where it
-    declines. Arrays and hyperparameters pass through as given: one call, no dict built, on every step."""
-    scalars, reference = UPDATE_SCALARS[name], getattr(UpdateKernels, name)
-
-    def rule(self, *arrays, **hyperparameters):
-        if not self.compiled(name, arrays, scalars(**hyperparameters)):
-            reference(self, *arrays, **hyperparameters)
-
-    rule.__name__, rule.__doc__ = name, reference.__doc__
-    return rule
-
-
-class CompiledUpdates(UpdateKernels):
-    """Update kernels that run every rule as one compiled pass: a backend implements :meth:`compiled`, and the
-    reference rule runs wherever it declines (arrays it was not written for)."""
-
-    def compiled(self, name: str, arrays: tuple, scalars: tuple) -> bool:
-        """Run rule ``name`` on ``arrays`` with its :data:`UPDATE_SCALARS`; False, running nothing, to decline."""
-        raise NotImplementedError
-
-    sgd = _compiled("sgd")
-    momentum = _compiled("momentum")
-    adagrad = _compiled("adagrad")
-    rmsprop = _compiled("rmsprop")
-    adadelta = _compiled("adadelta")
-    adam = _compiled("adam")
-
-
 class ArrayKernels:
-    """Every kernel a handler needs, written once over ``self.xp``; optimiser updates in :attr:`updates`."""
+    """Every kernel a handler needs, written once over ``self.xp``; optimiser update rules in :attr:`updates`."""
 
     xp = numpy
-    updates_class = UpdateKernels
+    updates_class = Updates
     normalise_axes = staticmethod(normalise_axes)  # for the VJPs
 
     def __init__(self, dtype, seed=None):

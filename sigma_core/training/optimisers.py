@@ -1,4 +1,4 @@
-"""Optimisers: the contract (freeze filters, lazy memory, checkpointable state) and the built-in rules.
+"""Optimisers: the contract (freeze filters, lazy memory, checkpointable state), SGD and Adam and their rules.
 
 *Freeze* filters are fnmatch globs on parameter ids (``"*.biases"``); a frozen parameter is never touched.
 Per-parameter memory is made on a parameter's first step and kept out of session buffer reuse. The arithmetic
@@ -11,8 +11,10 @@ constructor's arguments, read every step, so a schedule may change them.
 
 import fnmatch
 import inspect
+import math
 import types
 
+from sigma_core.compute.updates import UpdateRule
 from sigma_core.errors import ShapeError, SigmaError
 from sigma_core.model.layers.base import old_id
 
@@ -190,7 +192,8 @@ def _check_pair(handler, param_id, param, grad):
         raise ShapeError(f"gradient of {param_id!r} has shape {grad.shape}, the parameter {param.shape}")
 
 
-# -- the built-in rules: each names its handler update rule, its memory and the rule's arguments -----------------
+# -- the core's optimisers: each names its update rule (registered by sigma_core.builtins), its memory and the
+# -- rule's arguments; the others (momentum, Adagrad, ...) come from the sigmann-optimisers distribution -------
 
 
 class GradientDescent(Optimiser):
@@ -206,76 +209,21 @@ class GradientDescent(Optimiser):
         return {"lr": self.learning_rate}
 
 
-class Momentum(Optimiser):
-    """Classical momentum as in PyTorch: v = μ·v + g, param −= lr·v; memory ``velocity``.
+class SGDRule(UpdateRule):
+    """param −= lr·grad."""
 
-    Sigma folded the learning rate into the velocity (v = μ·v + lr·g): the same trajectory for a constant
-    rate, but here a schedule acts at once.
-    """
+    flops = 2
 
-    memory_names = ("velocity",)
-    rule = "momentum"
-    stepwise = False
-    nesterov = False
+    def apply(self, k, param, grad, *, lr):
+        tmp = k.empty(param.shape)
+        k.xp.multiply(grad, lr, out=tmp)
+        k.xp.subtract(param, tmp, out=param)
 
-    def __init__(self, learning_rate=0.01, momentum=0.9, *, weight_decay=0.0, freeze=()):
-        super().__init__(learning_rate, weight_decay=weight_decay, freeze=freeze)
-        self.momentum = momentum
+    def scalars(self, lr):
+        return (lr,)
 
-    def arguments(self, step):
-        return {"lr": self.learning_rate, "momentum": self.momentum, "nesterov": self.nesterov}
-
-
-class Nesterov(Momentum):
-    """Nesterov momentum: param −= lr·(g + μ·v), v updated as in :class:`Momentum`."""
-
-    nesterov = True
-
-
-class Adagrad(Optimiser):
-    """Adagrad (Duchi et al., 2011): S += g²; param −= lr·g / (√S + eps); memory ``squared_gradient_sum``.
-
-    ``eps`` (Sigma's ``smoothing``) is added after the square root, as in PyTorch; Sigma added it inside.
-    """
-
-    memory_names = ("squared_gradient_sum",)
-    rule = "adagrad"
-    stepwise = False
-
-    def __init__(self, learning_rate=0.01, eps=1e-6, *, weight_decay=0.0, freeze=()):
-        super().__init__(learning_rate, weight_decay=weight_decay, freeze=freeze)
-        self.eps = eps
-
-    def arguments(self, step):
-        return {"lr": self.learning_rate, "eps": self.eps}
-
-
-class RMSProp(Optimiser):
-    """RMSProp (Hinton's lecture 6e): S = ρ·S + (1−ρ)·g²; param −= lr·g / (√S + eps), eps after the root as
-    in PyTorch. Memory ``squared_gradient``."""
-
-    memory_names = ("squared_gradient",)
-    rule = "rmsprop"
-    stepwise = False
-
-    def __init__(self, learning_rate=0.001, rho=0.9, eps=1e-8, *, weight_decay=0.0, freeze=()):
-        super().__init__(learning_rate, weight_decay=weight_decay, freeze=freeze)
-        self.rho, self.eps = rho, eps
-
-    def arguments(self, step):
-        return {"lr": self.learning_rate, "rho": self.rho, "eps": self.eps}
-
-
-class Adadelta(RMSProp):
-    """Adadelta (Zeiler, 2012, Algorithm 1): RMSProp's average of squared gradients and one of squared updates
-    (memory ``squared_gradient``, ``squared_update``), ``eps`` inside both roots. The paper has no learning rate:
-    ``learning_rate`` (default 1.0) scales the step, as in PyTorch, so schedules still work."""
-
-    memory_names = ("squared_gradient", "squared_update")
-    rule = "adadelta"
-
-    def __init__(self, learning_rate=1.0, rho=0.95, eps=1e-6, *, weight_decay=0.0, freeze=()):
-        super().__init__(learning_rate, rho, eps, weight_decay=weight_decay, freeze=freeze)
+    def examples(self):
+        return [("", 0, {"lr": 0.1}), ("weight-decay", 0, {"lr": 0.1, "weight_decay": 0.01})]
 
 
 class Adam(Optimiser):
@@ -291,3 +239,39 @@ class Adam(Optimiser):
 
     def arguments(self, step):
         return {"lr": self.learning_rate, "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps, "step": step}
+
+
+class AdamRule(UpdateRule):
+    """Adam (Kingma & Ba) with bias correction for this parameter's ``step`` (from 1), eps outside the root.
+
+    m = β1·m + (1−β1)·grad;  v = β2·v + (1−β2)·grad²
+    param −= lr/(1−β1^step) · m / (√v / √(1−β2^step) + eps): the paper's
+    m̂/(√v̂ + eps) without materialising m̂ and v̂.
+    """
+
+    flops = 12
+    stepwise = True
+
+    def apply(self, k, param, grad, m, v, *, lr, beta1, beta2, eps, step):
+        xp, tmp = k.xp, k.empty(param.shape)
+        xp.multiply(m, beta1, out=m)
+        xp.multiply(grad, 1.0 - beta1, out=tmp)
+        xp.add(m, tmp, out=m)
+        self.decay(k, v, grad, beta2, tmp)
+        xp.sqrt(v, out=tmp)
+        xp.multiply(tmp, 1.0 / math.sqrt(1.0 - beta2**step), out=tmp)
+        xp.add(tmp, eps, out=tmp)
+        xp.divide(m, tmp, out=tmp)
+        xp.multiply(tmp, lr / (1.0 - beta1**step), out=tmp)
+        xp.subtract(param, tmp, out=param)
+
+    def scalars(self, lr, beta1, beta2, eps, step):
+        """Adam's bias corrections fold into two scalars: the step size and the root's correction."""
+        return (lr / (1.0 - beta1**step), beta1, 1.0 - beta1, beta2, 1.0 - beta2, 1.0 / math.sqrt(1.0 - beta2**step),
+                eps)
+
+    def examples(self):
+        return [("", 2, {"lr": 0.001, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8}),
+                ("weight-decay-beta2-0.9999", 2, {"lr": 0.001, "beta1": 0.99, "beta2": 0.9999, "eps": 1e-8,
+                                                  "weight_decay": 0.01}),
+                ("betas-0.9999", 2, {"lr": 0.001, "beta1": 0.9999, "beta2": 0.9999, "eps": 1e-8})]

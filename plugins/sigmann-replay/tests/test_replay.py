@@ -16,7 +16,8 @@ from sigma_core import config as run_config
 from sigma_core.cli import main
 from sigma_core.data.dataset import from_arrays
 from sigma_core.data.iterators import MinibatchIterator
-from sigma_core.training.optimisers import Adagrad, Adam, GradientDescent, Momentum, Optimiser
+from sigma_core.training.optimisers import Adam, GradientDescent, Optimiser
+from sigmann_optimisers import Adagrad, Momentum
 from sigmann_recurrent import LSTM
 from sigmann_replay import Recording, StepReplay
 from sigmann_replay.explain import explain

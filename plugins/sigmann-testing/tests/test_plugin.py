@@ -43,7 +43,7 @@ def test_sigma_run_file_writes_the_blobs_run_with_the_changes_asked_for(sigma_ru
 
     from sigma_core import validate_run
 
-    path = sigma_run_file("optimiser.type=momentum", "network.layers.1.size=4")
+    path = sigma_run_file("optimiser.type=adam", "network.layers.1.size=4")
     config = validate_run(tomllib.loads(path.read_text()), str(path))
-    assert config["optimiser"]["type"] == "momentum" and config["network"]["layers"][1]["size"] == 4
+    assert config["optimiser"]["type"] == "adam" and config["network"]["layers"][1]["size"] == 4
     assert config["training"]["epochs"] == 2 and config["name"] == "blobs"  # the rest as BLOBS_RUN_FILE has it

@@ -45,7 +45,7 @@ import types
 
 import numpy
 
-from sigma_core import GOLDEN, UPDATE_SCALARS, ArrayKernels, CompiledUpdates, CounterStreams, ShapeError
+from sigma_core import GOLDEN, ArrayKernels, CounterStreams, ShapeError, Updates
 
 from . import blas, blas_pool, gemm, numba_cache, precompile
 
@@ -346,42 +346,6 @@ def _sgd(param, grad, lr):
 
 
 @_serial_and_parallel
-def _momentum(param, grad, velocity, lr, momentum, nesterov):
-    for i in numba.prange(param.size):
-        v = momentum * velocity[i] + grad[i]
-        velocity[i] = v
-        param[i] -= lr * (grad[i] + momentum * v) if nesterov else lr * v
-
-
-@_serial_and_parallel
-def _adagrad(param, grad, sq, lr, eps):
-    for i in numba.prange(param.size):
-        s = sq[i] + grad[i] * grad[i]
-        sq[i] = s
-        param[i] -= lr * grad[i] / (math.sqrt(s) + eps)
-
-
-# The decay rates' complements (rest = 1 − rho) come in computed in double on the host:
-# 1 − rho in the array's float32 would carry rho's rounding error, 2e-4 relative at 0.9999.
-@_serial_and_parallel
-def _adadelta(param, grad, acc_grad, acc_update, lr, rho, rest, eps):
-    for i in numba.prange(param.size):
-        a = rho * acc_grad[i] + rest * grad[i] * grad[i]
-        acc_grad[i] = a
-        delta = math.sqrt(acc_update[i] + eps) / math.sqrt(a + eps) * grad[i]
-        acc_update[i] = rho * acc_update[i] + rest * delta * delta
-        param[i] -= lr * delta
-
-
-@_serial_and_parallel
-def _rmsprop(param, grad, sq, lr, rho, rest, eps):
-    for i in numba.prange(param.size):
-        s = rho * sq[i] + rest * grad[i] * grad[i]
-        sq[i] = s
-        param[i] -= lr * grad[i] / (math.sqrt(s) + eps)
-
-
-@_serial_and_parallel
 def _adam(param, grad, m, v, step_size, beta1, rest1, beta2, rest2, root_correction, eps):
     for i in numba.prange(param.size):
         mi = beta1 * m[i] + rest1 * grad[i]
@@ -414,13 +378,15 @@ def _c_contiguous(*arrays) -> bool:
     return True
 
 
-#: Update rule -> its compiled loop, which takes the rule's ``UPDATE_SCALARS`` (sigma_core.compute.kernels).
-LOOPS = {"sgd": _sgd, "momentum": _momentum, "adagrad": _adagrad, "adadelta": _adadelta, "rmsprop": _rmsprop,
-         "adam": _adam}
+#: The core's update rules' compiled loops, by rule name: each takes the arrays, then the rule's ``scalars``. A
+#: distribution's rule brings its own as its ``cpu`` kernel's ``loop`` (docs/plugins.md, "Update rules").
+LOOPS = {"sgd": _sgd, "adam": _adam}
 
 
-class NumbaUpdates(CompiledUpdates):
-    """:class:`UpdateKernels` as one compiled pass over each parameter (parallel on the shared pool)."""
+class NumbaUpdates(Updates):
+    """:class:`~sigma_core.Updates` as one compiled pass over each parameter (parallel on the shared pool)."""
+
+    handler_name = "cpu"
 
     def __init__(self, kernels):
         super().__init__(kernels)
@@ -450,15 +416,24 @@ class NumbaUpdates(CompiledUpdates):
         _pick(loop, arrays[0].size)(*[a.ravel() for a in arrays], *self._scalars(scalars))
         return True
 
-    def compiled(self, name, arrays, scalars) -> bool:
-        return self._run(LOOPS[name], arrays, *scalars)
+    @staticmethod
+    def _loop(name, rule):
+        """The compiled loop running ``rule`` (registered as ``name``): its ``cpu`` kernel's, or the core's; or None."""
+        return getattr(rule, "loop", None) or LOOPS.get(name)
+
+    def compiled(self, name, rule):
+        """The rule's compiled loop on arrays that fit (:meth:`_run`), or None where it has none."""
+        loop = self._loop(name, rule)
+        return None if loop is None else functools.partial(self._run, loop)
 
     def launch(self, name, args, kwargs, result):
         """A rule's compiled loop on its flattened arrays, bound to hyperparameters given later (as Python floats:
         the compiled entry point rounds them to the array dtype as NumPy does)."""
-        if name not in LOOPS or not self._fits(args):
+        rule = self.rules.get(name)
+        loop = rule and self._loop(name, rule)
+        if not loop or not self._fits(args):
             return None
-        loop, scalars = LOOPS[name], UPDATE_SCALARS[name]
+        scalars = rule.scalars
         flat = [a.ravel() for a in args]
         entry = functools.partial(_entry(_pick(loop, args[0].size), *flat, *self._scalars(scalars(**kwargs))), *flat)
         return lambda **hyperparameters: functools.partial(entry, *scalars(**hyperparameters))

@@ -43,7 +43,6 @@ import cupy
 import cupyx
 import numpy
 
-from sigma_core import UPDATE_SCALARS
 
 from .kernels import use_device
 from .upload import is_pinned
@@ -122,9 +121,9 @@ class GraphStep:
         """How many device scalars a record's kernel reads: those that change between steps."""
         part, name = record[0], record[1]
         if part == "updates" and name != "l2_gradient":
-            if name not in UPDATE_SCALARS:
+            if name not in self.kernels.updates._read:
                 raise self.recording.declined(f"not captured: updates.{name} has no CUDA kernel reading its hyperparameters")
-            return len(UPDATE_SCALARS[name](**call[2]))
+            return len(self.kernels.updates.rules[name].scalars(**call[2]))
         return int(call is not None and name in ("l2_gradient", "dropout") and part in ("updates", ""))
 
     def _slots(self, count, dtype):
@@ -159,7 +158,8 @@ class GraphStep:
                 self.rules.append((host, lambda call=call: (call[1][2],)))  # the weight decay, set by the prologue
             else:
                 fits = k.updates._run(name, tuple(call[1]), *device)
-                self.rules.append((host, lambda call=call, rule=UPDATE_SCALARS[name]: rule(**call[2])))  # as the prologue sets
+                scalars = k.updates.rules[name].scalars
+                self.rules.append((host, lambda call=call, scalars=scalars: scalars(**call[2])))  # as the prologue sets
             if not fits:
                 raise self.recording.declined(f"not captured: {self.current} took CuPy's generic path, "
                                     "whose scalars a CUDA graph would fix")

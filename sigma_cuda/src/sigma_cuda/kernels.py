@@ -9,7 +9,8 @@ kernels of ``kernels.cu``, one launch each:
 * ``softmax_cross_entropy`` forward (probabilities and per-row cost, one warp per row,
   then one block for the mean) and backward, for labels and for target rows;
 * ``dropout`` with a counter-based generator (the same bits as sigma_cpu's);
-* every optimiser update and ``l2_gradient`` (:class:`CudaUpdates`): one pass per parameter.
+* the optimiser update rules with a kernel here (by name: the core's and sigmann-optimisers') and
+  ``l2_gradient`` (:class:`CudaUpdates`): one pass per parameter.
 
 The kernels whose scalars change between steps (the updates' hyperparameters,
 dropout's stream key) have a second instantiation reading them from device
@@ -40,7 +41,7 @@ import cupy
 import cupyx
 import numpy
 
-from sigma_core import ArrayKernels, CompiledUpdates, CounterStreams, NonFiniteError, ShapeError, SigmaError
+from sigma_core import ArrayKernels, CounterStreams, NonFiniteError, ShapeError, SigmaError, Updates
 
 from .devices import out_of_memory_message
 from .upload import Uploader
@@ -92,8 +93,11 @@ def _warp_blocks(rows: int) -> tuple:
     return (min((rows + _WARPS - 1) // _WARPS, 2**31 - 1),)
 
 
-class CudaUpdates(CompiledUpdates):
-    """Every optimiser rule as one kernel launch per parameter; skipped on the device after a non-finite cost."""
+class CudaUpdates(Updates):
+    """Every update rule with a kernel in ``kernels.cu`` (by its name) as one launch per parameter; skipped on the
+    device after a non-finite cost. Other rules run their reference over CuPy."""
+
+    handler_name = "cuda"
 
     def __init__(self, kernels):
         super().__init__(kernels)
@@ -114,8 +118,10 @@ class CudaUpdates(CompiledUpdates):
                 *((self._bad,) if flag else ())))
         return True
 
-    def compiled(self, name, arrays, scalars) -> bool:
-        return self._run(name, arrays, *scalars)
+    def compiled(self, name, rule):
+        """The rule's kernel in ``kernels.cu`` on arrays that fit (:meth:`_run`), or None where it has none (the
+        rules' kernels are those with a device-scalar twin, for CUDA graphs)."""
+        return functools.partial(self._run, name) if name in self._read else None
 
     def l2_gradient(self, grad, param, weight_decay):
         out = self.empty(param.shape)

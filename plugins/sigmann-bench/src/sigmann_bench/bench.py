@@ -86,8 +86,9 @@ def build_trainer(spec, handler="numpy", seed=0, replay=True):
     """A Trainer for ``spec`` on a fresh float32 handler (a name or an instance), initialised; ``replay``: its
     steps compiled as ``sigma train`` compiles them (``training.compile = "auto"``: recorded steps replayed where
     sigmann-replay is installed), else every step runs as written."""
-    from sigma_core import (Adagrad, Dense, Dropout, Gaussian, GradientDescent, Input, Network, SoftmaxCE, Trainer,
+    from sigma_core import (Dense, Dropout, Gaussian, GradientDescent, Input, Network, SoftmaxCE, Trainer,
                             create_handler, step_compiler)
+    from sigmann_optimisers import Adagrad
 
     layers = Input(28, 28)
     sizes = spec["hidden"] + (10,)

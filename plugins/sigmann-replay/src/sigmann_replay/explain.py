@@ -21,8 +21,8 @@ from sigma_core import Hook, components
 
 from .replay import StepReplay, _root
 
-#: The update rules' FLOPs per parameter element (sgd: a multiply and a subtract, ...).
-UPDATE_FLOPS = {"sgd": 2, "momentum": 5, "adagrad": 6, "rmsprop": 8, "adadelta": 14, "adam": 12, "l2_gradient": 2}
+#: ``l2_gradient``'s FLOPs per parameter element (a multiply and an add); an update rule says its own (``flops``).
+L2_FLOPS = 2
 
 
 def run_explain(args) -> int:
@@ -100,7 +100,7 @@ def explain(recording) -> str:
         if part == "updates":  # the parameter's memory by its short name
             reads, writes = ([r.removeprefix(f"{label(args[0])}.") for r in names_] for names_ in (reads, writes))
         moved = sum(a.nbytes for a in arrays) + sum(a.nbytes for a in new)
-        flops = _flops(part, name, arrays, written, result)
+        flops = _flops(part, name, arrays, written, result, trainer.handler.kernels.updates.rules)
         total_bytes, total_flops = total_bytes + moved, total_flops + flops
         shapes = " ".join("x".join(map(str, a.shape)) or "()" for a in arrays)
         out = result[0] if isinstance(result, tuple) else result
@@ -145,13 +145,14 @@ def _op_classes(component, handler_name: str) -> list:
     return classes
 
 
-def _flops(part, name, arrays, written, result) -> int:
+def _flops(part, name, arrays, written, result, rules) -> int:
     if name in ("matmul", "dense") and len(arrays) >= 2:
         x, w = arrays[0], arrays[1]
         product = 2 * math.prod(x.shape[:-1]) * x.shape[-1] * w.shape[-1]
         return product + (2 * result.size if name == "dense" else 0)
-    if part == "updates":
-        return UPDATE_FLOPS.get(name, 1) * arrays[0].size
+    if part == "updates":  # rules: the update rules the handler resolved, by name
+        rule = rules.get(name) if name != "l2_gradient" else None
+        return (L2_FLOPS if rule is None else rule.flops) * arrays[0].size
     return sum(a.size for a in written)
 
 

@@ -257,7 +257,8 @@ class Recording:
         patched = {id(patch[0]) for patch in self.patches}  # a launch binds its arguments: none from the batch
         for i, (record, call) in enumerate(zip(self.records, calls)):
             if self.forms[i] == "kernel" and id(call[1]) not in patched and id(call[2]) not in patched:
-                launch = getattr(record[2].__self__, "launch", None)  # a backend's offer (module docstring), or none
+                owner = getattr(record[2], "__self__", None)  # a reference update rule is a partial: no owner
+                launch = getattr(owner, "launch", None)  # a backend's offer (module docstring), or none
                 launch = launch and launch(record[1], record[3], record[4], record[6])
                 if launch is not None:  # an update's launch is bound to the prologue's hyperparameters
                     call[:], self.forms[i] = [launch, [], call[2] if record[0] == "updates" else {}], "launch"

@@ -8,7 +8,9 @@ computes what the numpy reference handler computes, that every gradient is
 right (the core's ops and every op a plugin registers), and that it honours
 Sigma's dtype, random-number and session contracts; :func:`check_op`
 (:mod:`sigmann_testing.ops`) runs its checks of one op, and the op buffer rule,
-on every installed handler: what an op distribution's own tests call. :func:`fuzz_loader`
+on every installed handler: what an op distribution's own tests call. :class:`OptimiserChecks`
+(:mod:`sigmann_testing.optimisers`) checks optimisers against NumPy references, freezing, checkpoints and
+warm-step allocations. :func:`fuzz_loader`
 (:mod:`sigmann_testing.loaders`) feeds a file loader seeded corruptions of a valid file.
 :class:`ArrayCensus` (:mod:`sigmann_testing.census`) checks that a run's handler arrays do not pile up
 from epoch to epoch. :func:`default_ctrl_c` (:mod:`sigmann_testing.processes`) lets a child process a test
@@ -26,6 +28,7 @@ _LAZY = {
                      "missing_gradient_cases"], "sigmann_testing.conformance"),
     **dict.fromkeys(["check_layer", "available_handlers"], "sigmann_testing.layers"),
     "check_op": "sigmann_testing.ops",
+    "OptimiserChecks": "sigmann_testing.optimisers",
     **dict.fromkeys(["fuzz_loader", "mutants"], "sigmann_testing.loaders"),
     **dict.fromkeys(["ArrayCensus", "Prober", "live_arrays"], "sigmann_testing.census"),
     "default_ctrl_c": "sigmann_testing.processes",

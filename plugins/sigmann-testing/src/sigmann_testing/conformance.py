@@ -116,31 +116,28 @@ CASES: tuple[OpCase, ...] = (
 )
 
 
-#: Optimiser updates (:meth:`Handler.optimiser_update`): id, rule, memory buffers, keyword arguments.
-#: Adam's ``step`` is added per step; decay rates of 0.9999 catch a complement 1 − β rounded in float32.
-UPDATE_CASES = (
-    ("sgd", "sgd", 0, {"lr": 0.1}),
-    ("sgd-weight-decay", "sgd", 0, {"lr": 0.1, "weight_decay": 0.01}),
-    ("momentum", "momentum", 1, {"lr": 0.1, "momentum": 0.9, "nesterov": False}),
-    ("nesterov", "momentum", 1, {"lr": 0.1, "momentum": 0.9, "nesterov": True}),
-    ("adagrad", "adagrad", 1, {"lr": 0.02, "eps": 1e-6}),
-    ("adadelta", "adadelta", 2, {"lr": 1.0, "rho": 0.95, "eps": 1e-6}),
-    ("adadelta-rho-0.9999", "adadelta", 2, {"lr": 1.0, "rho": 0.9999, "eps": 1e-6}),
-    ("rmsprop", "rmsprop", 1, {"lr": 0.01, "rho": 0.9, "eps": 1e-8}),
-    ("rmsprop-rho-0.9999", "rmsprop", 1, {"lr": 0.01, "rho": 0.9999, "eps": 1e-8}),
-    ("adam", "adam", 2, {"lr": 0.001, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8}),
-    ("adam-beta2-0.9999", "adam", 2, {"lr": 0.001, "beta1": 0.99, "beta2": 0.9999, "eps": 1e-8, "weight_decay": 0.01}),
-)
+def update_cases() -> list[tuple]:
+    """A case per example of every registered update rule (kind ``"update_rule"``, :meth:`sigma_core.UpdateRule.
+    examples`): ``(id, rule, memory arrays, hyperparameters, stepwise)``, named ``"<rule>-<id>"`` (``"<rule>"`` for
+    an empty id)."""
+    cases = []
+    for component in components("update_rule"):
+        rule = component.load()()
+        for label, buffers, arguments in rule.examples():
+            cases.append(("-".join(filter(None, (component.name, label))), component.name, buffers, arguments,
+                          rule.stepwise))
+    return cases
 
 
 def run_update_case(handler, case, steps=3) -> list:
-    """Host copies of the parameter and memory after ``steps`` updates by ``case`` from fixed inputs."""
-    _, rule, buffers, arguments = case
+    """Host copies of the parameter and memory after ``steps`` updates by ``case`` (:func:`update_cases`) from
+    fixed inputs."""
+    _, rule, buffers, arguments, stepwise = case
     rng = numpy.random.default_rng(SEED)
     param = handler.asarray(rng.standard_normal((30, 40)))
     memory = [handler.asarray(numpy.abs(rng.standard_normal((30, 40)))) for _ in range(buffers)]
     for step in range(1, steps + 1):  # several steps: the memory feeds back
-        extra = {"step": step} if rule == "adam" else {}
+        extra = {"step": step} if stepwise else {}
         handler.optimiser_update(rule, param, handler.asarray(rng.standard_normal((30, 40))), memory, **arguments, **extra)
     return [array.to_numpy() for array in (param, *memory)]
 
@@ -226,7 +223,8 @@ class HandlerConformance:
             deterministic = [c for c in CASES + registered if not c.random]
             metafunc.parametrize("reference_case", deterministic, ids=[c.id for c in deterministic])
         if "update_case" in metafunc.fixturenames:
-            metafunc.parametrize("update_case", UPDATE_CASES, ids=[c[0] for c in UPDATE_CASES])
+            updates = update_cases()
+            metafunc.parametrize("update_case", updates, ids=[c[0] for c in updates])
 
     @pytest.fixture(params=DTYPES)
     def dtype(self, request):

@@ -96,7 +96,7 @@ prefetch = 0
 @pytest.fixture
 def sigma_run_file(tmp_path):
     """Write the tiny "blobs" run (:data:`BLOBS_RUN_FILE`) to ``tmp_path/run.toml`` and return its path; called as
-    ``sigma_run_file("optimiser.type=momentum", ...)``, with ``--set``-style changes, so each test states only how
+    ``sigma_run_file("optimiser.type=adam", ...)``, with ``--set``-style changes, so each test states only how
     its run differs instead of keeping a copy of the whole file."""
     def write(*changes: str):
         import tomllib
