@@ -91,17 +91,11 @@ def resolve(name: str, handler_name: str) -> Op:
     for it, else the portable rule. A kernel that cannot be loaded is an error naming the op, the handler and the
     distribution, never a quiet fall back to the slower rule."""
     from sigma_core import plugins
-    from sigma_core.errors import ComponentLoadError, SigmaError, UnknownComponentError
+    from sigma_core.errors import SigmaError, UnknownComponentError
 
     try:
         component = plugins.get("op", name)
     except UnknownComponentError:
         known = ", ".join(c.name for c in plugins.components("op")) or "none"
         raise SigmaError(f"unknown op {name!r} (registered: {known})") from None
-    cls = component.load_kernel(handler_name)
-    where = f"the {handler_name!r} kernel of op {name!r}" if cls is not None else f"op {name!r}"
-    cls = component.load() if cls is None else cls
-    if not (isinstance(cls, type) and issubclass(cls, Op)):
-        raise ComponentLoadError(f"{where} from {component.distribution} {component.version} is "
-                                 f"{cls!r}, not a sigma_core.Op subclass")
-    return cls()
+    return component.load_for(handler_name, Op)()
