@@ -214,8 +214,9 @@ def _activation_backward_sums(g, y, out, sums, code, parts):
             else:
                 for j in range(end - start):
                     oi[j] = gi[j] * _derivative(yi[j], code)
-            if i == 0:
-                block[:] = oi
+            if i == 0:  # a loop, not ``block[:] = oi``: numba's slice assignment compiles a shape-error message
+                for j in range(end - start):  # (string formatting: seconds on a cold cache)
+                    block[j] = oi[j]
             else:
                 for j in range(end - start):
                     block[j] += oi[j]
