@@ -402,8 +402,8 @@ def _layer_norm_backward(g, xhat, inv, gamma, dx, dgamma, dbeta):
         for f in range(features):
             sum_gx[f] += g[r, f] * xhat[r, f]
             sum_g[f] += g[r, f]
-    dgamma[:] = sum_gx
-    dbeta[:] = sum_g
+    for f in range(features):  # a loop, not ``dgamma[:] = sum_gx``: numba's slice assignment compiles a shape-error
+        dgamma[f], dbeta[f] = sum_gx[f], sum_g[f]  # message (string formatting: seconds on a cold cache)
 
 
 class LayerNorm(ops.LayerNorm):
