@@ -80,11 +80,21 @@ def test_a_command_points_to_its_own_help(capsys):
 @pytest.mark.parametrize("arguments, message", [
     (("layre", "dense"), "error: unknown kind 'layre'; kinds are handler, layer, activation, optimiser, "),
     (("layer", "dens"), "error: unknown layer 'dens' (did you mean 'dense'? available: add, "),  # plugins add more
+    (("adamm",), "error: no kind or component is named 'adamm'; kinds are handler, layer, activation, optimiser, "),
 ])
 def test_an_unknown_kind_or_name_is_one_line_listing_what_exists(capsys, arguments, message):
     status, out, err = shown(capsys, "help", *arguments)
     assert (status, out) == (2, "")
     assert err.startswith(message) and err.count("\n") == 1
+
+
+def test_a_component_named_alone_is_shown_whatever_its_kind(capsys):
+    """``sigma help adam``: the user need not know Adam is an optimiser; a name of several kinds shows each."""
+    _, optimiser, _ = shown(capsys, "help", "optimiser", "adam")
+    status, out, err = shown(capsys, "help", "adam")  # the optimiser, then its update rule
+    assert (status, err) == (0, "") and out.startswith(optimiser + "\nupdate_rule adam, from sigmann ")
+    status, out, _ = shown(capsys, "help", "relu")
+    assert status == 0 and out.startswith("activation relu ") and "\n\nop relu, from sigmann " in out
 
 
 def test_help_shows_docstrings_without_their_markup(capsys):

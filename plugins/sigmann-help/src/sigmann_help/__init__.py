@@ -18,7 +18,7 @@ def register_commands(cli):
         description="Show a registered component's run-file arguments (types, defaults) and documentation, read "
                     "from its own declaration: sigma help layer dense, sigma help monitor metrics. Without NAME: "
                     "the components of KIND; without KIND: the kinds.")
-    parser.add_argument("kind", nargs="?", help=f"one of {', '.join(COMPONENT_KINDS)}")
+    parser.add_argument("kind", nargs="?", help=f"one of {', '.join(COMPONENT_KINDS)}; or a name alone")
     parser.add_argument("name", nargs="?", help="a registered name or alias (see sigma plugins)")
     parser.set_defaults(run=run_help)
     config = cli.add_parser(

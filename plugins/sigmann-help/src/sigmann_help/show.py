@@ -19,6 +19,18 @@ TABLES = {"layer": "[[network.layers]]", "optimiser": "[optimiser]", "initialise
 KIND_ALIASES = {"monitor": "hook", "optimizer": "optimiser", "initializer": "initialiser"}
 
 
+def _named(name: str) -> list:
+    """Every component called ``name`` (or aliased so), whatever its kind: ``sigma help adam`` should not need the
+    user to know that Adam is an ``optimiser`` (``relu`` is an activation and a layer: both are shown)."""
+    named = []
+    for kind in COMPONENT_KINDS:
+        try:
+            named.append(get_component(kind, name))
+        except UnknownComponentError:
+            pass
+    return named
+
+
 def run(kind: str | None, name: str | None) -> int:
     """Print the kinds (no ``kind``), a kind's components (no ``name``), or one component; return the exit status."""
     if kind is None:
@@ -26,7 +38,11 @@ def run(kind: str | None, name: str | None) -> int:
         return 0
     kind = KIND_ALIASES.get(kind, kind)
     if kind not in COMPONENT_KINDS:
-        raise UnknownComponentError(f"unknown kind {kind!r}; kinds are {', '.join(COMPONENT_KINDS)}")
+        if name is None and (named := _named(kind)):
+            print("\n\n".join(component_help(component) for component in named))
+            return 0
+        unknown = f"unknown kind {kind!r}" if name else f"no kind or component is named {kind!r}"
+        raise UnknownComponentError(f"{unknown}; kinds are {', '.join(COMPONENT_KINDS)}")
     if name is None:
         for component in components(kind):
             print(f"{component.name:24} {plain(component.description)}")
